@@ -1,0 +1,46 @@
+//! `cargo xtask …`: the project's build and maintenance tasks.
+//!
+//! Small on purpose: each task is a module with one `run` function, and tasks
+//! shell out to cargo, rustup and go rather than linking them.
+
+mod bench;
+mod cluster;
+mod envtest;
+mod guests;
+
+use anyhow::{Result, bail};
+use std::path::PathBuf;
+
+const USAGE: &str = "\
+usage: cargo xtask <task>
+
+tasks:
+  guests                 build every guest into target/guests/<name>.wasm
+  envtest                provision etcd, kube-apiserver, kube-controller-manager; print their directory
+  cluster up|down        start or stop a local control plane (target/operon-dev.kubeconfig)
+  bench runtime|manager  run a benchmark and print its figures
+";
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    match args.as_slice() {
+        ["guests", rest @ ..] => guests::run(rest),
+        ["envtest", rest @ ..] => envtest::run(rest),
+        ["cluster", rest @ ..] => cluster::run(rest),
+        ["bench", rest @ ..] => bench::run(rest),
+        [] | ["help" | "--help" | "-h"] => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        [other, ..] => bail!("unknown task `{other}`\n\n{USAGE}"),
+    }
+}
+
+/// The workspace root (xtask lives one level below it).
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask sits inside the workspace")
+        .to_path_buf()
+}
