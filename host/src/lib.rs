@@ -1,1 +1,9 @@
-//! operon
+//! Operon: a Kubernetes operator host whose reconcilers are sandboxed
+//! WebAssembly components.
+//!
+//! See `ARCHITECTURE.md` at the repository root for a map of this crate.
+
+pub mod cli;
+pub mod fixtures;
+pub mod runtime;
+pub mod selector;

@@ -1,0 +1,273 @@
+//! The host side of the WIT world: generated bindings, the per-store state,
+//! the `operon:reconciler/host` import, and conversions between generated
+//! and host types.
+
+use super::types::{self as host_types, Gvk};
+use std::sync::Arc;
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "reconciler",
+});
+
+use operon::reconciler::host as wit_host;
+pub(crate) use operon::reconciler::types as wit;
+
+/// Read access to cluster objects for a guest, scoped to one reconcile.
+///
+/// Implemented by the informer cache (in a controller) and by fixtures (in
+/// `operon test`). The runtime checks read grants before calling it, so an
+/// implementation only resolves the request.
+pub trait ObjectReader: Send + Sync {
+    /// One object as JSON, `Ok(None)` if absent. `namespace` is what the
+    /// guest passed: `None` means the parent's namespace for namespaced kinds.
+    fn get(&self, kind: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<String>, String>;
+    /// Objects of a kind as JSON, filtered by a label selector.
+    fn list(
+        &self,
+        kind: &Gvk,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<Vec<String>, String>;
+}
+
+/// A reader that sees nothing: for the load-time smoke call and for tools.
+pub struct NoObjects;
+
+impl ObjectReader for NoObjects {
+    fn get(&self, _: &Gvk, _: Option<&str>, _: &str) -> Result<Option<String>, String> {
+        Ok(None)
+    }
+    fn list(&self, _: &Gvk, _: Option<&str>, _: Option<&str>) -> Result<Vec<String>, String> {
+        Ok(Vec::new())
+    }
+}
+
+/// Bytes of stdout/stderr kept per call for WASI guests; more is dropped.
+const STDIO_CAPTURE: usize = 64 << 10;
+
+/// Everything a `Store` carries for one guest instance.
+pub(crate) struct State {
+    pub limiter: Limiter,
+    /// The reader and grants for the call in progress.
+    pub scope: Option<CallScope>,
+    /// Present only for guests that import WASI.
+    pub wasi: Option<WasiState>,
+}
+
+/// What a guest may read during one call.
+pub(crate) struct CallScope {
+    pub reader: Arc<dyn ObjectReader>,
+    pub manifest: Option<Arc<host_types::Manifest>>,
+}
+
+/// WASI context with nothing granted but clocks and randomness; output is
+/// captured, never inherited.
+pub(crate) struct WasiState {
+    ctx: WasiCtx,
+    table: ResourceTable,
+    stdout: MemoryOutputPipe,
+    stderr: MemoryOutputPipe,
+}
+
+impl WasiState {
+    pub fn new() -> WasiState {
+        let stdout = MemoryOutputPipe::new(STDIO_CAPTURE);
+        let stderr = MemoryOutputPipe::new(STDIO_CAPTURE);
+        // No preopens, no environment, no arguments, no sockets.
+        let ctx = WasiCtx::builder()
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        WasiState { ctx, table: ResourceTable::new(), stdout, stderr }
+    }
+
+    /// Forward what the guest wrote since the last call to the host's logs.
+    /// The pipes accumulate, so `seen` tracks how much was already logged.
+    pub fn flush(&mut self, seen: &mut (usize, usize)) {
+        forward(&self.stdout.contents(), &mut seen.0, "stdout");
+        forward(&self.stderr.contents(), &mut seen.1, "stderr");
+    }
+}
+
+fn forward(bytes: &[u8], seen: &mut usize, stream: &str) {
+    if bytes.len() <= *seen {
+        return;
+    }
+    let text = String::from_utf8_lossy(&bytes[*seen..]);
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        tracing::info!(target: "operon::guest", stream, "{line}");
+    }
+    *seen = bytes.len();
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        // Invariant: the WASI linker is used only for modules whose stores
+        // are created with `wasi: Some(..)` (see `Module::new_store`).
+        let wasi = self.wasi.as_mut().expect("WASI import from a store created without WASI");
+        WasiCtxView { ctx: &mut wasi.ctx, table: &mut wasi.table }
+    }
+}
+
+/// Caps linear memory per instance and remembers that the cap was hit, so a
+/// failed allocation is reported as "memory limit" rather than as whatever
+/// trap the guest's allocator turned it into.
+pub(crate) struct Limiter {
+    pub memory: u64,
+    pub exceeded: Option<u64>,
+}
+
+impl wasmtime::ResourceLimiter for Limiter {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+        if desired as u64 > self.memory {
+            self.exceeded = Some(desired as u64);
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= 1_000_000)
+    }
+}
+
+/// A linker with the host import, and WASI p2 when `with_wasi`.
+pub(crate) fn linker(engine: &wasmtime::Engine, with_wasi: bool) -> wasmtime::Result<Linker<State>> {
+    let mut linker = Linker::new(engine);
+    Reconciler::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+    if with_wasi {
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+    }
+    Ok(linker)
+}
+
+impl wit::Host for State {}
+
+impl wit_host::Host for State {
+    fn log(&mut self, level: wit_host::Level, message: String, fields: Vec<(String, String)>) {
+        let fields = Fields(&fields);
+        match level {
+            wit_host::Level::Trace => tracing::trace!(target: "operon::guest", %fields, "{message}"),
+            wit_host::Level::Debug => tracing::debug!(target: "operon::guest", %fields, "{message}"),
+            wit_host::Level::Info => tracing::info!(target: "operon::guest", %fields, "{message}"),
+            wit_host::Level::Warn => tracing::warn!(target: "operon::guest", %fields, "{message}"),
+            wit_host::Level::Error => tracing::error!(target: "operon::guest", %fields, "{message}"),
+        }
+    }
+
+    fn get(&mut self, r: wit::ObjectRef) -> Result<Option<String>, String> {
+        let kind = Gvk::from(r.kind);
+        let scope = self.readable(&kind)?;
+        scope.reader.get(&kind, r.namespace.as_deref(), &r.name)
+    }
+
+    fn list(
+        &mut self,
+        kind: wit::Gvk,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+    ) -> Result<Vec<String>, String> {
+        let kind = Gvk::from(kind);
+        let scope = self.readable(&kind)?;
+        scope.reader.list(&kind, namespace.as_deref(), label_selector.as_deref())
+    }
+}
+
+impl State {
+    /// The call scope, if `kind` may be read in it.
+    fn readable(&self, kind: &Gvk) -> Result<&CallScope, String> {
+        let scope = self.scope.as_ref().ok_or("no reads are allowed while loading the module")?;
+        match &scope.manifest {
+            Some(m) if !m.may_read(kind) => Err(format!(
+                "{kind} may not be read: declare it in the manifest's `reads` (this module may read {})",
+                readable_kinds(m)
+            )),
+            _ => Ok(scope),
+        }
+    }
+}
+
+fn readable_kinds(m: &host_types::Manifest) -> String {
+    let mut kinds: Vec<String> = std::iter::once(&m.for_kind)
+        .chain(&m.owns)
+        .chain(&m.reads)
+        .chain(m.watches.iter().map(|w| &w.kind))
+        .map(|k| k.to_string())
+        .collect();
+    kinds.dedup();
+    kinds.join(", ")
+}
+
+/// `k=v k=v` for log lines.
+struct Fields<'a>(&'a [(String, String)]);
+
+impl std::fmt::Display for Fields<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (k, v)) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            write!(f, "{k}={v:?}")?;
+        }
+        Ok(())
+    }
+}
+
+impl From<wit::Gvk> for Gvk {
+    fn from(g: wit::Gvk) -> Gvk {
+        Gvk { group: g.group, version: g.version, kind: g.kind }
+    }
+}
+
+impl From<&Gvk> for wit::Gvk {
+    fn from(g: &Gvk) -> wit::Gvk {
+        wit::Gvk { group: g.group.clone(), version: g.version.clone(), kind: g.kind.clone() }
+    }
+}
+
+impl From<wit::ReconcilerManifest> for host_types::Manifest {
+    fn from(m: wit::ReconcilerManifest) -> Self {
+        host_types::Manifest {
+            name: m.name,
+            for_kind: m.for_.into(),
+            owns: m.owns.into_iter().map(Gvk::from).collect(),
+            watches: m
+                .watches
+                .into_iter()
+                .map(|w| host_types::Watch {
+                    kind: w.kind.into(),
+                    mapping: match w.mapping {
+                        wit::Mapping::Label(l) => host_types::Mapping::Label(l),
+                        wit::Mapping::Annotation(a) => host_types::Mapping::Annotation(a),
+                        wit::Mapping::AllInNamespace => host_types::Mapping::AllInNamespace,
+                    },
+                })
+                .collect(),
+            reads: m.reads.into_iter().map(Gvk::from).collect(),
+            finalizer: m.finalizer,
+        }
+    }
+}
+
+impl From<&host_types::Request> for wit::Request {
+    fn from(r: &host_types::Request) -> Self {
+        wit::Request {
+            object: r.object.clone(),
+            children: r
+                .children
+                .iter()
+                .map(|(kind, objects)| wit::Children { kind: kind.into(), objects: objects.clone() })
+                .collect(),
+            related: r.related.clone(),
+            finalizing: r.finalizing,
+            attempt: r.attempt,
+        }
+    }
+}

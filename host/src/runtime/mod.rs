@@ -1,0 +1,186 @@
+//! The wasm runtime: one [`wasmtime::Engine`] per process, loaded guest
+//! modules, and calls into them under a sandbox.
+//!
+//! Layered the way wasmtime's own embedding examples are: one `Engine`
+//! (pooling allocator, epoch interruption) → one [`Module`] per module
+//! version (a `Component` pre-linked into an `InstancePre`) → a cheap `Store`
+//! per call (or a small pool of reused instances for heavy guests).
+//!
+//! **Invariant: the runtime never writes to the cluster.** A guest reads
+//! through [`ObjectReader`] (backed by the informer cache, or by a fixture in
+//! `operon test`) and returns an [`Outcome`]; applying it is `apply`'s job.
+
+mod artifacts;
+mod error;
+mod guest;
+mod limits;
+mod module;
+mod pool;
+mod types;
+
+pub use error::{CallError, LoadError};
+pub use guest::{NoObjects, ObjectReader};
+pub use limits::{InstancePolicy, Limits};
+pub use module::{Module, ModuleInfo};
+pub use types::{Event, Failure, Gvk, Manifest, Mapping, Outcome, Request, Watch};
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// The WIT package version this host speaks (see `wit/reconciler.wit`).
+pub const WIT_VERSION: &str = "0.1.0";
+/// The WIT package name guests are built against.
+pub const WIT_PACKAGE: &str = "operon:reconciler";
+
+/// Process-wide engine settings. Per-module limits live in [`Limits`].
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Instance slots in the pooling allocator: the most guest instances that
+    /// may be alive at once across every module (fresh ones live for one
+    /// call; pooled ones stay).
+    pub instance_slots: u32,
+    /// Ceiling for any guest's linear memory; a module's `Limits::memory`
+    /// must not exceed it.
+    pub max_memory: u64,
+    /// How often the epoch ticker advances: the granularity of timeouts.
+    pub epoch_tick: Duration,
+    /// Where compiled artifacts are cached, or `None` to compile every time.
+    pub artifact_dir: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            instance_slots: 1000,
+            max_memory: 512 << 20,
+            epoch_tick: Duration::from_millis(2),
+            artifact_dir: default_artifact_dir(),
+        }
+    }
+}
+
+/// `$XDG_CACHE_HOME/operon/artifacts`, else `~/.cache/operon/artifacts`.
+pub fn default_artifact_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("operon").join("artifacts"))
+}
+
+/// The engine and everything shared by every module: linkers (with and
+/// without WASI), the epoch ticker and the artifact cache.
+///
+/// Cheap to clone; the ticker thread stops when the last clone is dropped.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: wasmtime::Engine,
+    /// Links only `operon:reconciler/host`: for guests that import nothing else.
+    linker: wasmtime::component::Linker<guest::State>,
+    /// Also links WASI p2, for guests built with libc or a language runtime.
+    wasi_linker: wasmtime::component::Linker<guest::State>,
+    artifacts: Option<artifacts::ArtifactCache>,
+    config: Config,
+    ticker_stop: Arc<AtomicBool>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Runtime {
+    /// Build the engine. Fails only if the platform cannot reserve the
+    /// pooling allocator's address space.
+    pub fn new(config: Config) -> Result<Runtime, LoadError> {
+        let engine = build_engine(&config).map_err(LoadError::Engine)?;
+        let linker = guest::linker(&engine, false).map_err(LoadError::Engine)?;
+        let wasi_linker = guest::linker(&engine, true).map_err(LoadError::Engine)?;
+        let artifacts = config
+            .artifact_dir
+            .clone()
+            .map(|dir| artifacts::ArtifactCache::new(dir, &engine));
+        let ticker_stop = Arc::new(AtomicBool::new(false));
+        spawn_epoch_ticker(&engine, config.epoch_tick, ticker_stop.clone());
+        Ok(Runtime {
+            inner: Arc::new(Inner {
+                engine,
+                linker,
+                wasi_linker,
+                artifacts,
+                config,
+                ticker_stop,
+            }),
+        })
+    }
+
+    /// Load a module from its bytes: digest → compile (or load the cached
+    /// artifact) → check the WIT version and world → pre-link → smoke call of
+    /// `manifest`.
+    ///
+    /// # Errors
+    /// [`LoadError`] says which step failed and why; nothing is left behind.
+    pub fn load(&self, bytes: &[u8], limits: Limits) -> Result<Module, LoadError> {
+        module::load(self, bytes, limits)
+    }
+
+    /// The engine's settings.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    pub(crate) fn engine(&self) -> &wasmtime::Engine {
+        &self.inner.engine
+    }
+}
+
+fn build_engine(config: &Config) -> wasmtime::Result<wasmtime::Engine> {
+    let mut pool = wasmtime::PoolingAllocationConfig::new();
+    let slots = config.instance_slots;
+    pool.total_component_instances(slots)
+        // A component made by `wasm-tools component new` has a few small
+        // shim instances beside the main module; language runtimes have more.
+        .total_core_instances(slots.saturating_mul(4))
+        .max_core_instances_per_component(64)
+        .total_memories(slots.saturating_mul(2))
+        .max_memories_per_component(8)
+        .total_tables(slots.saturating_mul(4))
+        .max_tables_per_component(16)
+        .max_memory_size(config.max_memory as usize)
+        .max_core_instance_size(4 << 20)
+        .max_component_instance_size(4 << 20)
+        // Keep a few slots warm per module so `fresh` instances reuse
+        // already-mapped memory.
+        .max_unused_warm_slots(64);
+    let mut cfg = wasmtime::Config::new();
+    cfg.wasm_component_model(true)
+        .epoch_interruption(true)
+        .allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool))
+        .cranelift_opt_level(wasmtime::OptLevel::Speed);
+    wasmtime::Engine::new(&cfg)
+}
+
+/// Advances the engine's epoch every `tick` so that per-call deadlines
+/// (`Store::set_epoch_deadline`) fire. A plain thread: it must keep ticking
+/// even when every tokio worker is busy inside a guest.
+fn spawn_epoch_ticker(engine: &wasmtime::Engine, tick: Duration, stop: Arc<AtomicBool>) {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("operon-epoch".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(tick);
+                match weak.upgrade() {
+                    Some(engine) => engine.increment_epoch(),
+                    None => break,
+                }
+            }
+        })
+        .expect("spawning the epoch ticker thread");
+}

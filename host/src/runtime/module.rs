@@ -1,0 +1,423 @@
+//! A loaded module version: compiled component, pre-linked instance
+//! template, its manifest, and calls into it.
+
+use super::error::{CallError, LoadError};
+use super::guest::{self, CallScope, Limiter, ObjectReader, ReconcilerPre, State, WasiState, wit};
+use super::limits::{InstancePolicy, Limits};
+use super::pool::Pool;
+use super::types::{Event, Failure, Manifest, Outcome, Request};
+use super::{Runtime, WIT_PACKAGE, WIT_VERSION};
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wasmtime::Store;
+
+/// Facts about a loaded module, for `operon inspect`, status and logs.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModuleInfo {
+    /// `sha256:<hex>` of the module bytes.
+    pub digest: String,
+    /// Size of the module in bytes.
+    pub size: usize,
+    /// The WIT package version the module was built against.
+    pub wit_version: String,
+    /// Every import of the component, by name.
+    pub imports: Vec<String>,
+    /// Every export of the component, by name.
+    pub exports: Vec<String>,
+    /// Whether the module imports WASI (and so runs with a WASI context).
+    pub uses_wasi: bool,
+    /// Time spent compiling, or loading the cached artifact.
+    #[serde(serialize_with = "as_millis")]
+    pub compile_time: Duration,
+    /// Whether the compiled artifact came from the on-disk cache.
+    pub from_cache: bool,
+    /// What the module's `manifest()` returned.
+    pub manifest: Manifest,
+}
+
+fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1000.0)
+}
+
+/// One loaded module version. Cheap to clone; calls may run concurrently
+/// from many threads.
+#[derive(Clone)]
+pub struct Module {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    runtime: Runtime,
+    pre: ReconcilerPre<State>,
+    info: ModuleInfo,
+    manifest: Arc<Manifest>,
+    limits: Limits,
+    pool: Option<Pool>,
+}
+
+/// An instance ready for calls, with the store that owns it.
+pub(crate) struct Instance {
+    store: Store<State>,
+    bindings: guest::Reconciler,
+    stdio_seen: (usize, usize),
+}
+
+pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Module, LoadError> {
+    if limits.memory > runtime.config().max_memory {
+        return Err(LoadError::Limits(format!(
+            "memory limit {} exceeds the host's maximum of {} bytes (operon --max-guest-memory)",
+            limits.memory,
+            runtime.config().max_memory
+        )));
+    }
+    check_header(bytes)?;
+    let digest = format!("sha256:{}", hex::encode(Sha256::digest(bytes)));
+
+    let started = Instant::now();
+    let (component, from_cache) = match &runtime.inner.artifacts {
+        Some(cache) => cache.get_or_compile(runtime.engine(), &digest, bytes)?,
+        None => (
+            wasmtime::component::Component::new(runtime.engine(), bytes).map_err(LoadError::Compile)?,
+            false,
+        ),
+    };
+    let compile_time = started.elapsed();
+
+    let ty = component.component_type();
+    let imports: Vec<String> = ty.imports(runtime.engine()).map(|(n, _)| n.to_string()).collect();
+    let export_names: Vec<String> = ty.exports(runtime.engine()).map(|(n, _)| n.to_string()).collect();
+    let wit_version = check_world(&imports, &export_names)?;
+    let uses_wasi = imports.iter().any(|i| i.starts_with("wasi:"));
+
+    let linker = if uses_wasi { &runtime.inner.wasi_linker } else { &runtime.inner.linker };
+    let instance_pre = linker.instantiate_pre(&component).map_err(LoadError::Link)?;
+    let pre = ReconcilerPre::new(instance_pre).map_err(LoadError::Link)?;
+
+    let pool = (limits.instance_policy == InstancePolicy::Pooled).then(|| Pool::new(limits.pool_size));
+    let mut module = Inner {
+        runtime: runtime.clone(),
+        pre,
+        info: ModuleInfo {
+            digest,
+            size: bytes.len(),
+            wit_version,
+            imports,
+            exports: export_names,
+            uses_wasi,
+            compile_time,
+            from_cache,
+            manifest: placeholder_manifest(),
+        },
+        manifest: Arc::new(placeholder_manifest()),
+        limits,
+        pool,
+    };
+
+    // Smoke call: a module whose manifest() traps or lies never goes live.
+    let manifest: Manifest = {
+        let mut instance = module.instantiate(None).map_err(|e| LoadError::Manifest(Box::new(e)))?;
+        let result = module.guarded(&mut instance, |bindings, store| {
+            bindings.operon_reconciler_guest().call_manifest(store)
+        });
+        result.map_err(|e| LoadError::Manifest(Box::new(e)))?.into()
+    };
+    manifest.validate().map_err(LoadError::InvalidManifest)?;
+    module.info.manifest = manifest.clone();
+    module.manifest = Arc::new(manifest);
+    Ok(Module { inner: Arc::new(module) })
+}
+
+fn placeholder_manifest() -> Manifest {
+    Manifest {
+        name: String::new(),
+        for_kind: super::Gvk::new("", "", ""),
+        owns: Vec::new(),
+        watches: Vec::new(),
+        reads: Vec::new(),
+        finalizer: None,
+    }
+}
+
+/// Reject what is not a component before handing it to Cranelift, with a
+/// message that says what to do.
+fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        return Err(LoadError::NotAComponent(
+            "the file does not start with the wasm magic number".into(),
+        ));
+    }
+    // Bytes 6..8 are the layer: 0 for a core module, 1 for a component.
+    if bytes[6..8] == [0, 0] {
+        return Err(LoadError::NotAComponent(
+            "this is a core wasm module; turn it into a component with `wasm-tools component new` \
+             (or build for wasm32-wasip2)"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Check the component's imports and exports against the world and return
+/// the WIT version it was built for.
+fn check_world(imports: &[String], exports: &[String]) -> Result<String, LoadError> {
+    let ours = |name: &str| -> Option<(String, String)> {
+        let rest = name.strip_prefix(WIT_PACKAGE)?.strip_prefix('/')?;
+        let (iface, version) = rest.split_once('@')?;
+        Some((iface.to_string(), version.to_string()))
+    };
+    // A version mismatch explains every later failure, so report it first.
+    for name in imports.iter().chain(exports) {
+        if let Some((_, version)) = ours(name)
+            && !semver_compatible(&version, WIT_VERSION)
+        {
+            return Err(LoadError::WitVersion {
+                package: WIT_PACKAGE,
+                found: version,
+                expected: WIT_VERSION,
+            });
+        }
+    }
+    for name in imports {
+        if ours(name).is_none() && !name.starts_with("wasi:") {
+            return Err(LoadError::UnknownImport(name.clone()));
+        }
+    }
+    let guest = exports.iter().find_map(|e| ours(e).filter(|(iface, _)| iface == "guest"));
+    match guest {
+        Some((_, version)) => Ok(version),
+        None => Err(LoadError::WrongWorld(if exports.is_empty() {
+            "it exports nothing".into()
+        } else {
+            format!("it exports {}", exports.join(", "))
+        })),
+    }
+}
+
+/// Semver compatibility: the same major version; for 0.x the same minor
+/// (and for 0.0.x the same patch), as semver's caret rules say.
+fn semver_compatible(found: &str, expected: &str) -> bool {
+    let parts = |v: &str| -> Option<[u64; 3]> {
+        let core = v.split(['-', '+']).next()?;
+        let mut it = core.split('.').map(|p| p.parse::<u64>().ok());
+        Some([it.next()??, it.next()??, it.next()??])
+    };
+    let (Some(f), Some(e)) = (parts(found), parts(expected)) else { return false };
+    match (f, e) {
+        ([0, 0, fp], [0, 0, ep]) => fp == ep,
+        ([0, fm, _], [0, em, _]) => fm == em,
+        ([fmaj, ..], [emaj, ..]) => fmaj == emaj,
+    }
+}
+
+impl Module {
+    /// Facts about the module.
+    pub fn info(&self) -> &ModuleInfo {
+        &self.inner.info
+    }
+
+    /// The manifest the module returned at load.
+    pub fn manifest(&self) -> &Arc<Manifest> {
+        &self.inner.manifest
+    }
+
+    /// The limits the module runs under.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// Call `reconcile`. The outer `Result` is the sandbox's verdict (did the
+    /// guest run and answer well-formed JSON?); the inner one is the guest's
+    /// own (did it reconcile, or fail transiently or terminally?).
+    ///
+    /// Blocks the calling thread for at most the module's timeout: call it
+    /// from a blocking-capable thread (`tokio::task::spawn_blocking`).
+    pub fn reconcile(
+        &self,
+        request: &Request,
+        reader: Arc<dyn ObjectReader>,
+    ) -> Result<Result<Outcome, Failure>, CallError> {
+        let inner = &self.inner;
+        let scope = CallScope { reader, manifest: Some(inner.manifest.clone()) };
+        let mut instance = match &inner.pool {
+            Some(pool) => match pool.take() {
+                Some(mut i) => {
+                    i.store.data_mut().scope = Some(scope);
+                    i
+                }
+                None => inner.instantiate(Some(scope))?,
+            },
+            None => inner.instantiate(Some(scope))?,
+        };
+        let wit_request = wit::Request::from(request);
+        let result = inner.guarded(&mut instance, |bindings, store| {
+            bindings.operon_reconciler_guest().call_reconcile(store, &wit_request)
+        });
+        // A trapped instance may be in any state: only clean ones go back.
+        if let (Some(pool), Ok(_)) = (&inner.pool, &result) {
+            instance.store.data_mut().scope = None;
+            pool.give(instance);
+        }
+        match result? {
+            Ok(outcome) => convert_outcome(outcome, inner.limits.max_output).map(Ok),
+            Err(wit::Failure::Transient(m)) => Ok(Err(Failure::Transient(m))),
+            Err(wit::Failure::Terminal(m)) => Ok(Err(Failure::Terminal(m))),
+        }
+    }
+}
+
+impl Inner {
+    fn instantiate(&self, scope: Option<CallScope>) -> Result<Instance, CallError> {
+        let state = State {
+            limiter: Limiter { memory: self.limits.memory, exceeded: None },
+            scope,
+            wasi: self.info.uses_wasi.then(WasiState::new),
+        };
+        let mut store = Store::new(self.runtime.engine(), state);
+        store.limiter(|s| &mut s.limiter);
+        // Instantiation runs guest start functions: bound it like a call.
+        self.arm_deadline(&mut store);
+        let bindings = self.pre.instantiate(&mut store).map_err(|e| classify(e, &store, &self.limits))?;
+        Ok(Instance { store, bindings, stdio_seen: (0, 0) })
+    }
+
+    fn arm_deadline(&self, store: &mut Store<State>) {
+        let tick = self.runtime.config().epoch_tick.as_nanos().max(1);
+        let ticks = self.limits.timeout.as_nanos().div_ceil(tick) as u64;
+        store.set_epoch_deadline(ticks.max(1) + 1);
+        store.epoch_deadline_trap();
+    }
+
+    /// Run `f` under the deadline and turn wasmtime errors into
+    /// [`CallError`]s that say what happened.
+    fn guarded<R>(
+        &self,
+        instance: &mut Instance,
+        f: impl FnOnce(&guest::Reconciler, &mut Store<State>) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
+        self.arm_deadline(&mut instance.store);
+        instance.store.data_mut().limiter.exceeded = None;
+        let result = f(&instance.bindings, &mut instance.store);
+        if let Some(wasi) = instance.store.data_mut().wasi.as_mut() {
+            wasi.flush(&mut instance.stdio_seen);
+        }
+        result.map_err(|e| classify(e, &instance.store, &self.limits))
+    }
+}
+
+fn classify(error: wasmtime::Error, store: &Store<State>, limits: &Limits) -> CallError {
+    if let Some(requested) = store.data().limiter.exceeded {
+        return CallError::MemoryExceeded { limit: limits.memory, requested };
+    }
+    match error.downcast_ref::<wasmtime::Trap>() {
+        Some(wasmtime::Trap::Interrupt) => CallError::Timeout { limit: limits.timeout },
+        Some(_) => CallError::Trap(format!("{error:?}")),
+        None if error.downcast_ref::<wasmtime::WasmBacktrace>().is_some() => CallError::Trap(format!("{error:?}")),
+        None => CallError::Instantiate(error),
+    }
+}
+
+/// Check sizes and parse every JSON text of an outcome.
+fn convert_outcome(o: wit::Outcome, max_output: usize) -> Result<Outcome, CallError> {
+    let size = o.desired.iter().map(String::len).sum::<usize>()
+        + o.status.as_ref().map_or(0, String::len)
+        + o.events.iter().map(|e| e.reason.len() + e.message.len()).sum::<usize>();
+    if size > max_output {
+        return Err(CallError::OutputTooLarge { size, limit: max_output });
+    }
+    let desired = o
+        .desired
+        .iter()
+        .enumerate()
+        .map(|(i, text)| parse_object(text).map_err(|e| CallError::Malformed(format!("desired[{i}] {e}"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    let status = match &o.status {
+        None => None,
+        Some(text) => match serde_json::from_str::<Value>(text) {
+            Ok(v @ Value::Object(_)) => Some(v),
+            Ok(_) => return Err(CallError::Malformed("status is not a JSON object".into())),
+            Err(e) => return Err(CallError::Malformed(format!("status is not valid JSON: {e}"))),
+        },
+    };
+    Ok(Outcome {
+        desired,
+        status,
+        events: o
+            .events
+            .into_iter()
+            .map(|e| Event { warning: e.warning, reason: e.reason, message: e.message })
+            .collect(),
+        requeue_after: o.requeue_after_ms.map(Duration::from_millis),
+        finalized: o.finalized,
+    })
+}
+
+/// Parse one desired object and check it names itself.
+fn parse_object(text: &str) -> Result<Value, String> {
+    let value: Value = serde_json::from_str(text).map_err(|e| format!("is not valid JSON: {e}"))?;
+    let has_str = |v: Option<&Value>| v.and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+    if !value.is_object() {
+        return Err("is not a JSON object".into());
+    }
+    if !has_str(value.get("apiVersion")) || !has_str(value.get("kind")) {
+        return Err("lacks apiVersion or kind".into());
+    }
+    if !has_str(value.pointer("/metadata/name")) {
+        return Err(format!(
+            "({} {}) lacks metadata.name",
+            value["apiVersion"].as_str().unwrap_or_default(),
+            value["kind"].as_str().unwrap_or_default()
+        ));
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn semver_of_0x_versions_compares_minor() {
+        assert!(semver_compatible("0.1.0", "0.1.0"));
+        assert!(semver_compatible("0.1.3", "0.1.0"));
+        assert!(!semver_compatible("0.2.0", "0.1.0"));
+        assert!(!semver_compatible("0.0.1", "0.1.0"));
+        assert!(semver_compatible("1.4.0", "1.0.0"));
+        assert!(!semver_compatible("2.0.0", "1.0.0"));
+        assert!(!semver_compatible("garbage", "0.1.0"));
+    }
+
+    #[test]
+    fn world_check_names_both_versions() {
+        let err = check_world(&[], &["operon:reconciler/guest@0.0.1".into()]).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("operon:reconciler@0.0.1") && msg.contains("operon:reconciler@0.1.0"), "{msg}");
+    }
+
+    #[test]
+    fn world_check_rejects_foreign_imports_and_missing_exports() {
+        let err = check_world(&["env:x/y".into()], &["operon:reconciler/guest@0.1.0".into()]).unwrap_err();
+        assert!(matches!(err, LoadError::UnknownImport(_)), "{err}");
+        let err = check_world(&[], &["run".into()]).unwrap_err();
+        assert!(err.to_string().contains("it exports run"), "{err}");
+    }
+
+    #[test]
+    fn header_check_explains_core_modules() {
+        let core = b"\0asm\x01\0\0\0";
+        assert!(check_header(core).unwrap_err().to_string().contains("wasm-tools component new"));
+        assert!(check_header(b"hello world").is_err());
+    }
+
+    #[test]
+    fn desired_objects_must_name_themselves() {
+        assert!(parse_object(r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"a"}}"#).is_ok());
+        assert!(parse_object(r#"{"apiVersion":"v1","kind":"Service","metadata":{}}"#).unwrap_err().contains("metadata.name"));
+        assert!(parse_object(r#"{"kind":"Service"}"#).unwrap_err().contains("apiVersion"));
+        assert!(parse_object("[1]").unwrap_err().contains("not a JSON object"));
+        assert!(parse_object("{\"apiVersion\":").unwrap_err().contains("not valid JSON"));
+    }
+}

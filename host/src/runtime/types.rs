@@ -1,0 +1,211 @@
+//! Host-side forms of the WIT types: owned, serde-serialisable, with objects
+//! parsed to JSON. Conversions from the generated bindings live in `guest`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt;
+use std::time::Duration;
+
+/// A Kubernetes kind: group, version, kind.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Gvk {
+    /// API group; empty for the core group.
+    #[serde(default)]
+    pub group: String,
+    /// API version within the group, e.g. `v1`.
+    pub version: String,
+    /// Kind, e.g. `Deployment`.
+    pub kind: String,
+}
+
+impl Gvk {
+    /// Build from parts.
+    pub fn new(group: &str, version: &str, kind: &str) -> Gvk {
+        Gvk { group: group.into(), version: version.into(), kind: kind.into() }
+    }
+
+    /// The `apiVersion` field for this kind: `group/version`, or `version`
+    /// for the core group.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The kind of a JSON object, from its `apiVersion` and `kind`.
+    pub fn of(object: &Value) -> Option<Gvk> {
+        let api_version = object.get("apiVersion")?.as_str()?;
+        let kind = object.get("kind")?.as_str()?;
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        Some(Gvk::new(group, version, kind))
+    }
+}
+
+impl fmt::Display for Gvk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.api_version(), self.kind)
+    }
+}
+
+/// How events on a watched kind map to parent keys.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Mapping {
+    /// The label with this name holds the parent's name.
+    Label(String),
+    /// The annotation with this name holds `namespace/name` or `name`.
+    Annotation(String),
+    /// Every parent in the watched object's namespace.
+    AllInNamespace,
+}
+
+/// A watched kind and its mapping to parents.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Watch {
+    /// The watched kind.
+    pub kind: Gvk,
+    /// How its events become parent keys.
+    pub mapping: Mapping,
+}
+
+/// What a module says it is (the WIT `manifest`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Controller name.
+    pub name: String,
+    /// The parent kind.
+    #[serde(rename = "for")]
+    pub for_kind: Gvk,
+    /// Kinds of children the module may return.
+    pub owns: Vec<Gvk>,
+    /// Kinds whose changes trigger reconciles of parents.
+    pub watches: Vec<Watch>,
+    /// Kinds the module may read through `host.get`/`host.list`.
+    pub reads: Vec<Gvk>,
+    /// The finalizer the host adds to parents, if any.
+    pub finalizer: Option<String>,
+}
+
+impl Manifest {
+    /// Whether the module may read objects of `kind`: the parent's kind, the
+    /// owned kinds, watched kinds and declared reads.
+    pub fn may_read(&self, kind: &Gvk) -> bool {
+        &self.for_kind == kind
+            || self.owns.contains(kind)
+            || self.reads.contains(kind)
+            || self.watches.iter().any(|w| &w.kind == kind)
+    }
+
+    /// Check what the host relies on: a usable name, distinct owned kinds,
+    /// a qualified finalizer. Returns a description of the first problem.
+    pub fn validate(&self) -> Result<(), String> {
+        let name_ok = !self.name.is_empty()
+            && self.name.len() <= 63
+            && self.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        if !name_ok {
+            return Err(format!(
+                "manifest name {:?} must be 1-63 characters of [a-z0-9-]",
+                self.name
+            ));
+        }
+        for gvk in std::iter::once(&self.for_kind).chain(&self.owns).chain(&self.reads) {
+            if gvk.version.is_empty() || gvk.kind.is_empty() {
+                return Err(format!("manifest names a kind with an empty version or kind: {gvk:?}"));
+            }
+        }
+        if self.owns.contains(&self.for_kind) {
+            return Err(format!("manifest owns its own parent kind {}", self.for_kind));
+        }
+        if let Some(f) = &self.finalizer
+            && !f.contains('/')
+        {
+            return Err(format!(
+                "finalizer {f:?} must be domain-qualified, e.g. example.com/cleanup"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One reconcile request, host side: objects as JSON text, ready to cross.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// The parent object.
+    pub object: String,
+    /// Owned children, one group per kind in `manifest.owns` order.
+    pub children: Vec<(Gvk, Vec<String>)>,
+    /// Related objects from watched kinds.
+    pub related: Vec<String>,
+    /// The parent is being deleted and carries the finalizer.
+    pub finalizing: bool,
+    /// Failures in a row before this call.
+    pub attempt: u32,
+}
+
+/// An event the guest asked to record on the parent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// Warning (true) or Normal.
+    pub warning: bool,
+    /// UpperCamelCase reason.
+    pub reason: String,
+    /// Human-readable message.
+    pub message: String,
+}
+
+/// A guest's answer, parsed and checked to be well-formed JSON objects.
+/// Whether the objects are *allowed* is checked later against the grants.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct Outcome {
+    /// Children that should exist.
+    pub desired: Vec<Value>,
+    /// New status of the parent, if any.
+    pub status: Option<Value>,
+    /// Events to record.
+    pub events: Vec<Event>,
+    /// Run again after this delay.
+    #[serde(rename = "requeueAfterMs", with = "millis", default)]
+    pub requeue_after: Option<Duration>,
+    /// Clean-up done; the finalizer may be removed.
+    pub finalized: bool,
+}
+
+/// The guest's own verdict that it could not reconcile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Failure {
+    /// Retry with backoff.
+    Transient(String),
+    /// Do not retry until the object changes.
+    Terminal(String),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Transient(m) => write!(f, "transient failure: {m}"),
+            Failure::Terminal(m) => write!(f, "terminal failure: {m}"),
+        }
+    }
+}
+
+/// `Option<Duration>` as optional whole milliseconds, named `requeueAfterMs`
+/// in fixtures to match the WIT field.
+mod millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&(d.as_millis() as u64)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_millis))
+    }
+}

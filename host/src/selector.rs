@@ -1,0 +1,149 @@
+//! Kubernetes label selectors (`app=web,tier!=db`, `env in (a,b)`, `!legacy`)
+//! parsed once and matched against label maps.
+
+use serde_json::{Map, Value};
+
+/// A parsed label selector: every requirement must hold.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Selector {
+    requirements: Vec<Requirement>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Requirement {
+    Equals(String, String),
+    NotEquals(String, String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+    Exists(String),
+    DoesNotExist(String),
+}
+
+/// Why a selector string could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid label selector {selector:?}: {reason}")]
+pub struct Error {
+    selector: String,
+    reason: String,
+}
+
+impl Selector {
+    /// Parse the string syntax used by `kubectl -l` and `labelSelector=`.
+    pub fn parse(text: &str) -> Result<Selector, Error> {
+        let err = |reason: &str| Error { selector: text.to_string(), reason: reason.to_string() };
+        let mut requirements = Vec::new();
+        for term in split_terms(text) {
+            let term = term.trim();
+            if term.is_empty() {
+                continue;
+            }
+            let req = if let Some(key) = term.strip_prefix('!') {
+                Requirement::DoesNotExist(key.trim().to_string())
+            } else if let Some((key, rest)) = split_set_op(term, " notin ") {
+                Requirement::NotIn(key, parse_set(rest).ok_or_else(|| err("expected (a,b) after notin"))?)
+            } else if let Some((key, rest)) = split_set_op(term, " in ") {
+                Requirement::In(key, parse_set(rest).ok_or_else(|| err("expected (a,b) after in"))?)
+            } else if let Some((k, v)) = term.split_once("!=") {
+                Requirement::NotEquals(k.trim().into(), v.trim().into())
+            } else if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
+                Requirement::Equals(k.trim().into(), v.trim().into())
+            } else {
+                Requirement::Exists(term.to_string())
+            };
+            let key = match &req {
+                Requirement::Equals(k, _)
+                | Requirement::NotEquals(k, _)
+                | Requirement::In(k, _)
+                | Requirement::NotIn(k, _)
+                | Requirement::Exists(k)
+                | Requirement::DoesNotExist(k) => k,
+            };
+            if key.is_empty() || key.contains([' ', '(', ')', '=', '!']) {
+                return Err(err(&format!("bad key in {term:?}")));
+            }
+            requirements.push(req);
+        }
+        Ok(Selector { requirements })
+    }
+
+    /// Whether labels (the `metadata.labels` map) satisfy every requirement.
+    pub fn matches(&self, labels: Option<&Map<String, Value>>) -> bool {
+        let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+        self.requirements.iter().all(|r| match r {
+            Requirement::Equals(k, v) => get(k) == Some(v.as_str()),
+            Requirement::NotEquals(k, v) => get(k) != Some(v.as_str()),
+            Requirement::In(k, vs) => get(k).is_some_and(|x| vs.iter().any(|v| v == x)),
+            Requirement::NotIn(k, vs) => get(k).is_none_or(|x| vs.iter().all(|v| v != x)),
+            Requirement::Exists(k) => get(k).is_some(),
+            Requirement::DoesNotExist(k) => get(k).is_none(),
+        })
+    }
+
+    /// Whether an object's `metadata.labels` satisfy the selector.
+    pub fn matches_object(&self, object: &Value) -> bool {
+        self.matches(object.pointer("/metadata/labels").and_then(Value::as_object))
+    }
+}
+
+/// Split on commas that are not inside parentheses.
+fn split_terms(text: &str) -> Vec<&str> {
+    let (mut depth, mut start, mut out) = (0i32, 0, Vec::new());
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&text[start..]);
+    out
+}
+
+fn split_set_op<'a>(term: &'a str, op: &str) -> Option<(String, &'a str)> {
+    let (k, rest) = term.split_once(op)?;
+    Some((k.trim().to_string(), rest))
+}
+
+fn parse_set(rest: &str) -> Option<Vec<String>> {
+    let inner = rest.trim().strip_prefix('(')?.strip_suffix(')')?;
+    Some(inner.split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn labels(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn selector_should_match_every_operator() {
+        let l = labels(json!({"app": "web", "tier": "front", "env": "prod"}));
+        let yes = ["app=web", "app==web", "tier!=db", "env in (prod, staging)", "env notin (dev)", "app", "!legacy", "app=web,env in (prod)", ""];
+        for s in yes {
+            assert!(Selector::parse(s).unwrap().matches(Some(&l)), "{s} should match");
+        }
+        let no = ["app=db", "tier!=front", "env in (dev)", "env notin (prod)", "legacy", "!app", "app=web,env=dev"];
+        for s in no {
+            assert!(!Selector::parse(s).unwrap().matches(Some(&l)), "{s} should not match");
+        }
+    }
+
+    #[test]
+    fn selector_on_missing_labels() {
+        assert!(Selector::parse("a!=b").unwrap().matches(None));
+        assert!(!Selector::parse("a").unwrap().matches(None));
+    }
+
+    #[test]
+    fn selector_rejects_garbage() {
+        assert!(Selector::parse("env in dev").is_err());
+        assert!(Selector::parse("=x").is_err());
+    }
+}
