@@ -5,5 +5,10 @@
 
 pub mod cli;
 pub mod fixtures;
+pub mod leader;
+pub mod metrics;
+pub mod queue;
 pub mod runtime;
 pub mod selector;
+pub mod server;
+pub mod telemetry;

@@ -1,0 +1,1 @@
+//! leader (being written).
