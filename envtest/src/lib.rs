@@ -1,1 +1,46 @@
-//! A real Kubernetes control plane on loopback for tests.
+//! A real Kubernetes control plane on loopback for tests, in the manner of
+//! controller-runtime's envtest: etcd, kube-apiserver and, if asked,
+//! kube-controller-manager, as child processes of the test.
+//!
+//! Anything that claims Kubernetes behaviour (server-side apply, status
+//! subresources, watches, garbage collection) is tested against this, not
+//! against a fake.
+//!
+//! ```no_run
+//! # async fn example() -> anyhow::Result<()> {
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//!
+//! let plane = operon_envtest::shared();
+//! let client = plane.client().await;
+//! let namespace = operon_envtest::create_namespace(&client, "my-test").await?;
+//! let config_maps = kube::Api::<ConfigMap>::namespaced(client, &namespace);
+//! assert!(config_maps.list(&Default::default()).await?.items.is_empty());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Binaries
+//!
+//! Tests never download or build: they use `KUBEBUILDER_ASSETS` or the cache
+//! that `cargo xtask envtest` fills (see [`assets`]), and fail, never skip,
+//! when neither has the binaries.
+//!
+//! # Environment
+//!
+//! - `KUBEBUILDER_ASSETS`: a directory holding `etcd`, `kube-apiserver`
+//!   (and `kube-controller-manager`), used instead of the cache.
+//! - `OPERON_ENVTEST_KEEP=1`: keep each control plane's directory (logs,
+//!   certificates, kubeconfig) after it stops.
+//!
+//! Unix only: the binaries are Linux or macOS builds and cleanup relies on
+//! `sh`.
+
+pub mod assets;
+mod certs;
+mod control_plane;
+mod kubeconfig;
+mod process;
+mod shared;
+
+pub use control_plane::{ControlPlane, KEEP_ENV, Options};
+pub use shared::{create_namespace, shared, shared_with};

@@ -3,9 +3,13 @@
 //!
 //! See `ARCHITECTURE.md` at the repository root for a map of this crate.
 
+pub mod apply;
+pub mod cache;
 pub mod cli;
+pub mod controller;
 pub mod fixtures;
 pub mod leader;
+pub mod manager;
 pub mod metrics;
 pub mod queue;
 pub mod runtime;

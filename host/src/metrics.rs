@@ -1,1 +1,691 @@
-//! metrics (being written).
+//! Prometheus metrics: controller-runtime's families, plus Operon's own.
+//!
+//! The names, types, labels and histogram buckets of the
+//! `controller_runtime_*`, `workqueue_*` and `leader_election_*` families are
+//! those of controller-runtime (and client-go's workqueue), so dashboards and
+//! alerts written for Go operators work unchanged. The `operon_*` families
+//! describe what only a WebAssembly host has: guest calls, guest failures,
+//! module loads.
+//!
+//! One [`Metrics`] is made per process by the manager and shared as
+//! `Arc<Metrics>`. It owns its registry — there is no global one — so tests
+//! make their own and see only what they recorded.
+//!
+//! Recording is done through methods named after what happened
+//! ([`Metrics::reconcile_finished`], [`Metrics::guest_failed`], …); the
+//! work queue records its own families through a [`Workqueue`] handle that
+//! [`Metrics::workqueue`] hands out.
+
+use prometheus::{
+    Encoder as _, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder, core::Collector,
+};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The `Content-Type` of [`Metrics::encode`]'s output: Prometheus text
+/// format 0.0.4 (not OpenMetrics, so no `# EOF` line is expected or written).
+pub const CONTENT_TYPE: &str = prometheus::TEXT_FORMAT;
+
+/// controller-runtime's buckets for `controller_runtime_reconcile_time_seconds`.
+const RECONCILE_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5,
+    1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0,
+];
+
+/// Guest calls take microseconds (a reused instance) to a timeout (seconds):
+/// 1-2.5-5 steps from 10 µs to 30 s.
+const GUEST_CALL_BUCKETS: &[f64] = &[
+    0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// Module loads: a precompiled hit is a millisecond, a Python guest compiles
+/// for seconds.
+const MODULE_LOAD_BUCKETS: &[f64] = &[0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
+
+/// client-go's workqueue buckets: `ExponentialBuckets(10e-9, 10, 12)`, 10 ns to 1000 s.
+fn workqueue_buckets() -> Vec<f64> {
+    (0..12).map(|i| 1e-8 * 10f64.powi(i)).collect()
+}
+
+/// Errors of this module.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The registry could not be written in the text format.
+    #[error("encoding metrics in the Prometheus text format")]
+    Encode(#[source] prometheus::Error),
+}
+
+/// How one reconcile ended, as controller-runtime labels it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReconcileResult {
+    /// Done; nothing scheduled.
+    Success,
+    /// A transient error: retried with backoff.
+    Error,
+    /// A terminal error: not retried. Counted as `error` in
+    /// `controller_runtime_reconcile_total` and also in
+    /// `controller_runtime_terminal_reconcile_errors_total`, as
+    /// controller-runtime does.
+    TerminalError,
+    /// Asked to run again at once (through the rate limiter).
+    Requeue,
+    /// Asked to run again after a delay.
+    RequeueAfter,
+}
+
+impl ReconcileResult {
+    /// The `result` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Error | Self::TerminalError => "error",
+            Self::Requeue => "requeue",
+            Self::RequeueAfter => "requeue_after",
+        }
+    }
+}
+
+/// Why a guest call failed: the `kind` label of `operon_guest_errors_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuestErrorKind {
+    /// The wall-clock deadline passed (epoch interruption).
+    Timeout,
+    /// The instance hit its memory cap.
+    Memory,
+    /// Any other trap (unreachable, out-of-bounds, a guest panic).
+    Trap,
+    /// The result was not what the contract allows (invalid JSON, …).
+    Malformed,
+    /// The result was larger than the host accepts.
+    Oversized,
+    /// A fresh instance could not be created.
+    Instantiate,
+}
+
+impl GuestErrorKind {
+    /// Every kind, for zero-initialising series.
+    pub const ALL: [Self; 6] =
+        [Self::Timeout, Self::Memory, Self::Trap, Self::Malformed, Self::Oversized, Self::Instantiate];
+
+    /// The `kind` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::Memory => "memory",
+            Self::Trap => "trap",
+            Self::Malformed => "malformed",
+            Self::Oversized => "oversized",
+            Self::Instantiate => "instantiate",
+        }
+    }
+}
+
+/// What the applier did: the `operation` label of `operon_apply_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApplyOperation {
+    /// A server-side apply of a desired child.
+    Apply,
+    /// A delete of a child that is no longer desired.
+    Delete,
+    /// A write of the status subresource.
+    Status,
+}
+
+impl ApplyOperation {
+    /// Every operation, for zero-initialising series.
+    pub const ALL: [Self; 3] = [Self::Apply, Self::Delete, Self::Status];
+
+    /// The `operation` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Apply => "apply",
+            Self::Delete => "delete",
+            Self::Status => "status",
+        }
+    }
+}
+
+const RESULTS: [ReconcileResult; 4] =
+    [ReconcileResult::Success, ReconcileResult::Error, ReconcileResult::Requeue, ReconcileResult::RequeueAfter];
+
+/// Every metric family of the process, in one registry.
+///
+/// Families are public for reading in tests and for the rare case a method
+/// does not cover; prefer the methods, which keep label values consistent.
+pub struct Metrics {
+    registry: Registry,
+    /// `controller_runtime_reconcile_total{controller,result}`.
+    pub reconcile_total: IntCounterVec,
+    /// `controller_runtime_reconcile_errors_total{controller}`.
+    pub reconcile_errors_total: IntCounterVec,
+    /// `controller_runtime_terminal_reconcile_errors_total{controller}`.
+    pub terminal_reconcile_errors_total: IntCounterVec,
+    /// `controller_runtime_reconcile_time_seconds{controller}`.
+    pub reconcile_time_seconds: HistogramVec,
+    /// `controller_runtime_max_concurrent_reconciles{controller}`.
+    pub max_concurrent_reconciles: IntGaugeVec,
+    /// `controller_runtime_active_workers{controller}`.
+    pub active_workers: IntGaugeVec,
+    /// `workqueue_depth{controller,name}`.
+    pub workqueue_depth: IntGaugeVec,
+    /// `workqueue_adds_total{controller,name}`.
+    pub workqueue_adds_total: IntCounterVec,
+    /// `workqueue_queue_duration_seconds{controller,name}`.
+    pub workqueue_queue_duration_seconds: HistogramVec,
+    /// `workqueue_work_duration_seconds{controller,name}`.
+    pub workqueue_work_duration_seconds: HistogramVec,
+    /// `workqueue_retries_total{controller,name}`.
+    pub workqueue_retries_total: IntCounterVec,
+    /// `workqueue_unfinished_work_seconds{controller,name}`.
+    pub workqueue_unfinished_work_seconds: GaugeVec,
+    /// `workqueue_longest_running_processor_seconds{controller,name}`.
+    pub workqueue_longest_running_processor_seconds: GaugeVec,
+    /// `leader_election_master_status{name}`.
+    pub leader_election_master_status: IntGaugeVec,
+    /// `operon_guest_call_seconds{controller}`.
+    pub guest_call_seconds: HistogramVec,
+    /// `operon_guest_errors_total{controller,kind}`.
+    pub guest_errors_total: IntCounterVec,
+    /// `operon_module_load_seconds{controller}`.
+    pub module_load_seconds: HistogramVec,
+    /// `operon_module_info{controller,digest}`, always 1.
+    pub module_info: IntGaugeVec,
+    /// `operon_cache_objects{kind}`.
+    pub cache_objects: IntGaugeVec,
+    /// `operon_apply_total{controller,operation}`.
+    pub apply_total: IntCounterVec,
+    /// The digest each controller's `operon_module_info` series carries, so a
+    /// swap replaces the series instead of adding one.
+    module_digests: Mutex<HashMap<String, String>>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Builds and registers one family. Names, help texts and labels are
+/// constants of this file, so a failure is a bug in it (a duplicate or an
+/// invalid name), caught by every test that makes a `Metrics`.
+fn register<C: Collector + Clone + 'static>(registry: &Registry, collector: Result<C, prometheus::Error>) -> C {
+    let collector = collector.expect("metric definition is valid");
+    registry.register(Box::new(collector.clone())).expect("metric names are unique");
+    collector
+}
+
+impl Metrics {
+    /// Creates every family in a fresh registry.
+    ///
+    /// # Panics
+    ///
+    /// Never in practice: only if this file defines two families with one
+    /// name, which the tests would show.
+    pub fn new() -> Self {
+        let r = Registry::new();
+        let counter = |name: &str, help: &str, labels: &[&str]| {
+            register(&r, IntCounterVec::new(Opts::new(name, help), labels))
+        };
+        let int_gauge =
+            |name: &str, help: &str, labels: &[&str]| register(&r, IntGaugeVec::new(Opts::new(name, help), labels));
+        let gauge =
+            |name: &str, help: &str, labels: &[&str]| register(&r, GaugeVec::new(Opts::new(name, help), labels));
+        let histogram = |name: &str, help: &str, labels: &[&str], buckets: Vec<f64>| {
+            register(&r, HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels))
+        };
+        const C: &[&str] = &["controller"];
+        const CN: &[&str] = &["controller", "name"];
+        Self {
+            reconcile_total: counter(
+                "controller_runtime_reconcile_total",
+                "Total number of reconciliations per controller",
+                &["controller", "result"],
+            ),
+            reconcile_errors_total: counter(
+                "controller_runtime_reconcile_errors_total",
+                "Total number of reconciliation errors per controller",
+                C,
+            ),
+            terminal_reconcile_errors_total: counter(
+                "controller_runtime_terminal_reconcile_errors_total",
+                "Total number of terminal reconciliation errors per controller",
+                C,
+            ),
+            reconcile_time_seconds: histogram(
+                "controller_runtime_reconcile_time_seconds",
+                "Length of time per reconciliation per controller",
+                C,
+                RECONCILE_BUCKETS.to_vec(),
+            ),
+            max_concurrent_reconciles: int_gauge(
+                "controller_runtime_max_concurrent_reconciles",
+                "Maximum number of concurrent reconciles per controller",
+                C,
+            ),
+            active_workers: int_gauge(
+                "controller_runtime_active_workers",
+                "Number of currently used workers per controller",
+                C,
+            ),
+            workqueue_depth: int_gauge("workqueue_depth", "Current depth of workqueue", CN),
+            workqueue_adds_total: counter("workqueue_adds_total", "Total number of adds handled by workqueue", CN),
+            workqueue_queue_duration_seconds: histogram(
+                "workqueue_queue_duration_seconds",
+                "How long in seconds an item stays in workqueue before being requested",
+                CN,
+                workqueue_buckets(),
+            ),
+            workqueue_work_duration_seconds: histogram(
+                "workqueue_work_duration_seconds",
+                "How long in seconds processing an item from workqueue takes.",
+                CN,
+                workqueue_buckets(),
+            ),
+            workqueue_retries_total: counter(
+                "workqueue_retries_total",
+                "Total number of retries handled by workqueue",
+                CN,
+            ),
+            workqueue_unfinished_work_seconds: gauge(
+                "workqueue_unfinished_work_seconds",
+                "How many seconds of work has been done that is in progress and hasn't been observed by \
+                 work_duration. Large values indicate stuck threads. One can deduce the number of stuck threads \
+                 by observing the rate at which this increases.",
+                CN,
+            ),
+            workqueue_longest_running_processor_seconds: gauge(
+                "workqueue_longest_running_processor_seconds",
+                "How many seconds has the longest running processor for workqueue been running.",
+                CN,
+            ),
+            leader_election_master_status: int_gauge(
+                "leader_election_master_status",
+                "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates \
+                 master. 'name' is the string used to identify the lease. Please make sure to group by name.",
+                &["name"],
+            ),
+            guest_call_seconds: histogram(
+                "operon_guest_call_seconds",
+                "Duration of one call into a guest module (instantiation included) per controller",
+                C,
+                GUEST_CALL_BUCKETS.to_vec(),
+            ),
+            guest_errors_total: counter(
+                "operon_guest_errors_total",
+                "Total number of failed guest calls per controller and kind \
+                 (timeout, memory, trap, malformed, oversized, instantiate)",
+                &["controller", "kind"],
+            ),
+            module_load_seconds: histogram(
+                "operon_module_load_seconds",
+                "Time to load a module (compile or read the precompiled cache, type-check, link) per controller",
+                C,
+                MODULE_LOAD_BUCKETS.to_vec(),
+            ),
+            module_info: int_gauge(
+                "operon_module_info",
+                "The module each controller runs, by digest; always 1",
+                &["controller", "digest"],
+            ),
+            cache_objects: int_gauge("operon_cache_objects", "Number of objects in the shared cache per kind", &[
+                "kind",
+            ]),
+            apply_total: counter(
+                "operon_apply_total",
+                "Total number of writes by the applier per controller and operation (apply, delete, status)",
+                &["controller", "operation"],
+            ),
+            module_digests: Mutex::new(HashMap::new()),
+            registry: r,
+        }
+    }
+
+    /// The registry, to add process-specific collectors.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Every family in the Prometheus text format 0.0.4 (see [`CONTENT_TYPE`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Encode`] if the encoder rejects a family; with the families
+    /// of this module that does not happen.
+    pub fn encode(&self) -> Result<String, Error> {
+        let mut out = Vec::new();
+        TextEncoder::new().encode(&self.registry.gather(), &mut out).map_err(Error::Encode)?;
+        String::from_utf8(out).map_err(|e| Error::Encode(prometheus::Error::Msg(e.to_string())))
+    }
+
+    /// A controller was started with this many workers. Sets
+    /// `max_concurrent_reconciles` and creates its series at zero, as
+    /// controller-runtime does, so rates and alerts work before the first
+    /// error.
+    pub fn controller_started(&self, controller: &str, max_concurrent_reconciles: usize) {
+        self.max_concurrent_reconciles
+            .with_label_values(&[controller])
+            .set(i64::try_from(max_concurrent_reconciles).unwrap_or(i64::MAX));
+        self.active_workers.with_label_values(&[controller]).set(0);
+        for result in RESULTS {
+            self.reconcile_total.with_label_values(&[controller, result.label()]);
+        }
+        self.reconcile_errors_total.with_label_values(&[controller]);
+        self.terminal_reconcile_errors_total.with_label_values(&[controller]);
+        for kind in GuestErrorKind::ALL {
+            self.guest_errors_total.with_label_values(&[controller, kind.label()]);
+        }
+        for op in ApplyOperation::ALL {
+            self.apply_total.with_label_values(&[controller, op.label()]);
+        }
+    }
+
+    /// A controller was removed (its Reconciler deleted): drops every series
+    /// labelled with it, so a dashboard does not show it forever.
+    pub fn controller_removed(&self, controller: &str) {
+        // Removing a series that does not exist is not an error here.
+        for result in RESULTS {
+            let _ = self.reconcile_total.remove_label_values(&[controller, result.label()]);
+        }
+        for vec in [&self.reconcile_errors_total, &self.terminal_reconcile_errors_total] {
+            let _ = vec.remove_label_values(&[controller]);
+        }
+        for vec in [&self.reconcile_time_seconds, &self.guest_call_seconds, &self.module_load_seconds] {
+            let _ = vec.remove_label_values(&[controller]);
+        }
+        for vec in [&self.max_concurrent_reconciles, &self.active_workers] {
+            let _ = vec.remove_label_values(&[controller]);
+        }
+        let _ = self.workqueue_depth.remove_label_values(&[controller, controller]);
+        for vec in [&self.workqueue_adds_total, &self.workqueue_retries_total] {
+            let _ = vec.remove_label_values(&[controller, controller]);
+        }
+        for vec in [&self.workqueue_queue_duration_seconds, &self.workqueue_work_duration_seconds] {
+            let _ = vec.remove_label_values(&[controller, controller]);
+        }
+        for vec in [&self.workqueue_unfinished_work_seconds, &self.workqueue_longest_running_processor_seconds] {
+            let _ = vec.remove_label_values(&[controller, controller]);
+        }
+        for kind in GuestErrorKind::ALL {
+            let _ = self.guest_errors_total.remove_label_values(&[controller, kind.label()]);
+        }
+        for op in ApplyOperation::ALL {
+            let _ = self.apply_total.remove_label_values(&[controller, op.label()]);
+        }
+        if let Some(digest) = self.digests().remove(controller) {
+            let _ = self.module_info.remove_label_values(&[controller, &digest]);
+        }
+    }
+
+    /// One reconcile ended. Records `reconcile_total`, `reconcile_time_seconds`
+    /// and, for errors, `reconcile_errors_total` (and
+    /// `terminal_reconcile_errors_total`), exactly as controller-runtime does.
+    pub fn reconcile_finished(&self, controller: &str, result: ReconcileResult, elapsed: Duration) {
+        self.reconcile_total.with_label_values(&[controller, result.label()]).inc();
+        self.reconcile_time_seconds.with_label_values(&[controller]).observe(elapsed.as_secs_f64());
+        match result {
+            ReconcileResult::Error => self.reconcile_errors_total.with_label_values(&[controller]).inc(),
+            ReconcileResult::TerminalError => {
+                self.reconcile_errors_total.with_label_values(&[controller]).inc();
+                self.terminal_reconcile_errors_total.with_label_values(&[controller]).inc();
+            }
+            ReconcileResult::Success | ReconcileResult::Requeue | ReconcileResult::RequeueAfter => {}
+        }
+    }
+
+    /// A worker of `controller` took a key; `controller_runtime_active_workers`
+    /// counts it until the returned guard is dropped (so a panic or an early
+    /// return cannot leave the gauge high).
+    #[must_use = "the worker counts as active only while the guard lives"]
+    pub fn worker_busy(&self, controller: &str) -> ActiveWorker {
+        let gauge = self.active_workers.with_label_values(&[controller]);
+        gauge.inc();
+        ActiveWorker { gauge }
+    }
+
+    /// The workqueue handle for the controller named `controller`. Its
+    /// series carry `controller` and `name` both set to it, as
+    /// controller-runtime names a controller's queue after the controller.
+    pub fn workqueue(&self, controller: &str) -> Workqueue {
+        let labels = &[controller, controller];
+        Workqueue {
+            depth: self.workqueue_depth.with_label_values(labels),
+            adds: self.workqueue_adds_total.with_label_values(labels),
+            queue_duration: self.workqueue_queue_duration_seconds.with_label_values(labels),
+            work_duration: self.workqueue_work_duration_seconds.with_label_values(labels),
+            retries: self.workqueue_retries_total.with_label_values(labels),
+            unfinished_work: self.workqueue_unfinished_work_seconds.with_label_values(labels),
+            longest_running_processor: self.workqueue_longest_running_processor_seconds.with_label_values(labels),
+        }
+    }
+
+    /// Whether this process holds the lease `name`.
+    pub fn leader_status(&self, name: &str, leading: bool) {
+        self.leader_election_master_status.with_label_values(&[name]).set(i64::from(leading));
+    }
+
+    /// A guest call returned (successfully or not) after `elapsed`.
+    pub fn guest_called(&self, controller: &str, elapsed: Duration) {
+        self.guest_call_seconds.with_label_values(&[controller]).observe(elapsed.as_secs_f64());
+    }
+
+    /// A guest call failed this way.
+    pub fn guest_failed(&self, controller: &str, kind: GuestErrorKind) {
+        self.guest_errors_total.with_label_values(&[controller, kind.label()]).inc();
+    }
+
+    /// A module was loaded for `controller` in `elapsed` and is now the one
+    /// it runs: `operon_module_info` moves to the new digest.
+    pub fn module_loaded(&self, controller: &str, digest: &str, elapsed: Duration) {
+        self.module_load_seconds.with_label_values(&[controller]).observe(elapsed.as_secs_f64());
+        let mut digests = self.digests();
+        if let Some(old) = digests.insert(controller.to_owned(), digest.to_owned())
+            && old != digest
+        {
+            let _ = self.module_info.remove_label_values(&[controller, &old]);
+        }
+        self.module_info.with_label_values(&[controller, digest]).set(1);
+    }
+
+    /// The shared cache holds `count` objects of `kind` (e.g. `apps/v1 Deployment`).
+    pub fn cache_objects(&self, kind: &str, count: usize) {
+        self.cache_objects.with_label_values(&[kind]).set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// The applier wrote to the cluster for `controller`.
+    pub fn applied(&self, controller: &str, operation: ApplyOperation) {
+        self.apply_total.with_label_values(&[controller, operation.label()]).inc();
+    }
+
+    fn digests(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        // The map is always consistent (single inserts/removes), so a panic
+        // elsewhere while it was held does not make it unusable.
+        self.module_digests.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Counts one busy worker in `controller_runtime_active_workers` while it lives.
+#[derive(Debug)]
+pub struct ActiveWorker {
+    gauge: IntGauge,
+}
+
+impl Drop for ActiveWorker {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+/// One queue's `workqueue_*` series, recorded by [`crate::queue::Queue`]
+/// itself. Cheap to clone.
+#[doc(alias = "MetricsProvider")]
+#[derive(Clone)]
+pub struct Workqueue {
+    pub(crate) depth: IntGauge,
+    pub(crate) adds: IntCounter,
+    pub(crate) queue_duration: Histogram,
+    pub(crate) work_duration: Histogram,
+    pub(crate) retries: IntCounter,
+    pub(crate) unfinished_work: Gauge,
+    pub(crate) longest_running_processor: Gauge,
+}
+
+impl std::fmt::Debug for Workqueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workqueue").finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A registry with a sample of every family.
+    pub(crate) fn populated() -> Metrics {
+        let m = Metrics::new();
+        m.controller_started("shop", 4);
+        m.reconcile_finished("shop", ReconcileResult::Success, Duration::from_millis(12));
+        m.reconcile_finished("shop", ReconcileResult::TerminalError, Duration::from_millis(3));
+        m.reconcile_finished("shop", ReconcileResult::RequeueAfter, Duration::from_millis(7));
+        let busy = m.worker_busy("shop");
+        let q = m.workqueue("shop");
+        q.depth.set(2);
+        q.adds.inc();
+        q.queue_duration.observe(0.001);
+        q.work_duration.observe(0.02);
+        q.retries.inc();
+        q.unfinished_work.set(1.5);
+        q.longest_running_processor.set(1.0);
+        m.leader_status("operon-leader", true);
+        m.guest_called("shop", Duration::from_micros(40));
+        m.guest_failed("shop", GuestErrorKind::Timeout);
+        m.module_loaded("shop", "sha256:abc", Duration::from_millis(300));
+        m.cache_objects("apps/v1 Deployment", 17);
+        m.applied("shop", ApplyOperation::Apply);
+        drop(busy);
+        m
+    }
+
+    fn sample(text: &str, series: &str) -> Option<f64> {
+        text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    #[test]
+    fn metrics_should_use_controller_runtime_names_and_labels() {
+        let text = populated().encode().expect("encodes");
+        for series in [
+            r#"controller_runtime_reconcile_total{controller="shop",result="success"}"#,
+            r#"controller_runtime_reconcile_total{controller="shop",result="error"}"#,
+            r#"controller_runtime_reconcile_total{controller="shop",result="requeue"}"#,
+            r#"controller_runtime_reconcile_total{controller="shop",result="requeue_after"}"#,
+            r#"controller_runtime_reconcile_errors_total{controller="shop"}"#,
+            r#"controller_runtime_terminal_reconcile_errors_total{controller="shop"}"#,
+            r#"controller_runtime_reconcile_time_seconds_count{controller="shop"}"#,
+            r#"controller_runtime_reconcile_time_seconds_bucket{controller="shop",le="0.005"}"#,
+            r#"controller_runtime_reconcile_time_seconds_bucket{controller="shop",le="60"}"#,
+            r#"controller_runtime_max_concurrent_reconciles{controller="shop"}"#,
+            r#"controller_runtime_active_workers{controller="shop"}"#,
+            r#"workqueue_depth{controller="shop",name="shop"}"#,
+            r#"workqueue_adds_total{controller="shop",name="shop"}"#,
+            r#"workqueue_queue_duration_seconds_bucket{controller="shop",name="shop",le="0.00000001"}"#,
+            r#"workqueue_work_duration_seconds_count{controller="shop",name="shop"}"#,
+            r#"workqueue_retries_total{controller="shop",name="shop"}"#,
+            r#"workqueue_unfinished_work_seconds{controller="shop",name="shop"}"#,
+            r#"workqueue_longest_running_processor_seconds{controller="shop",name="shop"}"#,
+            r#"leader_election_master_status{name="operon-leader"}"#,
+            r#"operon_guest_call_seconds_bucket{controller="shop",le="0.00001"}"#,
+            r#"operon_guest_errors_total{controller="shop",kind="timeout"}"#,
+            r#"operon_guest_errors_total{controller="shop",kind="instantiate"}"#,
+            r#"operon_module_load_seconds_count{controller="shop"}"#,
+            r#"operon_module_info{controller="shop",digest="sha256:abc"}"#,
+            r#"operon_cache_objects{kind="apps/v1 Deployment"}"#,
+            r#"operon_apply_total{controller="shop",operation="apply"}"#,
+            r#"operon_apply_total{controller="shop",operation="status"}"#,
+        ] {
+            assert!(sample(&text, series).is_some(), "missing {series} in:\n{text}");
+        }
+        assert!(text.contains("# TYPE controller_runtime_reconcile_time_seconds histogram"));
+        assert!(text.contains("# TYPE workqueue_depth gauge"));
+        assert!(text.contains("# TYPE controller_runtime_reconcile_total counter"));
+        assert!(!text.contains("# EOF"), "0.0.4 text format, not OpenMetrics");
+    }
+
+    #[test]
+    fn reconcile_finished_should_count_terminal_errors_as_errors_too() {
+        let text = populated().encode().expect("encodes");
+        let get = |s: &str| sample(&text, s).unwrap_or(f64::NAN);
+        assert_eq!(get(r#"controller_runtime_reconcile_total{controller="shop",result="error"}"#), 1.0);
+        assert_eq!(get(r#"controller_runtime_reconcile_errors_total{controller="shop"}"#), 1.0);
+        assert_eq!(get(r#"controller_runtime_terminal_reconcile_errors_total{controller="shop"}"#), 1.0);
+        assert_eq!(get(r#"controller_runtime_reconcile_total{controller="shop",result="requeue"}"#), 0.0);
+        assert_eq!(get(r#"controller_runtime_reconcile_time_seconds_count{controller="shop"}"#), 3.0);
+        assert_eq!(get(r#"controller_runtime_active_workers{controller="shop"}"#), 0.0, "guard dropped");
+        assert_eq!(get(r#"controller_runtime_max_concurrent_reconciles{controller="shop"}"#), 4.0);
+    }
+
+    #[test]
+    fn module_loaded_should_keep_one_info_series_per_controller() {
+        let m = Metrics::new();
+        m.module_loaded("shop", "sha256:old", Duration::from_millis(1));
+        m.module_loaded("shop", "sha256:new", Duration::from_millis(1));
+        let text = m.encode().expect("encodes");
+        assert!(!text.contains("sha256:old"), "{text}");
+        assert_eq!(sample(&text, r#"operon_module_info{controller="shop",digest="sha256:new"}"#), Some(1.0));
+    }
+
+    #[test]
+    fn controller_removed_should_drop_its_series() {
+        let m = populated();
+        m.controller_removed("shop");
+        let text = m.encode().expect("encodes");
+        assert!(!text.contains(r#"controller="shop""#), "{text}");
+        assert!(text.contains("operon_cache_objects"), "series of other labels stay");
+    }
+
+    #[test]
+    fn two_registries_should_not_share_series() {
+        let a = Metrics::new();
+        let b = Metrics::new();
+        a.leader_status("lease", true);
+        assert!(!b.encode().expect("encodes").contains("lease"));
+    }
+
+    /// promtool must accept the output. Skipped when promtool is not
+    /// installed, unless `OPERON_REQUIRE_PROMTOOL=1` (CI), where its absence
+    /// is a failure.
+    #[test]
+    fn encode_should_pass_promtool_check_metrics() {
+        use std::io::Write as _;
+        use std::process::{Command, Stdio};
+        let required = std::env::var("OPERON_REQUIRE_PROMTOOL").is_ok_and(|v| v == "1");
+        let child = Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn();
+        let mut child = match child {
+            Ok(child) => child,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
+                eprintln!("promtool not on PATH: skipped (set OPERON_REQUIRE_PROMTOOL=1 to fail instead)");
+                return;
+            }
+            Err(e) => panic!("running promtool (OPERON_REQUIRE_PROMTOOL=1): {e}"),
+        };
+        let text = populated().encode().expect("encodes");
+        child.stdin.take().expect("stdin piped").write_all(text.as_bytes()).expect("writes to promtool");
+        let out = child.wait_with_output().expect("promtool runs");
+        let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "promtool rejected the output:\n{report}\n---\n{text}");
+        // promtool exits 0 on lint warnings too; there should be none.
+        assert!(report.trim().is_empty(), "promtool lint findings:\n{report}");
+    }
+}

@@ -68,7 +68,11 @@ impl Selector {
 
     /// Whether labels (the `metadata.labels` map) satisfy every requirement.
     pub fn matches(&self, labels: Option<&Map<String, Value>>) -> bool {
-        let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+        self.matches_with(|k| labels.and_then(|l| l.get(k)).and_then(Value::as_str))
+    }
+
+    /// Whether the labels `get` looks up satisfy every requirement.
+    pub fn matches_with<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.requirements.iter().all(|r| match r {
             Requirement::Equals(k, v) => get(k) == Some(v.as_str()),
             Requirement::NotEquals(k, v) => get(k) != Some(v.as_str()),

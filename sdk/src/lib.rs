@@ -1,1 +1,191 @@
-//! Operon SDK
+//! Write [Operon](https://github.com/operon-dev/operon) reconcilers in Rust.
+//!
+//! A reconciler is a pure function, compiled to a WebAssembly component: the
+//! host hands it one object (the *parent*) with its children and related
+//! objects, and it answers with the children that should exist, the parent's
+//! status, events and when to run again. The host does all the I/O: it
+//! watches the cluster, applies the answer with server-side apply, deletes
+//! children that are no longer wanted, writes the status and records the
+//! events.
+//!
+//! This crate turns that contract (the `operon:reconciler` WIT world) into
+//! Rust types: implement [`Reconciler`], call [`export!`] once, build for
+//! `wasm32-unknown-unknown`, and turn the module into a component with
+//! `wasm-tools component new`.
+//!
+//! # The contract
+//!
+//! - **Level-based.** The host may call `reconcile` any number of times for the
+//!   same object: when nothing changed, after a restart, twice in a row.
+//!   Derive the answer from the [`Request`] alone; never keep state between
+//!   calls (an instance may be fresh for every call).
+//! - **Whole truth.** The [`Outcome`] lists *every* child that should exist;
+//!   existing children it leaves out are deleted.
+//! - **Deterministic.** Same request, same outcome: no clock readings, no
+//!   randomness, so an unchanged cluster causes no writes.
+//! - **Failures.** [`Failure::Transient`] is retried with backoff,
+//!   [`Failure::Terminal`] is not retried until the object changes.
+//!
+//! # Example
+//!
+//! A `Greeting` custom resource that wants a ConfigMap holding its message:
+//!
+//! ```
+//! use operon_sdk::{Context, Failure, Manifest, ObjectKind, Outcome, Reconciler, Request};
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Deserialize)]
+//! struct Greeting {
+//!     spec: GreetingSpec,
+//! }
+//!
+//! #[derive(Deserialize)]
+//! struct GreetingSpec {
+//!     message: String,
+//! }
+//!
+//! impl ObjectKind for Greeting {
+//!     const API_VERSION: &'static str = "example.operon.dev/v1";
+//!     const KIND: &'static str = "Greeting";
+//! }
+//!
+//! #[derive(Serialize)]
+//! #[serde(rename_all = "camelCase")]
+//! struct GreetingStatus {
+//!     observed_generation: i64,
+//!     published: bool,
+//! }
+//!
+//! struct Greeter;
+//!
+//! impl Reconciler for Greeter {
+//!     type Object = Greeting;
+//!
+//!     fn manifest() -> Manifest {
+//!         Manifest::new("greeter", Greeting::gvk()).owns(ConfigMap::gvk())
+//!     }
+//!
+//!     fn reconcile(req: Request<Greeting>, ctx: &Context) -> Result<Outcome, Failure> {
+//!         if req.finalizing {
+//!             return Ok(Outcome::new().finalized());
+//!         }
+//!         if req.object.spec.message.is_empty() {
+//!             return Err(Failure::terminal("spec.message must not be empty"));
+//!         }
+//!         ctx.debug(format_args!("greeting {}", req.name()));
+//!         let mut config_map = ConfigMap::default();
+//!         config_map.metadata.name = Some(format!("{}-greeting", req.name()));
+//!         config_map.data = Some([("message".to_owned(), req.object.spec.message.clone())].into());
+//!         let published = !req.children::<ConfigMap>()?.is_empty();
+//!         Ok(Outcome::new()
+//!             .apply(config_map)
+//!             .status(GreetingStatus { observed_generation: req.generation(), published }))
+//!     }
+//! }
+//!
+//! // In the guest crate: `operon_sdk::export!(Greeter);`
+//!
+//! // Natively, in a test: the same code path the component runs.
+//! use operon_sdk::testing::{self, FakeCluster};
+//! use serde_json::json;
+//!
+//! let request = testing::request(json!({
+//!     "apiVersion": "example.operon.dev/v1",
+//!     "kind": "Greeting",
+//!     "metadata": {"name": "hello", "namespace": "default", "generation": 2},
+//!     "spec": {"message": "hi"},
+//! }))
+//! .build::<Greeter>();
+//! let outcome = testing::reconcile::<Greeter>(&FakeCluster::new(), request).unwrap();
+//! assert_eq!(outcome.desired[0]["data"]["message"], "hi");
+//! assert_eq!(outcome.status.unwrap()["observedGeneration"], 2);
+//! ```
+//!
+//! # Testing
+//!
+//! [`testing`] runs a reconciler natively through [`run::reconcile`], the
+//! function the component export calls, with a [`testing::FakeCluster`]
+//! answering `get` and `list`. With the `fixtures` feature,
+//! [`testing::fixtures`] runs the YAML fixtures of `operon test` from
+//! `cargo test`.
+//!
+//! # Features
+//!
+//! - `k8s-openapi`: [`ObjectKind`] for every k8s-openapi resource type. The
+//!   guest crate must enable one Kubernetes version feature of k8s-openapi.
+//! - `fixtures`: [`testing::fixtures`] (pulls in serde_yaml).
+
+#[doc(hidden)]
+pub mod bindings;
+mod context;
+mod export;
+mod failure;
+mod host;
+mod kind;
+mod manifest;
+mod outcome;
+mod request;
+pub mod run;
+pub mod testing;
+
+pub use context::Context;
+pub use failure::Failure;
+pub use host::{Host, Level};
+pub use kind::{Gvk, ObjectKind};
+pub use manifest::{Manifest, Mapping};
+pub use outcome::{Event, Outcome};
+pub use request::{Metadata, Request};
+
+/// The records of the WIT contract (`operon:reconciler/types`), as
+/// wit-bindgen generates them: what crosses the component boundary.
+///
+/// Guest code rarely needs them; they are the input and output of
+/// [`run::reconcile`] and of the host.
+pub mod raw {
+    pub use crate::bindings::operon::reconciler::host::Level;
+    pub use crate::bindings::operon::reconciler::types::{
+        Children, Event, Failure, Gvk, Mapping, Object, ObjectRef, Outcome, ReconcilerManifest as Manifest, Request,
+        Watch,
+    };
+}
+
+use serde::de::DeserializeOwned;
+
+/// A reconciler: the kind it reconciles and how.
+///
+/// Implement it on a unit struct and [`export!`] it. Both functions are
+/// associated functions, not methods: a reconciler has no state, because the
+/// host may give every call a fresh instance.
+///
+/// See [the crate docs](crate#example) for a complete example.
+pub trait Reconciler {
+    /// The parent type: your custom resource's struct, a k8s-openapi type, or
+    /// `serde_json::Value`. A parent that does not deserialize into it is a
+    /// terminal failure naming the object and the field.
+    type Object: DeserializeOwned;
+
+    /// Describes the reconciler. Must be pure and cheap: the host calls it
+    /// when it loads (and smoke-tests) the module.
+    fn manifest() -> Manifest;
+
+    /// Computes the desired state of one parent.
+    ///
+    /// Must be idempotent and must not depend on earlier calls: see
+    /// [the contract](crate#the-contract).
+    ///
+    /// # Errors
+    ///
+    /// [`Failure::Transient`] to be retried with backoff,
+    /// [`Failure::Terminal`] to wait until the object changes. Nothing of the
+    /// reconcile is written either way.
+    fn reconcile(req: Request<Self::Object>, ctx: &Context) -> Result<Outcome, Failure>;
+}
+
+#[doc(hidden)]
+pub mod __private {
+    //! Used by the expansion of [`export!`](crate::export); not public API.
+    pub use crate::bindings;
+    pub use crate::bindings::exports::operon::reconciler::guest::Guest;
+    pub use crate::host::WitHost;
+}

@@ -96,17 +96,3 @@ pub enum CallError {
     #[error("could not instantiate the module: {0:#}")]
     Instantiate(#[source] wasmtime::Error),
 }
-
-impl CallError {
-    /// A short label for metrics (`operon_guest_errors_total{kind=…}`).
-    pub fn kind(&self) -> &'static str {
-        match self {
-            CallError::Timeout { .. } => "timeout",
-            CallError::MemoryExceeded { .. } => "memory",
-            CallError::Trap(_) => "trap",
-            CallError::Malformed(_) => "malformed",
-            CallError::OutputTooLarge { .. } => "oversized",
-            CallError::Instantiate(_) => "instantiate",
-        }
-    }
-}

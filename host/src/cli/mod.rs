@@ -1,7 +1,10 @@
 //! The `operon` command line: `run`, `test`, `inspect`.
 
+mod run;
+
 use crate::runtime::{self, Limits, Module, Runtime};
-use clap::{Parser, Subcommand, ValueEnum};
+use crate::telemetry::LogFormat;
+use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -16,18 +19,13 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// How log lines are written.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
-
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run reconcilers from module files against the current kubeconfig (or
+    /// the in-cluster config). A module file that changes is loaded and
+    /// swapped in; a bad new version is refused and the old one keeps running.
+    Run(RunArgs),
     /// Run request fixtures through a module offline and compare outcomes
     /// with the expected files beside them.
     Test {
@@ -74,10 +72,64 @@ impl LimitArgs {
     }
 }
 
+/// Flags of `operon run`, named as controller-runtime's where they match.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// A module to run (repeat for several controllers).
+    #[arg(long = "module", required = true)]
+    pub modules: Vec<PathBuf>,
+    /// Watch and act in this namespace only (default: all namespaces).
+    #[arg(long, env = "OPERON_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Reconciles of different objects running at once, per controller.
+    #[arg(long, default_value_t = 1)]
+    pub max_concurrent_reconciles: usize,
+    /// Use a Lease so that only one replica reconciles.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// Namespace of the Lease (default: the namespace flag, else the
+    /// in-cluster namespace, else `default`).
+    #[arg(long)]
+    pub leader_election_namespace: Option<String>,
+    /// Name of the Lease.
+    #[arg(long, default_value = "operon-leader")]
+    pub leader_election_id: String,
+    /// How long a Lease is valid, in seconds.
+    #[arg(long, default_value_t = 15)]
+    pub lease_duration_secs: u64,
+    /// How long the leader keeps trying to renew before it steps down, in
+    /// milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    pub renew_deadline_ms: u64,
+    /// How often candidates and the leader retry, in milliseconds.
+    #[arg(long, default_value_t = 2_000)]
+    pub retry_period_ms: u64,
+    /// Where to serve /metrics (and /healthz, /readyz); `0` to disable.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub metrics_bind_address: String,
+    /// Where to serve /healthz and /readyz, if not only on the metrics address.
+    #[arg(long)]
+    pub health_probe_bind_address: Option<String>,
+    /// How long in-flight reconciles may run on shutdown, in seconds.
+    #[arg(long, default_value_t = 30)]
+    pub shutdown_timeout_secs: u64,
+    /// Most memory the host lets any guest grow to, in MiB.
+    #[arg(long, default_value_t = 512)]
+    pub max_guest_memory_mib: u64,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
 /// Entry point of the `operon` binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log_format);
+    let _telemetry = match crate::telemetry::init(cli.log_format) {
+        Ok(guard) => Some(guard),
+        Err(e) => {
+            eprintln!("warning: {e}");
+            None
+        }
+    };
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -89,6 +141,11 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Run(args) => {
+            let rt = tokio::runtime::Runtime::new()?;
+            rt.block_on(run::run(args))?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Test { module, fixtures, update, limits } => {
             let runtime = Runtime::new(runtime::Config::default())?;
             let module = load(&runtime, &module, limits.limits())?;
@@ -109,7 +166,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn load(runtime: &Runtime, path: &Path, limits: Limits) -> anyhow::Result<Module> {
+/// Read and load a module file, with the path in the error.
+pub fn load(runtime: &Runtime, path: &Path, limits: Limits) -> anyhow::Result<Module> {
     let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
     runtime.load(&bytes, limits).map_err(|e| anyhow::anyhow!("loading {}: {e}", path.display()))
 }
@@ -152,14 +210,4 @@ fn describe(module: &Module) -> String {
         list(&mut info.imports.iter().cloned()),
         list(&mut info.exports.iter().cloned()),
     )
-}
-
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
 }

@@ -1,0 +1,456 @@
+//! The shared cache: one informer per (kind, namespace scope, label
+//! selector), shared by every controller that needs it.
+//!
+//! An informer is a kube-runtime [`watcher`] feeding a [`Store`]. Informers
+//! are reference-counted: [`Cache::informer`] starts one on first use and the
+//! watch stops when the last [`Arc<Informer>`] is dropped. Objects are held as
+//! `Arc<CachedObject>` with `managedFields` stripped.
+//!
+//! **Invariant: reconciles read only from here, never from the API server.**
+
+mod store;
+
+pub use store::Store;
+
+use crate::runtime::Gvk;
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, TypeMeta};
+use kube::discovery::Scope;
+use kube::runtime::watcher;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+/// Namespace and name of an object: what queues hold (never objects).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    /// `None` for cluster-scoped objects.
+    pub namespace: Option<String>,
+    /// The object's name.
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// Build from parts.
+    pub fn new(namespace: Option<&str>, name: &str) -> ObjectKey {
+        ObjectKey { namespace: namespace.map(str::to_string), name: name.to_string() }
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{ns}/{}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+/// One object in the cache, with its JSON text rendered at most once (it is
+/// what crosses into guests).
+pub struct CachedObject {
+    /// The object, with `apiVersion`/`kind` set and `managedFields` removed.
+    pub object: DynamicObject,
+    json: OnceLock<String>,
+}
+
+impl CachedObject {
+    /// Wrap an object for the cache.
+    pub fn new(mut object: DynamicObject) -> CachedObject {
+        object.metadata.managed_fields = None;
+        CachedObject { object, json: OnceLock::new() }
+    }
+
+    /// The object as JSON text.
+    pub fn json(&self) -> &str {
+        self.json.get_or_init(|| serde_json::to_string(&self.object).unwrap_or_default())
+    }
+
+    /// Namespace and name.
+    pub fn key(&self) -> ObjectKey {
+        ObjectKey {
+            namespace: self.object.metadata.namespace.clone(),
+            name: self.object.metadata.name.clone().unwrap_or_default(),
+        }
+    }
+
+    /// The object's UID.
+    pub fn uid(&self) -> Option<&str> {
+        self.object.metadata.uid.as_deref()
+    }
+
+    /// The ownerReference with `controller: true`, if any.
+    pub fn controller_owner(&self) -> Option<&OwnerReference> {
+        self.object
+            .metadata
+            .owner_references
+            .as_deref()?
+            .iter()
+            .find(|o| o.controller == Some(true))
+    }
+
+    fn controller_uid(&self) -> Option<&str> {
+        self.controller_owner().map(|o| o.uid.as_str())
+    }
+}
+
+impl fmt::Debug for CachedObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CachedObject({})", self.key())
+    }
+}
+
+/// What an informer tells its subscribers.
+#[derive(Debug, Clone)]
+pub enum ObjectEvent {
+    /// Created or updated. `initial` marks objects from the first list (and
+    /// from the replay a late subscriber gets), which queues serve at low
+    /// priority.
+    Applied {
+        /// The version the cache held before, if any.
+        old: Option<Arc<CachedObject>>,
+        /// The new version.
+        new: Arc<CachedObject>,
+        /// From an initial list.
+        initial: bool,
+    },
+    /// Deleted (the last known version).
+    Deleted(Arc<CachedObject>),
+    /// The periodic resync: the object did not change; controllers reconcile
+    /// it anyway, bypassing predicates.
+    Resync(Arc<CachedObject>),
+}
+
+/// Identifies one informer.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WatchKey {
+    /// The kind watched.
+    pub kind: Gvk,
+    /// One namespace, or `None` for all namespaces (and cluster-scoped kinds).
+    pub namespace: Option<String>,
+    /// A label selector, in the string syntax.
+    pub selector: Option<String>,
+}
+
+impl fmt::Display for WatchKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.kind)?;
+        if let Some(ns) = &self.namespace {
+            write!(f, " in {ns}")?;
+        }
+        if let Some(s) = &self.selector {
+            write!(f, " [{s}]")?;
+        }
+        Ok(())
+    }
+}
+
+/// Cache settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Period of the resync that re-delivers every object (jittered ±10%).
+    pub resync: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { resync: Duration::from_secs(10 * 3600) }
+    }
+}
+
+/// Errors of waiting for the cache.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An informer did not finish its first list in time.
+    #[error("cache for {key} not synced after {timeout:?}{}", last_error.as_ref().map(|e| format!(": {e}")).unwrap_or_default())]
+    SyncTimeout {
+        /// The informer.
+        key: WatchKey,
+        /// How long we waited.
+        timeout: Duration,
+        /// The last error its watch reported, if any.
+        last_error: Option<String>,
+    },
+}
+
+/// The shared cache: a registry of informers. Cheap to clone.
+#[derive(Clone)]
+pub struct Cache {
+    inner: Arc<CacheInner>,
+}
+
+struct CacheInner {
+    client: kube::Client,
+    config: Config,
+    informers: Mutex<HashMap<WatchKey, Weak<Informer>>>,
+}
+
+impl Cache {
+    /// A cache that watches through `client`.
+    pub fn new(client: kube::Client, config: Config) -> Cache {
+        Cache { inner: Arc::new(CacheInner { client, config, informers: Mutex::new(HashMap::new()) }) }
+    }
+
+    /// The informer for `key`, started if nobody holds it yet. The watch runs
+    /// as long as any clone of the returned `Arc` is alive.
+    pub fn informer(&self, key: WatchKey) -> Arc<Informer> {
+        let mut informers = self.inner.informers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(existing) = informers.get(&key).and_then(Weak::upgrade) {
+            return existing;
+        }
+        let (synced, _) = watch::channel(false);
+        let informer = Arc::new(Informer {
+            key: key.clone(),
+            store: RwLock::new(Store::default()),
+            synced,
+            last_error: Mutex::new(None),
+            subscribers: Mutex::new(Vec::new()),
+            task: Mutex::new(None),
+            namespaced: OnceLock::new(),
+        });
+        let task = tokio::spawn(run_informer(
+            self.inner.client.clone(),
+            Arc::downgrade(&informer),
+            self.inner.config.resync,
+        ));
+        *informer.task.lock().unwrap_or_else(|p| p.into_inner()) = Some(task.abort_handle());
+        informers.retain(|_, w| w.strong_count() > 0);
+        informers.insert(key, Arc::downgrade(&informer));
+        informer
+    }
+
+    /// Every live informer (for readiness and metrics).
+    pub fn informers(&self) -> Vec<Arc<Informer>> {
+        let informers = self.inner.informers.lock().unwrap_or_else(|p| p.into_inner());
+        informers.values().filter_map(Weak::upgrade).collect()
+    }
+}
+
+/// One watch and its store.
+pub struct Informer {
+    key: WatchKey,
+    store: RwLock<Store>,
+    synced: watch::Sender<bool>,
+    last_error: Mutex<Option<String>>,
+    subscribers: Mutex<Vec<mpsc::UnboundedSender<ObjectEvent>>>,
+    task: Mutex<Option<tokio::task::AbortHandle>>,
+    namespaced: OnceLock<bool>,
+}
+
+impl Drop for Informer {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
+            task.abort();
+        }
+    }
+}
+
+impl Informer {
+    /// What this informer watches.
+    pub fn key(&self) -> &WatchKey {
+        &self.key
+    }
+
+    /// Read access to the store.
+    pub fn store(&self) -> std::sync::RwLockReadGuard<'_, Store> {
+        self.store.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the first list has completed.
+    pub fn is_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Whether the kind is namespaced, once discovery has answered.
+    pub fn namespaced(&self) -> Option<bool> {
+        self.namespaced.get().copied()
+    }
+
+    /// The last error of discovery or the watch, cleared on success.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Wait until the first list has completed.
+    ///
+    /// # Errors
+    /// [`Error::SyncTimeout`] with the watch's last error (e.g. a kind whose
+    /// CRD is not installed).
+    pub async fn wait_synced(&self, timeout: Duration) -> Result<(), Error> {
+        let mut rx = self.synced.subscribe();
+        match tokio::time::timeout(timeout, rx.wait_for(|s| *s)).await {
+            Ok(_) => Ok(()),
+            Err(_) => Err(Error::SyncTimeout { key: self.key.clone(), timeout, last_error: self.last_error() }),
+        }
+    }
+
+    /// Receive every future event, preceded by an `Applied { initial: true }`
+    /// for each object already held. Nothing is missed or duplicated between
+    /// the replay and the live events: both happen under the store lock.
+    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<ObjectEvent> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let store = self.store();
+        for object in store.iter() {
+            let _ = tx.send(ObjectEvent::Applied { old: None, new: object.clone(), initial: true });
+        }
+        self.subscribers.lock().unwrap_or_else(|p| p.into_inner()).push(tx);
+        drop(store);
+        rx
+    }
+
+    fn publish(&self, event: ObjectEvent) {
+        let mut subs = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
+        subs.retain(|tx| tx.send(event.clone()).is_ok());
+    }
+
+    fn set_error(&self, error: Option<String>) {
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = error;
+    }
+}
+
+/// Resolve the kind, then run the watch until the informer is dropped.
+async fn run_informer(client: kube::Client, weak: Weak<Informer>, resync: Duration) {
+    let Some(key) = weak.upgrade().map(|i| i.key.clone()) else { return };
+    let gvk = GroupVersionKind::gvk(&key.kind.group, &key.kind.version, &key.kind.kind);
+    // A kind whose CRD is not installed yet is retried, not fatal.
+    let mut delay = Duration::from_millis(500);
+    let (resource, namespaced) = loop {
+        match kube::discovery::pinned_kind(&client, &gvk).await {
+            Ok((ar, caps)) => break (ar, caps.scope == Scope::Namespaced),
+            Err(e) => {
+                let Some(informer) = weak.upgrade() else { return };
+                let msg = format!("kind {} is not served by the API server (is its CRD installed?): {e}", key.kind);
+                tracing::warn!(kind = %key.kind, error = %e, retry_in = ?delay, "cannot resolve kind; retrying");
+                informer.set_error(Some(msg));
+                drop(informer);
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(30));
+            }
+        }
+    };
+    if let Some(informer) = weak.upgrade() {
+        let _ = informer.namespaced.set(namespaced);
+        informer.set_error(None);
+    }
+    let api: kube::Api<DynamicObject> = match (&key.namespace, namespaced) {
+        (Some(ns), true) => kube::Api::namespaced_with(client, ns, &resource),
+        _ => kube::Api::all_with(client, &resource),
+    };
+    let mut config = watcher::Config::default();
+    if let Some(s) = &key.selector {
+        config = config.labels(s);
+    }
+    let types = TypeMeta { api_version: resource.api_version.clone(), kind: resource.kind.clone() };
+    let mut stream = watcher::watcher(api, config).boxed();
+    let mut backoff = Duration::from_millis(100);
+    let mut relist: Option<Store> = None;
+    let mut resync_timer = Box::pin(tokio::time::sleep(jitter(resync)));
+    loop {
+        let item = tokio::select! {
+            item = stream.next() => item,
+            _ = &mut resync_timer => {
+                let Some(informer) = weak.upgrade() else { return };
+                let objects: Vec<_> = informer.store().iter().cloned().collect();
+                for o in objects {
+                    informer.publish(ObjectEvent::Resync(o));
+                }
+                resync_timer = Box::pin(tokio::time::sleep(jitter(resync)));
+                continue;
+            }
+        };
+        let Some(item) = item else { return };
+        let Some(informer) = weak.upgrade() else { return };
+        match item {
+            Err(e) => {
+                // The watcher recovers by itself on the next poll (resuming
+                // from the last resourceVersion, or re-listing after 410 Gone);
+                // back off so a down API server is not hammered.
+                tracing::debug!(informer = %key, error = %e, "watch error; retrying");
+                informer.set_error(Some(format!("watch of {key} failed: {e}")));
+                drop(informer);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(10));
+                continue;
+            }
+            Ok(event) => {
+                backoff = Duration::from_millis(100);
+                apply_event(&informer, event, &types, &mut relist);
+            }
+        }
+    }
+}
+
+fn apply_event(
+    informer: &Informer,
+    event: watcher::Event<DynamicObject>,
+    types: &TypeMeta,
+    relist: &mut Option<Store>,
+) {
+    let wrap = |mut o: DynamicObject| {
+        o.types = Some(types.clone());
+        Arc::new(CachedObject::new(o))
+    };
+    match event {
+        watcher::Event::Apply(o) => {
+            let new = wrap(o);
+            let mut store = informer.store.write().unwrap_or_else(|p| p.into_inner());
+            let old = store.insert(new.clone());
+            informer.publish(ObjectEvent::Applied { old, new, initial: false });
+        }
+        watcher::Event::Delete(o) => {
+            let gone = wrap(o);
+            let mut store = informer.store.write().unwrap_or_else(|p| p.into_inner());
+            store.remove(&gone.key());
+            informer.publish(ObjectEvent::Deleted(gone));
+        }
+        watcher::Event::Init => *relist = Some(Store::default()),
+        watcher::Event::InitApply(o) => {
+            relist.get_or_insert_with(Store::default).insert(wrap(o));
+        }
+        watcher::Event::InitDone => {
+            // Swap in the new list at once and tell subscribers what changed
+            // while the watch was down (objects gone from the list were
+            // deleted meanwhile).
+            let fresh = relist.take().unwrap_or_default();
+            let first = !informer.is_synced();
+            let mut store = informer.store.write().unwrap_or_else(|p| p.into_inner());
+            let old_store = std::mem::replace(&mut *store, fresh);
+            for new in store.iter() {
+                let old = old_store.get(&new.key()).cloned();
+                let unchanged = old.as_ref().is_some_and(|o| {
+                    o.object.metadata.resource_version == new.object.metadata.resource_version
+                });
+                if !unchanged {
+                    informer.publish(ObjectEvent::Applied { old, new: new.clone(), initial: first });
+                }
+            }
+            for gone in old_store.iter().filter(|o| store.get(&o.key()).is_none()) {
+                informer.publish(ObjectEvent::Deleted(gone.clone()));
+            }
+            drop(store);
+            informer.set_error(None);
+            informer.synced.send_replace(true);
+        }
+    }
+}
+
+/// ±10% so that many informers do not resync in the same instant.
+fn jitter(period: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let factor = 0.9 + 0.2 * (nanos as f64 / 1e9);
+    period.mul_f64(factor)
+}
+
+/// Resolve an [`ApiResource`] for `kind` through discovery (used by the
+/// applier, which writes kinds the cache may not watch).
+pub async fn resolve(client: &kube::Client, kind: &Gvk) -> kube::Result<(ApiResource, bool)> {
+    let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
+    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk).await?;
+    Ok((ar, caps.scope == Scope::Namespaced))
+}

@@ -1,0 +1,177 @@
+//! From informer events to parent keys: `for`, `owns` and `watches`, with
+//! the default predicate.
+
+use crate::cache::{CachedObject, ObjectEvent, ObjectKey};
+use crate::runtime::{Gvk, Mapping};
+
+/// How to enqueue a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Enqueue {
+    /// A change: normal priority.
+    Now(ObjectKey),
+    /// From an initial list: low priority.
+    Initial(ObjectKey),
+}
+
+/// Keys for an event on the parent kind itself (`for`).
+///
+/// Default predicate: an update is skipped unless it changes the generation
+/// (spec), labels, annotations, finalizers or deletionTimestamp, so status
+/// writes — including our own — do not trigger reconciles.
+pub fn for_event(event: &ObjectEvent) -> Option<Enqueue> {
+    match event {
+        ObjectEvent::Applied { new, initial: true, .. } => Some(Enqueue::Initial(new.key())),
+        ObjectEvent::Applied { old: None, new, .. } => Some(Enqueue::Now(new.key())),
+        ObjectEvent::Applied { old: Some(old), new, .. } => meaningful_change(old, new).then(|| Enqueue::Now(new.key())),
+        ObjectEvent::Resync(o) => Some(Enqueue::Now(o.key())),
+        // Children are garbage-collected by Kubernetes; a parent with a
+        // finalizer is reconciled on the update that set deletionTimestamp.
+        ObjectEvent::Deleted(_) => None,
+    }
+}
+
+/// Whether an update passes the default predicate.
+pub fn meaningful_change(old: &CachedObject, new: &CachedObject) -> bool {
+    let (o, n) = (&old.object.metadata, &new.object.metadata);
+    o.generation != n.generation
+        || o.labels != n.labels
+        || o.annotations != n.annotations
+        || o.finalizers != n.finalizers
+        || o.deletion_timestamp != n.deletion_timestamp
+}
+
+/// Keys for an event on an owned kind: the controller owner, if it is of
+/// the parent kind. Every change of a child counts (its status feeds the
+/// parent's status), as with controller-runtime's `Owns`.
+pub fn owned_event(event: &ObjectEvent, parent: &Gvk) -> Option<Enqueue> {
+    let (object, initial) = event_object(event);
+    let owner = object.controller_owner()?;
+    let group = owner.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    if group != parent.group || owner.kind != parent.kind {
+        return None;
+    }
+    let key = ObjectKey { namespace: object.object.metadata.namespace.clone(), name: owner.name.clone() };
+    Some(if initial { Enqueue::Initial(key) } else { Enqueue::Now(key) })
+}
+
+/// Keys for an event on a watched kind, through its declared mapping.
+/// `parents_in(ns)` lists the parent keys of a namespace (for fan-out).
+pub fn watched_event(
+    event: &ObjectEvent,
+    mapping: &Mapping,
+    parents_in: impl Fn(Option<&str>) -> Vec<ObjectKey>,
+) -> Vec<Enqueue> {
+    let (object, initial) = event_object(event);
+    let meta = &object.object.metadata;
+    let ns = meta.namespace.as_deref();
+    let keys = match mapping {
+        Mapping::Label(label) => meta
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(label))
+            .map(|name| vec![ObjectKey::new(ns, name)])
+            .unwrap_or_default(),
+        Mapping::Annotation(annotation) => meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(annotation))
+            .map(|v| match v.split_once('/') {
+                Some((ns, name)) => vec![ObjectKey::new(Some(ns), name)],
+                None => vec![ObjectKey::new(ns, v)],
+            })
+            .unwrap_or_default(),
+        Mapping::AllInNamespace => parents_in(ns),
+    };
+    keys.into_iter().map(|k| if initial { Enqueue::Initial(k) } else { Enqueue::Now(k) }).collect()
+}
+
+/// Whether a watched object maps to `parent` (the reverse of
+/// [`watched_event`]): used to gather `request.related`.
+pub fn relates_to(object: &CachedObject, mapping: &Mapping, parent: &ObjectKey) -> bool {
+    let meta = &object.object.metadata;
+    let ns = meta.namespace.as_deref();
+    match mapping {
+        Mapping::Label(label) => {
+            ns == parent.namespace.as_deref() && meta.labels.as_ref().and_then(|l| l.get(label)) == Some(&parent.name)
+        }
+        Mapping::Annotation(annotation) => match meta.annotations.as_ref().and_then(|a| a.get(annotation)) {
+            Some(v) => match v.split_once('/') {
+                Some((n, name)) => Some(n) == parent.namespace.as_deref() && name == parent.name,
+                None => ns == parent.namespace.as_deref() && *v == parent.name,
+            },
+            None => false,
+        },
+        Mapping::AllInNamespace => ns == parent.namespace.as_deref(),
+    }
+}
+
+fn event_object(event: &ObjectEvent) -> (&CachedObject, bool) {
+    match event {
+        ObjectEvent::Applied { new, initial, .. } => (new, *initial),
+        ObjectEvent::Deleted(o) | ObjectEvent::Resync(o) => (o, false),
+    }
+}
+
+/// Whether the parent carries `finalizer`.
+pub fn has_finalizer(parent: &CachedObject, finalizer: &str) -> bool {
+    parent.object.metadata.finalizers.as_ref().is_some_and(|f| f.iter().any(|x| x == finalizer))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+    use std::sync::Arc;
+
+    fn obj(v: Value) -> Arc<CachedObject> {
+        Arc::new(CachedObject::new(serde_json::from_value(v).unwrap()))
+    }
+
+    fn webapp(generation: i64, status: i64) -> Arc<CachedObject> {
+        obj(json!({"apiVersion": "example.operon.dev/v1alpha1", "kind": "WebApp",
+            "metadata": {"namespace": "a", "name": "shop", "generation": generation, "labels": {"x": "1"}},
+            "status": {"readyReplicas": status}}))
+    }
+
+    fn applied(old: Option<Arc<CachedObject>>, new: Arc<CachedObject>) -> ObjectEvent {
+        ObjectEvent::Applied { old, new, initial: false }
+    }
+
+    #[test]
+    fn status_only_updates_of_the_parent_are_skipped() {
+        assert_eq!(for_event(&applied(Some(webapp(1, 0)), webapp(1, 3))), None);
+        assert_eq!(for_event(&applied(Some(webapp(1, 0)), webapp(2, 0))), Some(Enqueue::Now(ObjectKey::new(Some("a"), "shop"))));
+        assert!(for_event(&ObjectEvent::Resync(webapp(1, 0))).is_some(), "resync bypasses predicates");
+        let initial = ObjectEvent::Applied { old: None, new: webapp(1, 0), initial: true };
+        assert!(matches!(for_event(&initial), Some(Enqueue::Initial(_))));
+    }
+
+    #[test]
+    fn owned_events_map_to_the_controller_owner_of_the_parent_kind() {
+        let parent = Gvk::new("example.operon.dev", "v1alpha1", "WebApp");
+        let child = |kind: &str, controller: bool| {
+            obj(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"namespace": "a", "name": "d",
+                "ownerReferences": [{"apiVersion": "example.operon.dev/v1beta1", "kind": kind, "name": "shop", "uid": "u", "controller": controller}]}}))
+        };
+        let key = owned_event(&ObjectEvent::Deleted(child("WebApp", true)), &parent);
+        assert_eq!(key, Some(Enqueue::Now(ObjectKey::new(Some("a"), "shop"))), "any version of the parent's group matches");
+        assert_eq!(owned_event(&ObjectEvent::Deleted(child("Other", true)), &parent), None);
+        assert_eq!(owned_event(&ObjectEvent::Deleted(child("WebApp", false)), &parent), None, "non-controller owners do not count");
+    }
+
+    #[test]
+    fn watched_events_follow_their_mapping() {
+        let cm = obj(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": "a", "name": "c",
+            "labels": {"app": "shop"}, "annotations": {"parent": "b/other"}}}));
+        let ev = ObjectEvent::Applied { old: None, new: cm.clone(), initial: false };
+        let none = |_: Option<&str>| vec![];
+        assert_eq!(watched_event(&ev, &Mapping::Label("app".into()), none), vec![Enqueue::Now(ObjectKey::new(Some("a"), "shop"))]);
+        assert_eq!(watched_event(&ev, &Mapping::Annotation("parent".into()), none), vec![Enqueue::Now(ObjectKey::new(Some("b"), "other"))]);
+        assert!(watched_event(&ev, &Mapping::Label("missing".into()), none).is_empty());
+        let all = watched_event(&ev, &Mapping::AllInNamespace, |ns| vec![ObjectKey::new(ns, "p1"), ObjectKey::new(ns, "p2")]);
+        assert_eq!(all.len(), 2);
+        assert!(relates_to(&cm, &Mapping::Label("app".into()), &ObjectKey::new(Some("a"), "shop")));
+        assert!(!relates_to(&cm, &Mapping::Label("app".into()), &ObjectKey::new(Some("b"), "shop")));
+        assert!(relates_to(&cm, &Mapping::Annotation("parent".into()), &ObjectKey::new(Some("b"), "other")));
+    }
+}

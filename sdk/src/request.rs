@@ -1,0 +1,247 @@
+//! [`Request`]: one call of `reconcile`, with the parent typed.
+
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+
+use crate::failure::json_error_message;
+use crate::{Failure, Gvk, ObjectKind, raw};
+
+/// The parent's `metadata`, as far as reconcilers commonly need it.
+///
+/// Missing fields are empty (`""`, `None`, empty maps).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+#[non_exhaustive]
+pub struct Metadata {
+    /// `metadata.name`.
+    #[serde(deserialize_with = "null_as_default")]
+    pub name: String,
+    /// `metadata.namespace`; `None` for cluster-scoped kinds.
+    pub namespace: Option<String>,
+    /// `metadata.uid`.
+    #[serde(deserialize_with = "null_as_default")]
+    pub uid: String,
+    /// `metadata.generation`: bumped by the API server on every spec change.
+    pub generation: Option<i64>,
+    /// `metadata.resourceVersion`.
+    pub resource_version: Option<String>,
+    /// `metadata.creationTimestamp` (RFC 3339).
+    pub creation_timestamp: Option<String>,
+    /// `metadata.deletionTimestamp` (RFC 3339), set once deletion started.
+    pub deletion_timestamp: Option<String>,
+    /// `metadata.labels`.
+    #[serde(deserialize_with = "null_as_default")]
+    pub labels: BTreeMap<String, String>,
+    /// `metadata.annotations`.
+    #[serde(deserialize_with = "null_as_default")]
+    pub annotations: BTreeMap<String, String>,
+    /// `metadata.finalizers`.
+    #[serde(deserialize_with = "null_as_default")]
+    pub finalizers: Vec<String>,
+}
+
+fn null_as_default<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(deserializer: D) -> Result<T, D::Error> {
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// What every object has: enough to name it in messages and to find it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct Head {
+    pub(crate) api_version: String,
+    pub(crate) kind: String,
+    pub(crate) metadata: Metadata,
+}
+
+impl Head {
+    /// `kind namespace/name` for messages.
+    pub(crate) fn describe(&self) -> String {
+        match &self.metadata.namespace {
+            Some(namespace) => format!("{} {namespace}/{}", self.kind, self.metadata.name),
+            None => format!("{} {}", self.kind, self.metadata.name),
+        }
+    }
+}
+
+/// Parses one object of the request as `T`.
+///
+/// # Errors
+///
+/// Terminal: JSON that does not fit `T` will not fit it on a retry.
+pub(crate) fn parse_object<T: DeserializeOwned>(json: &str) -> Result<T, Failure> {
+    serde_json::from_str(json).map_err(|error| {
+        let head: Head = serde_json::from_str(json).unwrap_or_default();
+        Failure::terminal(format!("{} is invalid: {}", head.describe(), json_error_message(&error)))
+    })
+}
+
+/// One call of [`Reconciler::reconcile`]: the parent, typed as `K`, with its
+/// children and related objects as the host's cache has them.
+///
+/// Children and related objects stay JSON text until asked for, typed as the
+/// caller wants them ([`children`](Request::children),
+/// [`related`](Request::related)), so a reconciler pays only for what it reads.
+///
+/// [`Reconciler::reconcile`]: crate::Reconciler::reconcile
+#[derive(Debug, Clone)]
+pub struct Request<K> {
+    /// The parent object, including its current `status`.
+    pub object: K,
+    /// The parent is being deleted and still carries the manifest's
+    /// finalizer: clean up, then answer [`Outcome::finalized`].
+    ///
+    /// [`Outcome::finalized`]: crate::Outcome::finalized
+    pub finalizing: bool,
+    /// How many times in a row this parent failed before this call (0 on the
+    /// first try and after a success).
+    pub attempt: u32,
+    metadata: Metadata,
+    api_version: String,
+    kind: String,
+    children: Vec<raw::Children>,
+    related: Vec<String>,
+}
+
+impl<K: DeserializeOwned> Request<K> {
+    /// Parses the WIT request.
+    ///
+    /// # Errors
+    ///
+    /// Terminal, when the parent is not a Kubernetes object or does not fit
+    /// `K` (for example a required spec field is missing), with serde's
+    /// message: `WebApp shop/web is invalid: missing field `image``.
+    pub fn from_raw(request: raw::Request) -> Result<Request<K>, Failure> {
+        let head: Head = serde_json::from_str(&request.object)
+            .map_err(|error| Failure::terminal(format!("the parent is not a Kubernetes object: {}", json_error_message(&error))))?;
+        let object = serde_json::from_str(&request.object)
+            .map_err(|error| Failure::terminal(format!("{} is invalid: {}", head.describe(), json_error_message(&error))))?;
+        Ok(Request {
+            object,
+            finalizing: request.finalizing,
+            attempt: request.attempt,
+            metadata: head.metadata,
+            api_version: head.api_version,
+            kind: head.kind,
+            children: request.children,
+            related: request.related,
+        })
+    }
+}
+
+impl<K> Request<K> {
+    /// The parent's metadata.
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// The parent's name.
+    pub fn name(&self) -> &str {
+        &self.metadata.name
+    }
+
+    /// The parent's namespace (`None` for a cluster-scoped parent).
+    pub fn namespace(&self) -> Option<&str> {
+        self.metadata.namespace.as_deref()
+    }
+
+    /// The parent's `metadata.generation` (0 if the object has none).
+    pub fn generation(&self) -> i64 {
+        self.metadata.generation.unwrap_or(0)
+    }
+
+    /// The parent's `metadata.uid`.
+    pub fn uid(&self) -> &str {
+        &self.metadata.uid
+    }
+
+    /// The parent's labels.
+    pub fn labels(&self) -> &BTreeMap<String, String> {
+        &self.metadata.labels
+    }
+
+    /// The parent's annotations.
+    pub fn annotations(&self) -> &BTreeMap<String, String> {
+        &self.metadata.annotations
+    }
+
+    /// The parent's kind, from its `apiVersion` and `kind`.
+    pub fn kind(&self) -> Gvk {
+        Gvk::from_api_version(&self.api_version, &self.kind)
+    }
+
+    /// The existing children of `C`'s kind, sorted by namespace then name.
+    /// Empty when there are none or when the kind is not in `manifest.owns`.
+    ///
+    /// # Errors
+    ///
+    /// Terminal, when a child does not fit `C`.
+    pub fn children<C: ObjectKind + DeserializeOwned>(&self) -> Result<Vec<C>, Failure> {
+        self.children_of(&C::gvk())
+    }
+
+    /// The existing children of `kind`, parsed as `C` (for types without
+    /// [`ObjectKind`], such as `serde_json::Value`).
+    ///
+    /// # Errors
+    ///
+    /// Terminal, when a child does not fit `C`.
+    pub fn children_of<C: DeserializeOwned>(&self, kind: &Gvk) -> Result<Vec<C>, Failure> {
+        self.raw_children(kind).iter().map(|json| parse_object(json)).collect()
+    }
+
+    /// The existing child of `C`'s kind called `name`, if any.
+    ///
+    /// # Errors
+    ///
+    /// Terminal, when that child does not fit `C`.
+    pub fn child<C: ObjectKind + DeserializeOwned>(&self, name: &str) -> Result<Option<C>, Failure> {
+        for json in self.raw_children(&C::gvk()) {
+            let head: Head = serde_json::from_str(json)?;
+            if head.metadata.name == name {
+                return parse_object(json).map(Some);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether a child of `C`'s kind called `name` exists. Parses only the
+    /// children's `metadata`, so `C` may be a large type that is never
+    /// deserialized.
+    pub fn has_child<C: ObjectKind + ?Sized>(&self, name: &str) -> bool {
+        self.raw_children(&C::gvk())
+            .iter()
+            .any(|json| serde_json::from_str::<Head>(json).is_ok_and(|head| head.metadata.name == name))
+    }
+
+    /// The existing children of `kind` as JSON text.
+    pub fn raw_children(&self, kind: &Gvk) -> &[String] {
+        self.children
+            .iter()
+            .find(|group| group.kind == *kind)
+            .map_or(&[], |group| group.objects.as_slice())
+    }
+
+    /// The related objects (of watched kinds) of `R`'s kind.
+    ///
+    /// # Errors
+    ///
+    /// Terminal, when one of them does not fit `R`.
+    pub fn related<R: ObjectKind + DeserializeOwned>(&self) -> Result<Vec<R>, Failure> {
+        let kind = R::gvk();
+        let mut related = Vec::new();
+        for json in &self.related {
+            let head: Head = serde_json::from_str(json)?;
+            if kind.matches(&head.api_version, &head.kind) {
+                related.push(parse_object(json)?);
+            }
+        }
+        Ok(related)
+    }
+
+    /// Every related object as JSON text, in the host's order.
+    pub fn raw_related(&self) -> &[String] {
+        &self.related
+    }
+}

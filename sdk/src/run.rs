@@ -1,0 +1,54 @@
+//! The one code path from a WIT request to a WIT outcome, shared by the
+//! component export and native callers (tests, benchmarks).
+//!
+//! [`export!`](crate::export) calls these functions with the WIT imports as the
+//! [`Host`]; [`testing`](crate::testing) calls them with a
+//! [`FakeCluster`](crate::testing::FakeCluster). Anything that runs natively
+//! through them runs the same in the component.
+
+use crate::{Context, Host, Reconciler, Request, raw};
+
+/// The `manifest` export: `R::manifest()` as the WIT record.
+pub fn manifest<R: Reconciler>() -> raw::Manifest {
+    R::manifest().into_raw()
+}
+
+/// The `reconcile` export: parses the parent as `R::Object`, calls
+/// `R::reconcile` with a [`Context`] over `host`, serializes the outcome.
+///
+/// ```
+/// use operon_sdk::{raw, run, testing::FakeCluster};
+/// # use operon_sdk::{Context, Failure, Gvk, Manifest, Outcome, Reconciler, Request};
+/// # struct Noop;
+/// # impl Reconciler for Noop {
+/// #     type Object = serde_json::Value;
+/// #     fn manifest() -> Manifest { Manifest::new("noop", Gvk::new("", "v1", "ConfigMap")) }
+/// #     fn reconcile(_: Request<serde_json::Value>, _: &Context) -> Result<Outcome, Failure> { Ok(Outcome::new()) }
+/// # }
+///
+/// let request = raw::Request {
+///     object: r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"default"}}"#.into(),
+///     children: vec![],
+///     related: vec![],
+///     finalizing: false,
+///     attempt: 0,
+/// };
+/// let outcome = run::reconcile::<Noop>(&FakeCluster::new(), request).unwrap();
+/// assert!(outcome.desired.is_empty());
+/// ```
+///
+/// # Errors
+///
+/// The reconciler's [`Failure`](crate::Failure); a terminal failure when the
+/// parent does not fit `R::Object` or the outcome cannot be serialized.
+///
+/// # Panics
+///
+/// When `R::reconcile` panics. Inside a component a panic is a trap, which
+/// the host reports as a failed reconcile.
+pub fn reconcile<R: Reconciler>(host: &dyn Host, request: raw::Request) -> Result<raw::Outcome, raw::Failure> {
+    let request = Request::<R::Object>::from_raw(request)?;
+    let context = Context::new(host);
+    let outcome = R::reconcile(request, &context)?;
+    Ok(outcome.into_raw()?)
+}

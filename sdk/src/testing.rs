@@ -1,0 +1,376 @@
+//! Run reconcilers natively, without wasm and without a cluster.
+//!
+//! [`reconcile`] goes through [`run::reconcile`](crate::run::reconcile), the
+//! function the component export calls, with a [`FakeCluster`] standing in
+//! for the host's cache: what passes here passes in the component (barring
+//! differences between native code and wasm, such as integer widths of
+//! `usize`).
+//!
+//! ```
+//! use operon_sdk::testing::{self, FakeCluster};
+//! # use operon_sdk::{Context, Failure, Gvk, Manifest, Outcome, Reconciler, Request};
+//! # use serde_json::{json, Value};
+//! # struct Mirror;
+//! # impl Reconciler for Mirror {
+//! #     type Object = Value;
+//! #     fn manifest() -> Manifest {
+//! #         Manifest::new("mirror", Gvk::new("", "v1", "ConfigMap")).reads(Gvk::new("", "v1", "Secret"))
+//! #     }
+//! #     fn reconcile(req: Request<Value>, ctx: &Context) -> Result<Outcome, Failure> {
+//! #         let secrets: Vec<Value> = ctx.list_of(&Gvk::new("", "v1", "Secret"), None, "team=web")?;
+//! #         Ok(Outcome::new().status(json!({"secrets": secrets.len()})))
+//! #     }
+//! # }
+//!
+//! let cluster = FakeCluster::new()
+//!     .with(json!({"apiVersion": "v1", "kind": "Secret",
+//!                  "metadata": {"name": "a", "namespace": "shop", "labels": {"team": "web"}}}))
+//!     .with(json!({"apiVersion": "v1", "kind": "Secret",
+//!                  "metadata": {"name": "b", "namespace": "other", "labels": {"team": "web"}}}));
+//! let request = testing::request(json!({
+//!     "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "m", "namespace": "shop"},
+//! }))
+//! .build::<Mirror>();
+//! let outcome = testing::reconcile::<Mirror>(&cluster, request).unwrap();
+//! assert_eq!(outcome.status.unwrap()["secrets"], 1); // only the parent's namespace
+//! ```
+
+mod selector;
+
+#[cfg(feature = "fixtures")]
+pub mod fixtures;
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::request::Head;
+use serde::Serialize;
+
+use crate::outcome::to_object;
+use crate::{Event, Failure, Gvk, Host, Level, ObjectKind, Reconciler, raw};
+
+pub use selector::{Selector, SelectorError};
+
+/// An in-memory stand-in for the host's cache: the objects that
+/// [`Context::get`] and [`Context::list`] see.
+///
+/// A read without a namespace means the parent's namespace (as in the host)
+/// when it goes through [`reconcile`]; used directly as a [`Host`], it means
+/// any namespace. Cluster-scoped objects (no `metadata.namespace`) match any
+/// namespace. Unlike the host, the fake lets every kind be read: check
+/// [`Manifest::reads`] yourself.
+///
+/// [`Context::get`]: crate::Context::get
+/// [`Context::list`]: crate::Context::list
+/// [`Manifest::reads`]: crate::Manifest::reads
+#[derive(Debug, Default)]
+pub struct FakeCluster {
+    objects: Vec<Value>,
+    logs: Mutex<Vec<LogLine>>,
+}
+
+/// A line logged through [`Context::log`](crate::Context::log).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    /// Severity.
+    pub level: Level,
+    /// Text.
+    pub message: String,
+    /// Structured fields.
+    pub fields: Vec<(String, String)>,
+}
+
+impl FakeCluster {
+    /// An empty cluster.
+    pub fn new() -> FakeCluster {
+        FakeCluster::default()
+    }
+
+    /// Adds an object (with `apiVersion`, `kind` and `metadata.name`).
+    ///
+    /// # Panics
+    ///
+    /// When `object` cannot be used as an object (it must serialize to a JSON object with `apiVersion` and `kind`).
+    pub fn with(mut self, object: impl Serialize) -> FakeCluster {
+        self.insert(object);
+        self
+    }
+
+    /// Adds an object.
+    ///
+    /// # Panics
+    ///
+    /// As [`with`](FakeCluster::with).
+    pub fn insert(&mut self, object: impl Serialize) {
+        match to_object(object, None) {
+            Ok(map) => self.objects.push(Value::Object(map)),
+            Err(failure) => panic!("FakeCluster::insert: {}", failure.message()),
+        }
+    }
+
+    /// Removes and returns what was logged so far.
+    pub fn take_logs(&self) -> Vec<LogLine> {
+        std::mem::take(&mut *self.logs.lock().unwrap_or_else(|poison| poison.into_inner()))
+    }
+
+    fn scoped<'a>(&'a self, namespace: Option<&'a str>) -> Scoped<'a> {
+        Scoped { cluster: self, namespace }
+    }
+}
+
+/// A [`FakeCluster`] read on behalf of a parent in `namespace`.
+struct Scoped<'a> {
+    cluster: &'a FakeCluster,
+    namespace: Option<&'a str>,
+}
+
+impl Scoped<'_> {
+    fn candidates<'s>(&'s self, kind: &'s Gvk, namespace: Option<&'s str>) -> impl Iterator<Item = (&'s Value, Head)> + 's {
+        let namespace = namespace.or(self.namespace);
+        self.cluster.objects.iter().filter_map(move |object| {
+            let head = Head::deserialize_from(object)?;
+            let in_namespace = match (namespace, head.metadata.namespace.as_deref()) {
+                (Some(wanted), Some(actual)) => wanted == actual,
+                _ => true,
+            };
+            (kind.matches(&head.api_version, &head.kind) && in_namespace).then_some((object, head))
+        })
+    }
+}
+
+impl Host for Scoped<'_> {
+    fn log(&self, level: Level, message: &str, fields: &[(String, String)]) {
+        let line = LogLine {
+            level,
+            message: message.to_owned(),
+            fields: fields.to_vec(),
+        };
+        self.cluster.logs.lock().unwrap_or_else(|poison| poison.into_inner()).push(line);
+    }
+
+    fn get(&self, reference: &raw::ObjectRef) -> Result<Option<String>, String> {
+        Ok(self
+            .candidates(&reference.kind, reference.namespace.as_deref())
+            .find(|(_, head)| head.metadata.name == reference.name)
+            .map(|(object, _)| object.to_string()))
+    }
+
+    fn list(&self, kind: &Gvk, namespace: Option<&str>, label_selector: Option<&str>) -> Result<Vec<String>, String> {
+        let selector = Selector::parse(label_selector.unwrap_or("")).map_err(|error| error.to_string())?;
+        let mut found: Vec<(&Value, Head)> = self
+            .candidates(kind, namespace)
+            .filter(|(_, head)| selector.matches(&head.metadata.labels))
+            .collect();
+        found.sort_by(|(_, a), (_, b)| (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name)));
+        Ok(found.into_iter().map(|(object, _)| object.to_string()).collect())
+    }
+}
+
+impl Host for FakeCluster {
+    fn log(&self, level: Level, message: &str, fields: &[(String, String)]) {
+        self.scoped(None).log(level, message, fields);
+    }
+
+    fn get(&self, reference: &raw::ObjectRef) -> Result<Option<String>, String> {
+        self.scoped(None).get(reference)
+    }
+
+    fn list(&self, kind: &Gvk, namespace: Option<&str>, label_selector: Option<&str>) -> Result<Vec<String>, String> {
+        self.scoped(None).list(kind, namespace, label_selector)
+    }
+}
+
+impl Head {
+    fn deserialize_from(object: &Value) -> Option<Head> {
+        <Head as serde::Deserialize>::deserialize(object).ok()
+    }
+}
+
+/// Starts a request for `parent` (a full object, with `apiVersion`, `kind`
+/// and `metadata`).
+///
+/// # Panics
+///
+/// When `parent` cannot be used as an object (it must serialize to a JSON object with `apiVersion` and `kind`).
+pub fn request(parent: impl Serialize) -> RequestBuilder {
+    match to_object(parent, None) {
+        Ok(object) => RequestBuilder {
+            object: Value::Object(object),
+            children: Vec::new(),
+            related: Vec::new(),
+            finalizing: false,
+            attempt: 0,
+        },
+        Err(failure) => panic!("testing::request: {}", failure.message()),
+    }
+}
+
+/// Builds a [`raw::Request`] the way the host does. Made by [`request`].
+#[derive(Debug, Clone)]
+#[must_use = "call build::<YourReconciler>()"]
+pub struct RequestBuilder {
+    object: Value,
+    children: Vec<Value>,
+    related: Vec<Value>,
+    finalizing: bool,
+    attempt: u32,
+}
+
+impl RequestBuilder {
+    /// Adds an existing child (of a kind in `manifest.owns`).
+    ///
+    /// # Panics
+    ///
+    /// When `child` cannot be used as an object (it must serialize to a JSON object with `apiVersion` and `kind`).
+    pub fn child(mut self, child: impl Serialize) -> RequestBuilder {
+        match to_object(child, None) {
+            Ok(object) => self.children.push(Value::Object(object)),
+            Err(failure) => panic!("RequestBuilder::child: {}", failure.message()),
+        }
+        self
+    }
+
+    /// Adds a related object (of a watched kind).
+    ///
+    /// # Panics
+    ///
+    /// When `object` cannot be used as an object (it must serialize to a JSON object with `apiVersion` and `kind`).
+    pub fn related(mut self, object: impl Serialize) -> RequestBuilder {
+        match to_object(object, None) {
+            Ok(object) => self.related.push(Value::Object(object)),
+            Err(failure) => panic!("RequestBuilder::related: {}", failure.message()),
+        }
+        self
+    }
+
+    /// Marks the parent as being deleted.
+    pub fn finalizing(mut self, finalizing: bool) -> RequestBuilder {
+        self.finalizing = finalizing;
+        self
+    }
+
+    /// Sets how many times in a row the parent failed before.
+    pub fn attempt(mut self, attempt: u32) -> RequestBuilder {
+        self.attempt = attempt;
+        self
+    }
+
+    /// The WIT request for `R`: children grouped by kind in the order of
+    /// `R::manifest().owns` (empty groups included), each group sorted by
+    /// namespace then name, as the host does.
+    ///
+    /// # Panics
+    ///
+    /// When a child is not of a kind `R` owns.
+    pub fn build<R: Reconciler>(self) -> raw::Request {
+        match self.try_build(&R::manifest().into_raw()) {
+            Ok(request) => request,
+            Err(message) => panic!("RequestBuilder::build: {message}"),
+        }
+    }
+
+    /// As [`build`](RequestBuilder::build), against a manifest.
+    ///
+    /// # Errors
+    ///
+    /// When a child is not of a kind the manifest owns.
+    pub fn try_build(self, manifest: &raw::Manifest) -> Result<raw::Request, String> {
+        let mut groups: Vec<(raw::Children, Vec<(Option<String>, String)>)> = manifest
+            .owns
+            .iter()
+            .map(|kind| (raw::Children { kind: kind.clone(), objects: Vec::new() }, Vec::new()))
+            .collect();
+        for child in self.children {
+            let head = Head::deserialize_from(&child).unwrap_or_default();
+            let Some((group, keys)) = groups.iter_mut().find(|(group, _)| group.kind.matches(&head.api_version, &head.kind)) else {
+                return Err(format!(
+                    "child {} ({} {}) is not of a kind the manifest owns",
+                    head.describe(),
+                    head.api_version,
+                    head.kind
+                ));
+            };
+            let key = (head.metadata.namespace, head.metadata.name);
+            let at = keys.partition_point(|existing| *existing <= key);
+            keys.insert(at, key);
+            group.objects.insert(at, child.to_string());
+        }
+        Ok(raw::Request {
+            object: self.object.to_string(),
+            children: groups.into_iter().map(|(group, _)| group).collect(),
+            related: self.related.iter().map(Value::to_string).collect(),
+            finalizing: self.finalizing,
+            attempt: self.attempt,
+        })
+    }
+}
+
+/// A [`raw::Outcome`] parsed back into JSON values, for assertions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reconciled {
+    /// The desired objects, in the order the reconciler applied them.
+    pub desired: Vec<Value>,
+    /// The new status, `None` to leave it untouched.
+    pub status: Option<Value>,
+    /// The events.
+    pub events: Vec<Event>,
+    /// When to reconcile again.
+    pub requeue_after: Option<Duration>,
+    /// Whether clean-up is complete.
+    pub finalized: bool,
+}
+
+impl Reconciled {
+    /// Parses a raw outcome.
+    ///
+    /// # Panics
+    ///
+    /// When an object is not JSON (never the case for an outcome made by
+    /// this SDK).
+    pub fn from_raw(outcome: raw::Outcome) -> Reconciled {
+        let parse = |json: &str| serde_json::from_str::<Value>(json).expect("the outcome holds JSON");
+        Reconciled {
+            desired: outcome.desired.iter().map(|json| parse(json)).collect(),
+            status: outcome.status.as_deref().map(parse),
+            events: outcome.events,
+            requeue_after: outcome.requeue_after_ms.map(Duration::from_millis),
+            finalized: outcome.finalized,
+        }
+    }
+
+    /// The desired object of `kind` (`Deployment`) called `name`.
+    pub fn find(&self, kind: &str, name: &str) -> Option<&Value> {
+        self.desired
+            .iter()
+            .find(|object| object["kind"] == kind && object["metadata"]["name"] == name)
+    }
+
+    /// The desired object of `K`'s kind called `name`, typed.
+    ///
+    /// # Panics
+    ///
+    /// When it does not deserialize into `K`.
+    pub fn get<K: ObjectKind + DeserializeOwned>(&self, name: &str) -> Option<K> {
+        let kind = K::gvk();
+        let object = self.desired.iter().find(|object| {
+            kind.matches(object["apiVersion"].as_str().unwrap_or(""), object["kind"].as_str().unwrap_or(""))
+                && object["metadata"]["name"] == name
+        })?;
+        Some(serde_json::from_value(object.clone()).unwrap_or_else(|error| panic!("desired {kind} {name}: {error}")))
+    }
+}
+
+/// Runs `R` on `request` natively, through [`run::reconcile`](crate::run::reconcile)
+/// with `cluster` as the host (reads without a namespace use the parent's).
+///
+/// # Errors
+///
+/// The reconcile's failure.
+pub fn reconcile<R: Reconciler>(cluster: &FakeCluster, request: raw::Request) -> Result<Reconciled, Failure> {
+    let head: Head = serde_json::from_str(&request.object).unwrap_or_default();
+    let host = cluster.scoped(head.metadata.namespace.as_deref());
+    crate::run::reconcile::<R>(&host, request).map(Reconciled::from_raw).map_err(Failure::from)
+}
