@@ -54,7 +54,10 @@ const GO_MODULES: &[GoModule] = &[
         go_sum: include_str!("../go/kubernetes/go.sum"),
         builds: &[
             (KUBE_APISERVER, "k8s.io/kubernetes/cmd/kube-apiserver"),
-            (KUBE_CONTROLLER_MANAGER, "k8s.io/kubernetes/cmd/kube-controller-manager"),
+            (
+                KUBE_CONTROLLER_MANAGER,
+                "k8s.io/kubernetes/cmd/kube-controller-manager",
+            ),
         ],
         // What Kubernetes' own build (hack/lib/version.sh) stamps in; without
         // it `/version` says v0.0.0-master and clients cannot tell the minor.
@@ -103,7 +106,11 @@ pub fn cache_dir() -> Result<PathBuf> {
 
 /// The binaries `dir` lacks, among `names`.
 fn missing(dir: &Path, names: &[&'static str]) -> Vec<&'static str> {
-    names.iter().copied().filter(|name| !dir.join(name).is_file()).collect()
+    names
+        .iter()
+        .copied()
+        .filter(|name| !dir.join(name).is_file())
+        .collect()
 }
 
 fn assets_env() -> Option<PathBuf> {
@@ -144,7 +151,11 @@ pub fn find(controller_manager: bool) -> Result<PathBuf> {
     if lacks.is_empty() {
         return Ok(cache);
     }
-    tried.push(format!("the cache {} lacks {}", cache.display(), lacks.join(", ")));
+    tried.push(format!(
+        "the cache {} lacks {}",
+        cache.display(),
+        lacks.join(", ")
+    ));
     bail!(
         "no control-plane binaries for operon-envtest: {}.\n\
          Run `cargo xtask envtest` once (builds Kubernetes {KUBERNETES_VERSION} and etcd \
@@ -229,7 +240,9 @@ fn build(cache: &Path, progress: &mut dyn FnMut(&str)) -> Result<()> {
         String::from_utf8_lossy(&version.stdout).trim()
     ));
 
-    let parent = cache.parent().context("the cache directory has no parent")?;
+    let parent = cache
+        .parent()
+        .context("the cache directory has no parent")?;
     std::fs::create_dir_all(parent)
         .with_context(|| format!("could not create {}", parent.display()))?;
     // Same filesystem as the final directory, so the rename below is atomic.
@@ -302,7 +315,10 @@ mod tests {
         let [etcd, kubernetes] = GO_MODULES else {
             panic!("expected the etcd and kubernetes modules")
         };
-        assert!(etcd.go_mod.contains(&format!("go.etcd.io/etcd/server/v3 v{ETCD_VERSION}")));
+        assert!(
+            etcd.go_mod
+                .contains(&format!("go.etcd.io/etcd/server/v3 v{ETCD_VERSION}"))
+        );
         assert!(
             kubernetes
                 .go_mod
@@ -310,7 +326,9 @@ mod tests {
         );
         let minor = KUBERNETES_VERSION.split('.').nth(1).unwrap();
         assert!(
-            kubernetes.go_mod.contains(&format!("k8s.io/api => k8s.io/api v0.{minor}.")),
+            kubernetes
+                .go_mod
+                .contains(&format!("k8s.io/api => k8s.io/api v0.{minor}.")),
             "staging modules follow the same minor"
         );
         assert!(
@@ -318,7 +336,11 @@ mod tests {
                 .version_ldflags
                 .contains(&format!("gitVersion=v{KUBERNETES_VERSION} "))
         );
-        assert!(kubernetes.version_ldflags.contains(&format!("gitMinor={minor} ")));
+        assert!(
+            kubernetes
+                .version_ldflags
+                .contains(&format!("gitMinor={minor} "))
+        );
     }
 
     #[test]

@@ -100,7 +100,8 @@ impl Pki {
 
     /// Writes every file into `dir` (created if needed).
     pub fn write(&self, dir: &Path) -> Result<PkiFiles> {
-        std::fs::create_dir_all(dir).with_context(|| format!("could not create {}", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("could not create {}", dir.display()))?;
         let put = |name: &str, pem: &str| -> Result<PathBuf> {
             let path = dir.join(name);
             std::fs::write(&path, pem)

@@ -142,7 +142,6 @@ impl ControlPlane {
     }
 
     fn start_once(options: &Options, assets: &Path) -> Result<Self> {
-        let keep = std::env::var(KEEP_ENV).is_ok_and(|v| v == "1");
         let dir = match &options.dir {
             Some(dir) => {
                 for stale in ["pki", "etcd"] {
@@ -161,7 +160,7 @@ impl ControlPlane {
                     .prefix("operon-envtest-")
                     .tempdir()
                     .context("could not create a temporary directory for the control plane")?;
-                if keep {
+                if keep() {
                     let path = temp.keep();
                     eprintln!("operon-envtest: {KEEP_ENV}=1, keeping {}", path.display());
                     Dir::Kept(path)
@@ -237,7 +236,10 @@ impl ControlPlane {
                 format!("--client-ca-file={}", pki.ca_cert.display()),
                 "--authorization-mode=RBAC".into(),
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
-                format!("--service-account-key-file={}", pki.service_account_pub.display()),
+                format!(
+                    "--service-account-key-file={}",
+                    pki.service_account_pub.display()
+                ),
                 format!(
                     "--service-account-signing-key-file={}",
                     pki.service_account_key.display()
@@ -292,7 +294,10 @@ impl ControlPlane {
     }
 
     fn spawn(&mut self, name: &'static str, assets: &Path, args: Vec<String>) -> Result<()> {
-        let watchdog = self.watchdog.as_mut().expect("the watchdog lives until drop");
+        let watchdog = self
+            .watchdog
+            .as_mut()
+            .expect("the watchdog lives until drop");
         let process = Process::spawn(name, &assets.join(name), &args, self.dir.path(), watchdog)?;
         self.processes.push(process);
         Ok(())
@@ -399,13 +404,17 @@ impl Drop for ControlPlane {
         for process in self.processes.iter_mut().rev() {
             process.stop();
         }
-        if let Dir::Kept(path) = &self.dir {
-            if std::env::var(KEEP_ENV).is_ok_and(|v| v == "1") {
-                eprintln!("operon-envtest: kept {}", path.display());
-            }
+        if let Dir::Kept(path) = &self.dir
+            && keep()
+        {
+            eprintln!("operon-envtest: kept {}", path.display());
         }
         // A `Dir::Temp` is removed when the field drops, after this.
     }
+}
+
+fn keep() -> bool {
+    std::env::var(KEEP_ENV).is_ok_and(|v| v == "1")
 }
 
 /// `GET path` with `config`; `Ok` on a 2xx answer.

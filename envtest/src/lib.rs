@@ -19,6 +19,13 @@
 //! # }
 //! ```
 //!
+//! A test binary whose tests need CRDs, garbage collection of custom
+//! objects included, starts its shared control plane with them through one
+//! helper: `shared_with(|| Options::with_controller_manager().crd(my_crd()))`.
+//! Each test makes its own [`ControlPlane::client`]. For a control plane of
+//! its own (to stop it, or to start it differently), a test calls
+//! [`ControlPlane::start`] and drops the result.
+//!
 //! # Binaries
 //!
 //! Tests never download or build: they use `KUBEBUILDER_ASSETS` or the cache

@@ -40,7 +40,10 @@ fn main() -> Result<()> {
 }
 
 fn serve(options: Options) -> Result<()> {
-    let dir: PathBuf = options.dir.clone().expect("serve always has a state directory");
+    let dir: PathBuf = options
+        .dir
+        .clone()
+        .expect("serve always has a state directory");
     let ready = dir.join("ready");
     let _ = std::fs::remove_file(&ready);
 

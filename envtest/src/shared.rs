@@ -37,8 +37,7 @@ pub fn shared() -> &'static ControlPlane {
 /// plane whatever they pass. Call this from one helper in the test binary.
 pub fn shared_with(make: impl FnOnce() -> Options) -> &'static ControlPlane {
     static SHARED: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
-    let started =
-        SHARED.get_or_init(|| ControlPlane::start(make()).map_err(|e| format!("{e:#}")));
+    let started = SHARED.get_or_init(|| ControlPlane::start(make()).map_err(|e| format!("{e:#}")));
     match started {
         Ok(plane) => plane,
         Err(e) => panic!("the shared envtest control plane did not start: {e}"),

@@ -7,7 +7,15 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Whether `pid` runs. A zombie does not: once its parent is gone it waits
+/// for init to reap it, which can take seconds.
 fn alive(pid: u32) -> bool {
+    if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // `pid (comm) state ...`; comm may hold spaces, so look after `)`.
+        return stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'));
+    }
     Command::new("kill")
         .args(["-0", &pid.to_string()])
         .stderr(Stdio::null())
@@ -19,7 +27,10 @@ fn alive(pid: u32) -> bool {
 fn dropping_a_control_plane_stops_its_processes_and_removes_its_directory() {
     let started = Instant::now();
     let plane = ControlPlane::start(Options::default()).unwrap();
-    eprintln!("ready without controller manager in {:.2?}", started.elapsed());
+    eprintln!(
+        "ready without controller manager in {:.2?}",
+        started.elapsed()
+    );
     let pids = plane.pids();
     let dir = plane.dir().to_owned();
     assert_eq!(pids.len(), 2, "etcd and kube-apiserver");
@@ -37,7 +48,12 @@ const ABANDON_ENV: &str = "OPERON_ENVTEST_ABANDON";
 #[test]
 fn processes_die_with_a_killed_test_process() {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "abandon_a_control_plane", "--ignored", "--nocapture"])
+        .args([
+            "--exact",
+            "abandon_a_control_plane",
+            "--ignored",
+            "--nocapture",
+        ])
         .env(ABANDON_ENV, "1")
         .stdout(Stdio::piped())
         .spawn()

@@ -184,7 +184,7 @@ pub enum Error {
     /// A request about the Lease failed (logged, then retried).
     #[error("could not {action} lease {lease}")]
     Api {
-        /// `read`, `create` or `update`.
+        /// `read`, `create`, `update` or `release`.
         action: &'static str,
         /// `namespace/name`.
         lease: String,
@@ -227,9 +227,9 @@ pub enum Error {
 ///
 /// # Guarantees
 ///
-/// - At most one elector holds the Lease at a time, even if several find it
-///   expired at once: every write carries the `resourceVersion` it was based
-///   on, so the API server rejects all but the first.
+/// - Of several electors that find the Lease free or expired at once, at most
+///   one wins: every write carries the `resourceVersion` it was based on, so
+///   the API server rejects all but the first.
 /// - The channel says `true` only while the last successful renewal was
 ///   *sent* less than [`Config::renew_deadline`] ago. It turns `false` at that
 ///   deadline even if a request hangs, and at once if a read shows another
@@ -238,9 +238,9 @@ pub enum Error {
 ///   `lease_duration - renew_deadline` before a new leader's `true`.
 /// - A standby's wait is measured on its own monotonic clock; clock offsets
 ///   between machines do not matter.
-/// - On shutdown while leading, the channel turns `false` before the Lease is
-///   released, and the release is conditional, so it never clears a Lease that
-///   someone else has taken meanwhile.
+/// - On shutdown the channel turns `false` before the Lease is released. The
+///   release is conditional on nobody having written the Lease since our last
+///   write, so it never clears a Lease someone else has taken meanwhile.
 /// - After stepping down the elector keeps contending: a leader cut off from
 ///   the API server leads again once it can renew, if nobody took over.
 ///
@@ -295,7 +295,7 @@ impl LeaderElector {
 
     /// Contends for the Lease, leads while it can renew, and stands by
     /// otherwise, until `shutdown` completes; then releases the Lease if it
-    /// holds it and returns.
+    /// still holds it (waiting at most the renew deadline) and returns.
     ///
     /// Never returns early: failed requests are logged and retried every
     /// retry period. Dropping the future (e.g. aborting its task) stops the
@@ -314,7 +314,8 @@ trait Leases {
     /// Creates the Lease; fails with 409 if it exists.
     fn insert(&self, lease: &Lease) -> impl Future<Output = kube::Result<Lease>> + Send;
     /// Replaces the Lease; fails with 409 if its `resourceVersion` is stale.
-    fn update(&self, name: &str, lease: &Lease) -> impl Future<Output = kube::Result<Lease>> + Send;
+    fn update(&self, name: &str, lease: &Lease)
+    -> impl Future<Output = kube::Result<Lease>> + Send;
 }
 
 impl Leases for Api<Lease> {
@@ -359,8 +360,6 @@ enum Outcome {
     Following { holder: Option<String> },
 }
 
-type Shutdown<'a, F> = Pin<&'a mut F>;
-
 impl<L: Leases> Elector<L> {
     fn new(leases: L, config: Config) -> Self {
         Self {
@@ -378,6 +377,9 @@ impl<L: Leases> Elector<L> {
         info!(%lease, identity = %self.config.identity, "contending for leadership");
         loop {
             let Some(renewed_at) = self.stand_by(shutdown.as_mut()).await else {
+                // A leader that stepped down may still hold the Lease on the
+                // server; the release only succeeds if so.
+                self.release().await;
                 return;
             };
             self.leading.send_replace(true);
@@ -396,12 +398,13 @@ impl<L: Leases> Elector<L> {
     /// winning write was sent; `None` on shutdown.
     async fn stand_by<F: Future<Output = ()>>(
         &mut self,
-        mut shutdown: Shutdown<'_, F>,
+        mut shutdown: Pin<&mut F>,
     ) -> Option<Instant> {
         let lease = self.config.lease();
         let mut last_holder = None;
         loop {
-            let attempt = tokio::time::timeout(self.config.renew_deadline, self.try_acquire_or_renew());
+            let attempt =
+                tokio::time::timeout(self.config.renew_deadline, self.try_acquire_or_renew());
             let result = tokio::select! {
                 biased;
                 () = shutdown.as_mut() => return None,
@@ -415,7 +418,9 @@ impl<L: Leases> Elector<L> {
                         last_holder = holder;
                     }
                 }
-                Err(e) => warn!(%lease, error = %chain(&e), "could not contend for leadership; retrying"),
+                Err(e) => {
+                    warn!(%lease, error = %chain(&e), "could not contend for leadership; retrying")
+                }
             }
             tokio::select! {
                 biased;
@@ -430,7 +435,7 @@ impl<L: Leases> Elector<L> {
     async fn lead<F: Future<Output = ()>>(
         &mut self,
         mut renewed_at: Instant,
-        mut shutdown: Shutdown<'_, F>,
+        mut shutdown: Pin<&mut F>,
     ) -> Ended {
         let lease = self.config.lease();
         loop {
@@ -479,8 +484,16 @@ impl<L: Leases> Elector<L> {
         // request per period, and a 409 if anything changed in between.
         if let Some(held) = self.held.clone() {
             let renewed_at = Instant::now();
-            let spec = next_spec(&Action::Renew, held.spec.as_ref(), &self.config, Timestamp::now());
-            let lease = Lease { spec: Some(spec), ..held };
+            let spec = next_spec(
+                &Action::Renew,
+                held.spec.as_ref(),
+                &self.config,
+                Timestamp::now(),
+            );
+            let lease = Lease {
+                spec: Some(spec),
+                ..held
+            };
             match self.leases.update(&self.config.name, &lease).await {
                 Ok(written) => return Ok(self.wrote(written, renewed_at)),
                 Err(e) if is_conflict(&e) => {
@@ -500,11 +513,20 @@ impl<L: Leases> Elector<L> {
             .await
             .map_err(|e| self.api_error("read", e))?;
         let now = Instant::now();
-        let current_spec = current.as_ref().map(|lease| lease.spec.clone().unwrap_or_default());
+        let current_spec = current
+            .as_ref()
+            .map(|lease| lease.spec.clone().unwrap_or_default());
         self.observed = current_spec.map(|spec| Observed::update(self.observed.take(), spec, now));
-        let action = decide(self.observed.as_ref(), &self.config.identity, self.config.lease_duration, now);
+        let action = decide(
+            self.observed.as_ref(),
+            &self.config.identity,
+            self.config.lease_duration,
+            now,
+        );
         if let Action::Wait { holder, .. } = action {
-            return Ok(Outcome::Following { holder: Some(holder) });
+            return Ok(Outcome::Following {
+                holder: Some(holder),
+            });
         }
 
         let spec = next_spec(
@@ -529,8 +551,14 @@ impl<L: Leases> Elector<L> {
             // Keeps the metadata we read, resourceVersion included: that is
             // what makes the take-over conditional.
             Some(lease) => {
-                let lease = Lease { spec: Some(spec), ..lease };
-                ("update", self.leases.update(&self.config.name, &lease).await)
+                let lease = Lease {
+                    spec: Some(spec),
+                    ..lease
+                };
+                (
+                    "update",
+                    self.leases.update(&self.config.name, &lease).await,
+                )
             }
         };
         match written {
@@ -609,13 +637,17 @@ fn is_conflict(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 409)
 }
 
-/// `error: cause: cause`, for one log line.
+/// `error: cause: cause`, for one log line. Causes that a message already
+/// quotes (kube's and hyper's often do) are not repeated.
 fn chain(error: &dyn StdError) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
         source = cause.source();
     }
     text
@@ -691,14 +723,22 @@ fn decide(observed: Option<&Observed>, identity: &str, fallback: Duration, now: 
 
 /// The record to write for `action` (never [`Action::Wait`]), based on the
 /// current one; fields this protocol does not own are kept.
-fn next_spec(action: &Action, current: Option<&LeaseSpec>, config: &Config, now: Timestamp) -> LeaseSpec {
+fn next_spec(
+    action: &Action,
+    current: Option<&LeaseSpec>,
+    config: &Config,
+    now: Timestamp,
+) -> LeaseSpec {
     let current = current.cloned().unwrap_or_default();
     let (acquire_time, lease_transitions) = match action {
         Action::Renew => (
             current.acquire_time.clone().or(Some(MicroTime(now))),
             current.lease_transitions.or(Some(0)),
         ),
-        Action::Acquire => (Some(MicroTime(now)), Some(current.lease_transitions.unwrap_or(0) + 1)),
+        Action::Acquire => (
+            Some(MicroTime(now)),
+            Some(current.lease_transitions.unwrap_or(0) + 1),
+        ),
         Action::Create | Action::Wait { .. } => (Some(MicroTime(now)), Some(0)),
     };
     LeaseSpec {
@@ -769,14 +809,20 @@ mod tests {
     fn a_released_lease_should_be_taken_at_once() {
         let now = Instant::now();
         let released = released_spec(Some(&held_by("other", Timestamp::now())), Timestamp::now());
-        assert_eq!(decide(seen(released, now).as_ref(), "me", LEASE, now), Action::Acquire);
+        assert_eq!(
+            decide(seen(released, now).as_ref(), "me", LEASE, now),
+            Action::Acquire
+        );
     }
 
     #[test]
     fn our_own_lease_should_be_renewed_even_if_we_saw_it_long_ago() {
         let then = Instant::now();
         let observed = seen(held_by("me", Timestamp::now()), then);
-        assert_eq!(decide(observed.as_ref(), "me", LEASE, then + LEASE * 10), Action::Renew);
+        assert_eq!(
+            decide(observed.as_ref(), "me", LEASE, then + LEASE * 10),
+            Action::Renew
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -797,18 +843,25 @@ mod tests {
         );
 
         tokio::time::advance(Duration::from_millis(1)).await;
-        assert_eq!(decide(Some(&observed), "me", LEASE, Instant::now()), Action::Acquire);
+        assert_eq!(
+            decide(Some(&observed), "me", LEASE, Instant::now()),
+            Action::Acquire
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_renewal_seen_should_restart_the_wait() {
-        let mut observed = Observed::update(None, held_by("other", Timestamp::now()), Instant::now());
+        let mut observed =
+            Observed::update(None, held_by("other", Timestamp::now()), Instant::now());
         tokio::time::advance(LEASE - RETRY).await;
         let renewed = held_by("other", Timestamp::now() + Duration::from_secs(1));
         observed = Observed::update(Some(observed), renewed, Instant::now());
         tokio::time::advance(RETRY).await;
         assert!(
-            matches!(decide(Some(&observed), "me", LEASE, Instant::now()), Action::Wait { .. }),
+            matches!(
+                decide(Some(&observed), "me", LEASE, Instant::now()),
+                Action::Wait { .. }
+            ),
             "the wait counts from the renewal we saw, not from the first record"
         );
     }
@@ -820,7 +873,12 @@ mod tests {
         let long_ago = Timestamp::UNIX_EPOCH;
         let observed = seen(held_by("other", long_ago), now);
         assert!(matches!(
-            decide(observed.as_ref(), "me", LEASE, now + LEASE - Duration::from_millis(1)),
+            decide(
+                observed.as_ref(),
+                "me",
+                LEASE,
+                now + LEASE - Duration::from_millis(1)
+            ),
             Action::Wait { .. }
         ));
     }
@@ -833,8 +891,14 @@ mod tests {
             ..held_by("other", Timestamp::now())
         };
         let observed = seen(spec, now);
-        assert!(matches!(decide(observed.as_ref(), "me", LEASE, now + RENEW), Action::Wait { .. }));
-        assert_eq!(decide(observed.as_ref(), "me", LEASE, now + LEASE), Action::Acquire);
+        assert!(matches!(
+            decide(observed.as_ref(), "me", LEASE, now + RENEW),
+            Action::Wait { .. }
+        ));
+        assert_eq!(
+            decide(observed.as_ref(), "me", LEASE, now + LEASE),
+            Action::Acquire
+        );
     }
 
     // --- The records written ---
@@ -875,11 +939,19 @@ mod tests {
     fn the_defaults_should_be_client_gos_and_valid() {
         let config = Config::new("ns", "name");
         assert_eq!(
-            (config.lease_duration, config.renew_deadline, config.retry_period),
+            (
+                config.lease_duration,
+                config.renew_deadline,
+                config.retry_period
+            ),
             (LEASE, RENEW, RETRY)
         );
         config.validate().unwrap();
-        assert_ne!(config.identity, Config::new("ns", "name").identity, "identities are unique");
+        assert_ne!(
+            config.identity,
+            Config::new("ns", "name").identity,
+            "identities are unique"
+        );
     }
 
     #[test]
@@ -905,12 +977,18 @@ mod tests {
             lease_duration: Duration::from_millis(15_500),
             ..config("me")
         };
-        assert!(matches!(fractional.validate(), Err(Error::LeaseDuration(_))));
+        assert!(matches!(
+            fractional.validate(),
+            Err(Error::LeaseDuration(_))
+        ));
         let nameless = Config {
             name: String::new(),
             ..config("me")
         };
-        assert!(matches!(nameless.validate(), Err(Error::Empty { field: "name" })));
+        assert!(matches!(
+            nameless.validate(),
+            Err(Error::Empty { field: "name" })
+        ));
     }
 
     // --- The loop, against a fake API server, in virtual time ---
@@ -997,7 +1075,10 @@ mod tests {
         async fn update(&self, _name: &str, lease: &Lease) -> kube::Result<Lease> {
             self.network().await;
             let mut store = self.store.lock().unwrap();
-            let current = store.lease.as_ref().and_then(|l| l.metadata.resource_version.clone());
+            let current = store
+                .lease
+                .as_ref()
+                .and_then(|l| l.metadata.resource_version.clone());
             if current != lease.metadata.resource_version {
                 return Err(conflict());
             }
@@ -1058,7 +1139,10 @@ mod tests {
         a.until(true).await;
         for _ in 0..100 {
             tokio::time::sleep(Duration::from_millis(500)).await;
-            assert!(a.leads() && !b.leads(), "a took it first and keeps renewing");
+            assert!(
+                a.leads() && !b.leads(),
+                "a took it first and keeps renewing"
+            );
         }
     }
 
@@ -1076,7 +1160,11 @@ mod tests {
         let last_renewal = started + Duration::from_secs(4);
 
         let stepped_down = a.until(false).await;
-        assert_eq!(stepped_down, last_renewal + RENEW, "the hanging request did not delay it");
+        assert_eq!(
+            stepped_down,
+            last_renewal + RENEW,
+            "the hanging request did not delay it"
+        );
         let b_leads = b.until(true).await;
         assert!(
             b_leads >= stepped_down + (LEASE - RENEW),
@@ -1102,9 +1190,16 @@ mod tests {
         let b_leads = b.until(true).await;
         // a last renewed at +2; b saw that at +2 (same instant) or at its next look.
         let last_renewal = started + Duration::from_secs(2);
-        assert!(b_leads >= last_renewal + LEASE, "b took over {:?} after the kill", b_leads - killed);
+        assert!(
+            b_leads >= last_renewal + LEASE,
+            "b took over {:?} after the kill",
+            b_leads - killed
+        );
         assert!(b_leads <= last_renewal + LEASE + 2 * RETRY);
-        assert_eq!(fake.lease().spec.unwrap().holder_identity.as_deref(), Some("b"));
+        assert_eq!(
+            fake.lease().spec.unwrap().holder_identity.as_deref(),
+            Some("b")
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -1122,7 +1217,11 @@ mod tests {
         assert_eq!(fake.lease().spec.unwrap().holder_identity, None, "released");
 
         let b_leads = b.until(true).await;
-        assert!(b_leads <= stopped_at + RETRY, "b took {:?}", b_leads - stopped_at);
+        assert!(
+            b_leads <= stopped_at + RETRY,
+            "b took {:?}",
+            b_leads - stopped_at
+        );
         assert_eq!(fake.lease().spec.unwrap().lease_transitions, Some(1));
     }
 
@@ -1135,7 +1234,11 @@ mod tests {
         fake.overwrite(held_by("thief", Timestamp::now()));
 
         let stepped_down = a.until(false).await;
-        assert_eq!(stepped_down, started + 2 * RETRY, "at the renewal after the theft");
+        assert_eq!(
+            stepped_down,
+            started + 2 * RETRY,
+            "at the renewal after the theft"
+        );
         // It stands by, then takes over at its first look after the thief's
         // record has stood unchanged for a lease duration.
         let back = a.until(true).await;
@@ -1155,6 +1258,9 @@ mod tests {
         (&mut b.task).await.unwrap();
         assert!(!b.leads());
         assert!(a.leads());
-        assert_eq!(fake.lease().spec.unwrap().holder_identity, before.spec.unwrap().holder_identity);
+        assert_eq!(
+            fake.lease().spec.unwrap().holder_identity,
+            before.spec.unwrap().holder_identity
+        );
     }
 }

@@ -130,15 +130,20 @@ impl Manager {
         }
         background.spawn(report_readiness(self.cache.clone(), self.metrics.clone(), self.readiness.clone()));
 
-        let (mut leading, elector_name) = match self.config.leader.clone() {
+        // Without election this replica always leads; the sender is kept
+        // alive so that "leadership changed" never fires.
+        let (_always, mut leading, elector_name) = match self.config.leader.clone() {
             Some(config) => {
                 let name = config.name.clone();
                 let elector = LeaderElector::new(self.client.clone(), config)?;
                 let rx = elector.subscribe();
                 background.spawn(elector.run(stopped(stop_rx.clone())));
-                (rx, Some(name))
+                (None, rx, Some(name))
             }
-            None => (watch::channel(true).1, None),
+            None => {
+                let (tx, rx) = watch::channel(true);
+                (Some(tx), rx, None)
+            }
         };
 
         tokio::pin!(shutdown);

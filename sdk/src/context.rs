@@ -59,7 +59,11 @@ impl<'a> Context<'a> {
     /// # Errors
     ///
     /// As [`get`](Context::get).
-    pub fn get_in<K: ObjectKind + DeserializeOwned>(&self, namespace: &str, name: &str) -> Result<Option<K>, Failure> {
+    pub fn get_in<K: ObjectKind + DeserializeOwned>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<K>, Failure> {
         self.fetch(K::gvk(), Some(namespace.to_owned()), name)
     }
 
@@ -69,15 +73,26 @@ impl<'a> Context<'a> {
     /// # Errors
     ///
     /// As [`get`](Context::get).
-    pub fn get_ref<T: DeserializeOwned>(&self, reference: &raw::ObjectRef) -> Result<Option<T>, Failure> {
+    pub fn get_ref<T: DeserializeOwned>(
+        &self,
+        reference: &raw::ObjectRef,
+    ) -> Result<Option<T>, Failure> {
         match self.host.get(reference) {
             Ok(Some(json)) => parse_object(&json).map(Some),
             Ok(None) => Ok(None),
-            Err(error) => Err(Failure::transient(format!("cannot get {} {}: {error}", reference.kind, reference.name))),
+            Err(error) => Err(Failure::transient(format!(
+                "cannot get {} {}: {error}",
+                reference.kind, reference.name
+            ))),
         }
     }
 
-    fn fetch<T: DeserializeOwned>(&self, kind: Gvk, namespace: Option<String>, name: &str) -> Result<Option<T>, Failure> {
+    fn fetch<T: DeserializeOwned>(
+        &self,
+        kind: Gvk,
+        namespace: Option<String>,
+        name: &str,
+    ) -> Result<Option<T>, Failure> {
         self.get_ref(&raw::ObjectRef {
             kind,
             namespace,
@@ -93,7 +108,10 @@ impl<'a> Context<'a> {
     ///
     /// Transient when the host refuses the list (kind not declared or
     /// granted, malformed selector). Terminal when an object does not fit `K`.
-    pub fn list<K: ObjectKind + DeserializeOwned>(&self, label_selector: &str) -> Result<Vec<K>, Failure> {
+    pub fn list<K: ObjectKind + DeserializeOwned>(
+        &self,
+        label_selector: &str,
+    ) -> Result<Vec<K>, Failure> {
         self.list_of(&K::gvk(), None, label_selector)
     }
 
@@ -102,7 +120,11 @@ impl<'a> Context<'a> {
     /// # Errors
     ///
     /// As [`list`](Context::list).
-    pub fn list_in<K: ObjectKind + DeserializeOwned>(&self, namespace: &str, label_selector: &str) -> Result<Vec<K>, Failure> {
+    pub fn list_in<K: ObjectKind + DeserializeOwned>(
+        &self,
+        namespace: &str,
+        label_selector: &str,
+    ) -> Result<Vec<K>, Failure> {
         self.list_of(&K::gvk(), Some(namespace), label_selector)
     }
 
@@ -112,7 +134,12 @@ impl<'a> Context<'a> {
     /// # Errors
     ///
     /// As [`list`](Context::list).
-    pub fn list_of<T: DeserializeOwned>(&self, kind: &Gvk, namespace: Option<&str>, label_selector: &str) -> Result<Vec<T>, Failure> {
+    pub fn list_of<T: DeserializeOwned>(
+        &self,
+        kind: &Gvk,
+        namespace: Option<&str>,
+        label_selector: &str,
+    ) -> Result<Vec<T>, Failure> {
         let selector = (!label_selector.is_empty()).then_some(label_selector);
         let objects = self
             .host
@@ -128,8 +155,16 @@ impl<'a> Context<'a> {
     }
 
     /// Writes a log line with structured key/value fields.
-    pub fn log_with(&self, level: Level, message: impl fmt::Display, fields: &[(&str, &dyn fmt::Display)]) {
-        let fields: Vec<(String, String)> = fields.iter().map(|(key, value)| ((*key).to_owned(), value.to_string())).collect();
+    pub fn log_with(
+        &self,
+        level: Level,
+        message: impl fmt::Display,
+        fields: &[(&str, &dyn fmt::Display)],
+    ) {
+        let fields: Vec<(String, String)> = fields
+            .iter()
+            .map(|(key, value)| ((*key).to_owned(), value.to_string()))
+            .collect();
         self.host.log(level, &message.to_string(), &fields);
     }
 

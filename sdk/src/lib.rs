@@ -102,6 +102,14 @@
 //! assert_eq!(outcome.status.unwrap()["observedGeneration"], 2);
 //! ```
 //!
+//! # Building
+//!
+//! The guest crate is a `cdylib` (plus `rlib`, for native tests) built for
+//! `wasm32-unknown-unknown`; `wasm-tools component new` (or
+//! `cargo xtask guests` in the Operon repository) turns the module into a
+//! component. It needs no WASI: the component imports only the host's
+//! `operon:reconciler/host` interface.
+//!
 //! # Testing
 //!
 //! [`testing`] runs a reconciler natively through [`run::reconcile`], the
@@ -145,8 +153,8 @@ pub use request::{Metadata, Request};
 pub mod raw {
     pub use crate::bindings::operon::reconciler::host::Level;
     pub use crate::bindings::operon::reconciler::types::{
-        Children, Event, Failure, Gvk, Mapping, Object, ObjectRef, Outcome, ReconcilerManifest as Manifest, Request,
-        Watch,
+        Children, Event, Failure, Gvk, Mapping, Object, ObjectRef, Outcome,
+        ReconcilerManifest as Manifest, Request, Watch,
     };
 }
 
@@ -162,7 +170,16 @@ use serde::de::DeserializeOwned;
 pub trait Reconciler {
     /// The parent type: your custom resource's struct, a k8s-openapi type, or
     /// `serde_json::Value`. A parent that does not deserialize into it is a
-    /// terminal failure naming the object and the field.
+    /// terminal failure naming the object and the field
+    /// (`WebApp shop/web is invalid: missing field `image``).
+    ///
+    /// # Caveats
+    ///
+    /// That failure happens before `reconcile` runs, also while finalizing:
+    /// a parent that no longer fits the type keeps its finalizer until it is
+    /// fixed. Keep the type as lenient as the CRD schema (defaults for
+    /// optional fields) and validate the rest in `reconcile`, after handling
+    /// [`Request::finalizing`].
     type Object: DeserializeOwned;
 
     /// Describes the reconciler. Must be pure and cheap: the host calls it

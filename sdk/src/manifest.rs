@@ -1,7 +1,7 @@
 //! [`Manifest`]: what a reconciler reconciles, owns, watches and reads.
 
-use crate::raw;
 use crate::Gvk;
+use crate::raw;
 
 pub use crate::raw::Mapping;
 

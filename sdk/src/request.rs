@@ -42,7 +42,9 @@ pub struct Metadata {
     pub finalizers: Vec<String>,
 }
 
-fn null_as_default<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(deserializer: D) -> Result<T, D::Error> {
+fn null_as_default<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(
+    deserializer: D,
+) -> Result<T, D::Error> {
     Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
@@ -73,7 +75,11 @@ impl Head {
 pub(crate) fn parse_object<T: DeserializeOwned>(json: &str) -> Result<T, Failure> {
     serde_json::from_str(json).map_err(|error| {
         let head: Head = serde_json::from_str(json).unwrap_or_default();
-        Failure::terminal(format!("{} is invalid: {}", head.describe(), json_error_message(&error)))
+        Failure::terminal(format!(
+            "{} is invalid: {}",
+            head.describe(),
+            json_error_message(&error)
+        ))
     })
 }
 
@@ -113,10 +119,19 @@ impl<K: DeserializeOwned> Request<K> {
     /// `K` (for example a required spec field is missing), with serde's
     /// message: `WebApp shop/web is invalid: missing field `image``.
     pub fn from_raw(request: raw::Request) -> Result<Request<K>, Failure> {
-        let head: Head = serde_json::from_str(&request.object)
-            .map_err(|error| Failure::terminal(format!("the parent is not a Kubernetes object: {}", json_error_message(&error))))?;
-        let object = serde_json::from_str(&request.object)
-            .map_err(|error| Failure::terminal(format!("{} is invalid: {}", head.describe(), json_error_message(&error))))?;
+        let head: Head = serde_json::from_str(&request.object).map_err(|error| {
+            Failure::terminal(format!(
+                "the parent is not a Kubernetes object: {}",
+                json_error_message(&error)
+            ))
+        })?;
+        let object = serde_json::from_str(&request.object).map_err(|error| {
+            Failure::terminal(format!(
+                "{} is invalid: {}",
+                head.describe(),
+                json_error_message(&error)
+            ))
+        })?;
         Ok(Request {
             object,
             finalizing: request.finalizing,
@@ -188,7 +203,10 @@ impl<K> Request<K> {
     ///
     /// Terminal, when a child does not fit `C`.
     pub fn children_of<C: DeserializeOwned>(&self, kind: &Gvk) -> Result<Vec<C>, Failure> {
-        self.raw_children(kind).iter().map(|json| parse_object(json)).collect()
+        self.raw_children(kind)
+            .iter()
+            .map(|json| parse_object(json))
+            .collect()
     }
 
     /// The existing child of `C`'s kind called `name`, if any.
@@ -196,7 +214,10 @@ impl<K> Request<K> {
     /// # Errors
     ///
     /// Terminal, when that child does not fit `C`.
-    pub fn child<C: ObjectKind + DeserializeOwned>(&self, name: &str) -> Result<Option<C>, Failure> {
+    pub fn child<C: ObjectKind + DeserializeOwned>(
+        &self,
+        name: &str,
+    ) -> Result<Option<C>, Failure> {
         for json in self.raw_children(&C::gvk()) {
             let head: Head = serde_json::from_str(json)?;
             if head.metadata.name == name {
@@ -210,9 +231,9 @@ impl<K> Request<K> {
     /// children's `metadata`, so `C` may be a large type that is never
     /// deserialized.
     pub fn has_child<C: ObjectKind + ?Sized>(&self, name: &str) -> bool {
-        self.raw_children(&C::gvk())
-            .iter()
-            .any(|json| serde_json::from_str::<Head>(json).is_ok_and(|head| head.metadata.name == name))
+        self.raw_children(&C::gvk()).iter().any(|json| {
+            serde_json::from_str::<Head>(json).is_ok_and(|head| head.metadata.name == name)
+        })
     }
 
     /// The existing children of `kind` as JSON text.
@@ -243,5 +264,116 @@ impl<K> Request<K> {
     /// Every related object as JSON text, in the host's order.
     pub fn raw_related(&self) -> &[String] {
         &self.related
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing;
+    use crate::{Context, Manifest, Outcome, Reconciler};
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::{ConfigMap, Service};
+    use serde_json::{Value, json};
+
+    struct Owner;
+
+    impl Reconciler for Owner {
+        type Object = Value;
+        fn manifest() -> Manifest {
+            Manifest::new("owner", Gvk::new("", "v1", "ConfigMap"))
+                .owns(Deployment::gvk())
+                .owns(Service::gvk())
+        }
+        fn reconcile(_: Request<Value>, _: &Context) -> Result<Outcome, Failure> {
+            Ok(Outcome::new())
+        }
+    }
+
+    fn object(api_version: &str, kind: &str, name: &str) -> Value {
+        json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "namespace": "ns"}})
+    }
+
+    fn request() -> Request<ConfigMap> {
+        let mut parent = object("v1", "ConfigMap", "parent");
+        parent["metadata"]["generation"] = json!(4);
+        parent["metadata"]["labels"] = json!({"team": "web"});
+        parent["metadata"]["annotations"] = Value::Null;
+        let raw = testing::request(parent)
+            .child(object("apps/v1", "Deployment", "b"))
+            .child(object("v1", "Service", "svc"))
+            .child(object("apps/v1", "Deployment", "a"))
+            .related(object("v1", "Secret", "s"))
+            .related(object("v1", "ConfigMap", "c"))
+            .attempt(3)
+            .build::<Owner>();
+        Request::from_raw(raw).unwrap()
+    }
+
+    #[test]
+    fn metadata_should_be_read_from_the_parent() {
+        let request = request();
+        assert_eq!(request.name(), "parent");
+        assert_eq!(request.namespace(), Some("ns"));
+        assert_eq!(request.generation(), 4);
+        assert_eq!(request.labels()["team"], "web");
+        assert!(request.annotations().is_empty(), "null reads as empty");
+        assert_eq!(request.kind(), Gvk::new("", "v1", "ConfigMap"));
+        assert_eq!(request.attempt, 3);
+        assert!(!request.finalizing);
+    }
+
+    #[test]
+    fn children_should_be_typed_per_kind_and_sorted_by_name() {
+        let request = request();
+        let names: Vec<_> = request
+            .children::<Deployment>()
+            .unwrap()
+            .into_iter()
+            .map(|deployment| deployment.metadata.name.unwrap())
+            .collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(request.children::<Service>().unwrap().len(), 1);
+        assert!(
+            request.children::<ConfigMap>().unwrap().is_empty(),
+            "not owned: empty"
+        );
+        assert!(request.child::<Deployment>("b").unwrap().is_some());
+        assert!(request.child::<Deployment>("svc").unwrap().is_none());
+        assert!(request.has_child::<Service>("svc"));
+        assert!(!request.has_child::<Service>("a"));
+    }
+
+    #[test]
+    fn related_objects_should_be_filtered_by_kind() {
+        let request = request();
+        let config_maps = request.related::<ConfigMap>().unwrap();
+        assert_eq!(config_maps.len(), 1);
+        assert_eq!(config_maps[0].metadata.name.as_deref(), Some("c"));
+        assert_eq!(request.raw_related().len(), 2);
+    }
+
+    #[test]
+    fn a_parent_that_does_not_fit_should_be_a_terminal_failure() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code, reason = "only deserialized")]
+        struct Strict {
+            spec: Value,
+        }
+        let raw = testing::request(object("v1", "ConfigMap", "p")).build::<Owner>();
+        let failure = Request::<Strict>::from_raw(raw).unwrap_err();
+        assert_eq!(
+            failure,
+            Failure::terminal("ConfigMap ns/p is invalid: missing field `spec`")
+        );
+
+        let mut raw = testing::request(object("v1", "ConfigMap", "p")).build::<Owner>();
+        raw.object = "[1]".into();
+        assert!(
+            Request::<Value>::from_raw(raw)
+                .unwrap_err()
+                .message()
+                .starts_with("the parent is not a Kubernetes object")
+        );
     }
 }

@@ -60,7 +60,14 @@ fn up(paths: &Paths) -> Result<()> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
         .current_dir(crate::root())
-        .args(["build", "--quiet", "-p", "operon-envtest", "--bin", "operon-envtest"])
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "operon-envtest",
+            "--bin",
+            "operon-envtest",
+        ])
         .status()
         .context("could not run cargo")?;
     if !status.success() {
@@ -148,7 +155,10 @@ fn down(paths: &Paths) -> Result<()> {
     }
     let _ = std::fs::remove_file(&paths.pid);
     let _ = std::fs::remove_file(&paths.kubeconfig);
-    println!("control plane stopped (pid {pid}); logs in {}", paths.state.display());
+    println!(
+        "control plane stopped (pid {pid}); logs in {}",
+        paths.state.display()
+    );
     Ok(())
 }
 
@@ -169,7 +179,15 @@ fn running(paths: &Paths) -> Result<Option<u32>> {
     Ok(None)
 }
 
+/// Whether `pid` runs. A zombie does not: once its parent is gone it waits
+/// for init to reap it, which can take seconds.
 fn alive(pid: u32) -> bool {
+    if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // `pid (comm) state ...`; comm may hold spaces, so look after `)`.
+        return stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'));
+    }
     Command::new("kill")
         .args(["-0", &pid.to_string()])
         .stderr(Stdio::null())

@@ -12,7 +12,8 @@
 //!   and a `Ready` condition ([`status::status`]): `True`/`Available` once the
 //!   Deployment runs the current spec with every replica ready, otherwise
 //!   `False`/`Progressing`. Its `lastTransitionTime` is derived from the
-//!   request, never from the clock, so the outcome is deterministic.
+//!   request, never from the clock, so the outcome is deterministic: kept
+//!   while the condition holds, else the latest time the request shows.
 //! - **Events**, only when something is about to change, so a steady state
 //!   records none: `Created` (first reconcile), `Scaled` (replicas differ
 //!   from the Deployment's), `Updated` (image differs), `IngressCreated`,
@@ -29,11 +30,10 @@ pub mod children;
 pub mod status;
 mod webapp;
 
-use k8s_openapi::api::apps::v1::Deployment as DesiredDeployment;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
 use operon_sdk::{Context, Failure, Manifest, ObjectKind, Outcome, Reconciler, Request};
-use crate::status::Deployment;
 
 pub use webapp::{Condition, EnvVar, IngressSpec, WebApp, WebAppSpec, WebAppStatus};
 
@@ -49,7 +49,7 @@ impl Reconciler for WebAppReconciler {
 
     fn manifest() -> Manifest {
         Manifest::new("webapp", WebApp::gvk())
-            .owns(DesiredDeployment::gvk())
+            .owns(Deployment::gvk())
             .owns(Service::gvk())
             .owns(Ingress::gvk())
             .finalizer(FINALIZER)
@@ -61,13 +61,17 @@ impl Reconciler for WebAppReconciler {
             // Nothing outside the cluster to clean up; the children go with
             // the WebApp (the host prunes them, their ownerReferences too).
             return Ok(Outcome::new()
-                .event("Cleanup", format!("webapp {name} deleted; removing its deployment, service and ingress"))
+                .event(
+                    "Cleanup",
+                    format!("webapp {name} deleted; its children are deleted with it"),
+                )
                 .finalized());
         }
         let spec = &req.object.spec;
         spec.validate()?;
 
-        let existing = req.child::<Deployment>(name)?;
+        // Read through a slim view of the Deployment (see `status::Deployment`).
+        let existing = req.child::<status::Deployment>(name)?;
         let had_ingress = req.has_child::<Ingress>(name);
         let previous = req.object.status.as_ref();
         let status = status::status(
@@ -85,7 +89,14 @@ impl Reconciler for WebAppReconciler {
         if let Some(ingress) = children::ingress(name, spec) {
             outcome = outcome.apply(ingress);
         }
-        for (reason, message) in events(name, spec, existing.as_ref(), had_ingress, previous, &status) {
+        for (reason, message) in events(
+            name,
+            spec,
+            existing.as_ref(),
+            had_ingress,
+            previous,
+            &status,
+        ) {
             outcome = outcome.event(reason, message);
         }
         Ok(outcome.status(status))
@@ -96,7 +107,7 @@ impl Reconciler for WebAppReconciler {
 fn events(
     name: &str,
     spec: &WebAppSpec,
-    existing: Option<&Deployment>,
+    existing: Option<&status::Deployment>,
     had_ingress: bool,
     previous: Option<&WebAppStatus>,
     status: &WebAppStatus,
@@ -105,16 +116,31 @@ fn events(
     match existing {
         None => events.push((
             "Created",
-            format!("creating deployment and service {name} ({} x {})", spec.replicas, spec.image),
+            format!(
+                "creating deployment and service {name} ({} x {})",
+                spec.replicas, spec.image
+            ),
         )),
         Some(current) => {
             let replicas = current.replicas();
             if replicas != spec.replicas {
-                events.push(("Scaled", format!("scaling deployment {name} from {replicas} to {} replicas", spec.replicas)));
+                events.push((
+                    "Scaled",
+                    format!(
+                        "scaling deployment {name} from {replicas} to {} replicas",
+                        spec.replicas
+                    ),
+                ));
             }
             let image = current.image().unwrap_or("");
             if image != spec.image {
-                events.push(("Updated", format!("updating deployment {name} from image {image} to {}", spec.image)));
+                events.push((
+                    "Updated",
+                    format!(
+                        "updating deployment {name} from image {image} to {}",
+                        spec.image
+                    ),
+                ));
             }
         }
     }
@@ -127,7 +153,10 @@ fn events(
                 ingress.path.as_deref().unwrap_or("/")
             ),
         )),
-        (None, true) => events.push(("IngressRemoved", format!("deleting ingress {name}: spec.ingress was removed"))),
+        (None, true) => events.push((
+            "IngressRemoved",
+            format!("deleting ingress {name}: spec.ingress was removed"),
+        )),
         _ => {}
     }
     let is_ready = |status: &WebAppStatus| {
@@ -137,7 +166,10 @@ fn events(
             .any(|condition| condition.type_ == status::READY && condition.status == "True")
     };
     if is_ready(status) && !previous.is_some_and(is_ready) {
-        events.push(("Available", format!("all {} replicas of {name} are ready", spec.replicas)));
+        events.push((
+            "Available",
+            format!("all {} replicas of {name} are ready", spec.replicas),
+        ));
     }
     events
 }

@@ -99,12 +99,22 @@ pub struct DeploymentCondition {
 impl Deployment {
     /// `spec.replicas`, 1 when unset (the API server's default).
     pub fn replicas(&self) -> i32 {
-        self.spec.as_ref().and_then(|spec| spec.replicas).unwrap_or(1)
+        self.spec
+            .as_ref()
+            .and_then(|spec| spec.replicas)
+            .unwrap_or(1)
     }
 
     /// The first container's image.
     pub fn image(&self) -> Option<&str> {
-        self.spec.as_ref()?.template.spec.containers.first()?.image.as_deref()
+        self.spec
+            .as_ref()?
+            .template
+            .spec
+            .containers
+            .first()?
+            .image
+            .as_deref()
     }
 }
 
@@ -160,11 +170,12 @@ pub const READY: &str = "Ready";
 /// `lastTransitionTime` must not read the clock (the outcome must be a
 /// function of the request, or every reconcile would rewrite the status). It
 /// is kept from the existing `Ready` condition while its status stays the
-/// same; when the status changes it is the newest timestamp in the
-/// Deployment's conditions (`lastUpdateTime`/`lastTransitionTime`: the
-/// Deployment controller's latest change, which is what made this reconcile
-/// see the change), or the WebApp's `creationTimestamp` when there is none
-/// (a new WebApp has been not ready since it was created).
+/// same. When the status changes, it is the latest time the request shows:
+/// the newest of the Deployment's condition timestamps
+/// (`lastUpdateTime`/`lastTransitionTime`, the Deployment controller's latest
+/// change, which is usually what made this reconcile see the change), the
+/// previous transition and the WebApp's `creationTimestamp`. That is a lower
+/// bound of the real transition time, and never goes backwards.
 pub fn status(
     spec: &WebAppSpec,
     generation: i64,
@@ -175,23 +186,33 @@ pub fn status(
 ) -> WebAppStatus {
     let rollout = Rollout::observe(deployment, spec);
     let ready = rollout.ready(spec);
-    let (value, reason) = if ready { ("True", "Available") } else { ("False", "Progressing") };
-    let counts = format!("{} of {} replicas ready", rollout.ready_replicas, spec.replicas);
+    let (value, reason) = if ready {
+        ("True", "Available")
+    } else {
+        ("False", "Progressing")
+    };
+    let counts = format!(
+        "{} of {} replicas ready",
+        rollout.ready_replicas, spec.replicas
+    );
     let message = if ready {
         counts
     } else if !rollout.exists {
         format!("deployment {name} does not exist yet")
     } else if !rollout.current {
-        format!("rolling out {}: {counts}", spec.image)
+        format!("deployment {name} is being updated: {counts}")
     } else {
         counts
     };
-    let previous = previous.and_then(|status| status.conditions.iter().find(|condition| condition.type_ == READY));
+    let previous = previous.and_then(|status| {
+        status
+            .conditions
+            .iter()
+            .find(|condition| condition.type_ == READY)
+    });
     let last_transition_time = match previous {
         Some(condition) if condition.status == value => condition.last_transition_time.clone(),
-        _ => latest_change(deployment)
-            .or_else(|| creation_timestamp.map(str::to_owned))
-            .unwrap_or_else(|| "1970-01-01T00:00:00Z".to_owned()),
+        _ => latest_time(deployment, previous, creation_timestamp),
     };
     WebAppStatus {
         observed_generation: generation,
@@ -207,16 +228,31 @@ pub fn status(
     }
 }
 
-/// The newest `lastUpdateTime`/`lastTransitionTime` of the Deployment's
-/// conditions.
-fn latest_change(deployment: Option<&Deployment>) -> Option<String> {
-    deployment?
-        .status
-        .as_ref()?
-        .conditions
-        .iter()
-        .flat_map(|condition| [&condition.last_update_time, &condition.last_transition_time])
+/// The newest timestamp among the Deployment's conditions, the previous
+/// `Ready` transition and the WebApp's creation (the epoch if there is none
+/// at all, which no object from an API server lacks).
+fn latest_time(
+    deployment: Option<&Deployment>,
+    previous: Option<&Condition>,
+    creation_timestamp: Option<&str>,
+) -> String {
+    let deployment_times = deployment
+        .and_then(|deployment| deployment.status.as_ref())
+        .into_iter()
+        .flat_map(|status| &status.conditions)
+        .flat_map(|condition| {
+            [
+                condition.last_update_time.as_deref(),
+                condition.last_transition_time.as_deref(),
+            ]
+        });
+    deployment_times
+        .chain([
+            previous.map(|condition| condition.last_transition_time.as_str()),
+            creation_timestamp,
+        ])
         .flatten()
         .max()
-        .cloned()
+        .unwrap_or("1970-01-01T00:00:00Z")
+        .to_owned()
 }

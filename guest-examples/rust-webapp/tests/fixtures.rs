@@ -4,5 +4,8 @@
 
 #[test]
 fn fixtures_should_match_their_expected_outcomes() {
-    operon_sdk::testing::fixtures::check_dir::<rust_webapp::WebAppReconciler>(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures"));
+    operon_sdk::testing::fixtures::check_dir::<rust_webapp::WebAppReconciler>(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures"
+    ));
 }

@@ -335,6 +335,7 @@ async fn run_informer(client: kube::Client, weak: Weak<Informer>, resync: Durati
         let _ = informer.namespaced.set(namespaced);
         informer.set_error(None);
     }
+    tracing::debug!(informer = %key, namespaced, "watch starting");
     let api: kube::Api<DynamicObject> = match (&key.namespace, namespaced) {
         (Some(ns), true) => kube::Api::namespaced_with(client, ns, &resource),
         _ => kube::Api::all_with(client, &resource),
@@ -430,8 +431,12 @@ fn apply_event(
             for gone in old_store.iter().filter(|o| store.get(&o.key()).is_none()) {
                 informer.publish(ObjectEvent::Deleted(gone.clone()));
             }
+            let count = store.len();
             drop(store);
             informer.set_error(None);
+            if first {
+                tracing::debug!(informer = %informer.key, objects = count, "synced");
+            }
             informer.synced.send_replace(true);
         }
     }

@@ -119,7 +119,12 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
 
     // Smoke call: a module whose manifest() traps or lies never goes live.
     let manifest: Manifest = {
-        let mut instance = module.instantiate(None).map_err(|e| LoadError::Manifest(Box::new(e)))?;
+        // Exports are type-checked at instantiation: a failure here (other
+        // than a trap in a start function) is a world mismatch.
+        let mut instance = module.instantiate(None).map_err(|e| match e {
+            CallError::Instantiate(e) => LoadError::Link(e),
+            e => LoadError::Manifest(Box::new(e)),
+        })?;
         let result = module.guarded(&mut instance, |bindings, store| {
             bindings.operon_reconciler_guest().call_manifest(store)
         });
@@ -312,12 +317,39 @@ fn classify(error: wasmtime::Error, store: &Store<State>, limits: &Limits) -> Ca
     if let Some(requested) = store.data().limiter.exceeded {
         return CallError::MemoryExceeded { limit: limits.memory, requested };
     }
+    let backtrace = error.downcast_ref::<wasmtime::WasmBacktrace>();
     match error.downcast_ref::<wasmtime::Trap>() {
         Some(wasmtime::Trap::Interrupt) => CallError::Timeout { limit: limits.timeout },
-        Some(_) => CallError::Trap(format!("{error:?}")),
-        None if error.downcast_ref::<wasmtime::WasmBacktrace>().is_some() => CallError::Trap(format!("{error:?}")),
+        Some(trap) => CallError::Trap(describe_trap(&trap.to_string(), backtrace)),
+        None if backtrace.is_some() => CallError::Trap(describe_trap(&error.root_cause().to_string(), backtrace)),
         None => CallError::Instantiate(error),
     }
+}
+
+/// The trap's message and the guest's frames (function names when the
+/// module kept its name section), without the host's own stack.
+fn describe_trap(message: &str, backtrace: Option<&wasmtime::WasmBacktrace>) -> String {
+    let mut text = message.trim_start_matches("wasm trap: ").to_string();
+    if let Some(bt) = backtrace {
+        let frames: Vec<String> = bt
+            .frames()
+            .iter()
+            .take(12)
+            .map(|f| f.func_name().map_or_else(|| format!("<func {}>", f.func_index()), demangle))
+            .collect();
+        if !frames.is_empty() {
+            text.push_str(" (guest stack: ");
+            text.push_str(&frames.join(" <- "));
+            text.push(')');
+        }
+    }
+    text
+}
+
+/// Demangled, without the hash suffix (`{:#}`), so a guest author sees
+/// `my_guest::reconcile` rather than `_ZN8my_guest9reconcile17h…E`.
+fn demangle(name: &str) -> String {
+    format!("{:#}", rustc_demangle::demangle(name))
 }
 
 /// Check sizes and parse every JSON text of an outcome.

@@ -46,7 +46,11 @@ pub struct SelectorError {
 
 impl fmt::Display for SelectorError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid label selector {:?}: {}", self.selector, self.reason)
+        write!(
+            f,
+            "invalid label selector {:?}: {}",
+            self.selector, self.reason
+        )
     }
 }
 
@@ -80,12 +84,18 @@ impl Selector {
 
     /// Whether `labels` satisfy every requirement.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.requirements.iter().all(|requirement| match requirement {
-            Requirement::In(key, values) => labels.get(key).is_some_and(|value| values.contains(value)),
-            Requirement::NotIn(key, values) => labels.get(key).is_none_or(|value| !values.contains(value)),
-            Requirement::Exists(key) => labels.contains_key(key),
-            Requirement::DoesNotExist(key) => !labels.contains_key(key),
-        })
+        self.requirements
+            .iter()
+            .all(|requirement| match requirement {
+                Requirement::In(key, values) => {
+                    labels.get(key).is_some_and(|value| values.contains(value))
+                }
+                Requirement::NotIn(key, values) => {
+                    labels.get(key).is_none_or(|value| !values.contains(value))
+                }
+                Requirement::Exists(key) => labels.contains_key(key),
+                Requirement::DoesNotExist(key) => !labels.contains_key(key),
+            })
     }
 }
 
@@ -125,9 +135,17 @@ fn parse_requirement(part: &str) -> Result<Requirement, &'static str> {
     }
     if let Some(open) = part.find('(') {
         let (head, list) = (part[..open].trim(), &part[open..]);
-        let list = list.strip_prefix('(').and_then(|l| l.strip_suffix(')')).ok_or("text after the closing parenthesis")?;
-        let values = list.split(',').map(value_of).collect::<Result<Vec<_>, _>>()?;
-        let (key, operator) = head.rsplit_once(char::is_whitespace).ok_or("missing operator before (")?;
+        let list = list
+            .strip_prefix('(')
+            .and_then(|l| l.strip_suffix(')'))
+            .ok_or("text after the closing parenthesis")?;
+        let values = list
+            .split(',')
+            .map(value_of)
+            .collect::<Result<Vec<_>, _>>()?;
+        let (key, operator) = head
+            .rsplit_once(char::is_whitespace)
+            .ok_or("missing operator before (")?;
         let key = key_of(key)?;
         return match operator {
             "in" => Ok(Requirement::In(key, values)),
@@ -159,7 +177,10 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
     }
 
     fn matches(selector: &str, pairs: &[(&str, &str)]) -> bool {
@@ -202,15 +223,34 @@ mod tests {
     #[test]
     fn requirements_should_all_hold() {
         let selector = "app=web,env in (prod,staging),!legacy,tier";
-        assert!(matches(selector, &[("app", "web"), ("env", "prod"), ("tier", "x")]));
-        assert!(!matches(selector, &[("app", "web"), ("env", "prod"), ("tier", "x"), ("legacy", "1")]));
+        assert!(matches(
+            selector,
+            &[("app", "web"), ("env", "prod"), ("tier", "x")]
+        ));
+        assert!(!matches(
+            selector,
+            &[
+                ("app", "web"),
+                ("env", "prod"),
+                ("tier", "x"),
+                ("legacy", "1")
+            ]
+        ));
         assert!(matches("", &[]));
         assert!(matches("  ", &[("a", "b")]));
     }
 
     #[test]
     fn malformed_selectors_should_be_refused() {
-        for bad in ["app=web,", "env in (a,b", "env on (a)", "=web", "a b", ",", "env in (a,(b))"] {
+        for bad in [
+            "app=web,",
+            "env in (a,b",
+            "env on (a)",
+            "=web",
+            "a b",
+            ",",
+            "env in (a,(b))",
+        ] {
             assert!(Selector::parse(bad).is_err(), "{bad:?} parsed");
         }
     }

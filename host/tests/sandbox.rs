@@ -1,0 +1,231 @@
+//! Guests written to misbehave: each must fail with its own clear error,
+//! while a well-behaved module in the same process keeps working.
+
+mod common;
+
+use common::{guest, webapp};
+use operon::runtime::{self, CallError, Failure, Limits, LoadError, Module, NoObjects, Request, Runtime};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn runtime() -> Runtime {
+    Runtime::new(runtime::Config { artifact_dir: None, ..Default::default() }).expect("engine")
+}
+
+fn limits() -> Limits {
+    Limits { timeout: Duration::from_millis(300), memory: 32 << 20, ..Limits::default() }
+}
+
+fn load(rt: &Runtime, name: &str) -> Result<Module, LoadError> {
+    rt.load(&guest(name), limits())
+}
+
+fn request(object: serde_json::Value) -> Request {
+    Request { object: object.to_string(), ..Request::default() }
+}
+
+fn thing() -> Request {
+    request(serde_json::json!({"apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
+        "metadata": {"name": "t", "namespace": "default", "uid": "u"}}))
+}
+
+fn call(module: &Module, req: &Request) -> Result<Result<runtime::Outcome, Failure>, CallError> {
+    module.reconcile(req, Arc::new(NoObjects))
+}
+
+/// The well-behaved module still answers correctly.
+fn assert_webapp_works(webapp_module: &Module) {
+    let outcome = call(webapp_module, &request(webapp("shop", 2, true))).expect("sandbox").expect("reconcile");
+    let kinds: Vec<&str> = outcome.desired.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["Deployment", "Service", "Ingress"]);
+}
+
+#[test]
+fn a_guest_that_loops_forever_times_out() {
+    let rt = runtime();
+    let looping = load(&rt, "misbehave-loop").unwrap();
+    let good = load(&rt, "rust-webapp").unwrap();
+    let started = Instant::now();
+    let err = call(&looping, &thing()).unwrap_err();
+    assert!(matches!(err, CallError::Timeout { .. }), "{err}");
+    assert!(err.to_string().contains("timed out after 300ms"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5), "deadline not enforced: {:?}", started.elapsed());
+    assert_webapp_works(&good);
+}
+
+#[test]
+fn a_looping_guest_does_not_stall_others_running_at_the_same_time() {
+    let rt = runtime();
+    let looping = load(&rt, "misbehave-loop").unwrap();
+    let good = load(&rt, "rust-webapp").unwrap();
+    let spinner = std::thread::spawn(move || call(&looping, &thing()));
+    for _ in 0..50 {
+        assert_webapp_works(&good);
+    }
+    assert!(matches!(spinner.join().unwrap(), Err(CallError::Timeout { .. })));
+}
+
+#[test]
+fn a_guest_that_grows_memory_without_bound_hits_the_cap() {
+    let rt = runtime();
+    let hog = load(&rt, "misbehave-memory").unwrap();
+    let err = call(&hog, &thing()).unwrap_err();
+    match &err {
+        CallError::MemoryExceeded { limit, requested } => {
+            assert_eq!(*limit, 32 << 20);
+            assert!(*requested > *limit);
+        }
+        other => panic!("expected a memory error, got: {other}"),
+    }
+    assert!(err.to_string().contains("memory limit of 33554432 bytes"), "{err}");
+    assert_webapp_works(&load(&rt, "rust-webapp").unwrap());
+}
+
+#[test]
+fn a_guest_that_traps_reports_the_trap_and_its_stack() {
+    let rt = runtime();
+    let err = call(&load(&rt, "misbehave-trap").unwrap(), &thing()).unwrap_err();
+    let CallError::Trap(message) = &err else { panic!("expected a trap, got: {err}") };
+    assert!(message.contains("unreachable"), "{message}");
+    assert!(message.contains("guest stack"), "{message}");
+}
+
+#[test]
+fn a_guest_that_panics_is_a_trap_not_a_host_crash() {
+    let rt = runtime();
+    let err = call(&load(&rt, "misbehave-panic").unwrap(), &thing()).unwrap_err();
+    assert!(matches!(err, CallError::Trap(_)), "{err}");
+    assert_webapp_works(&load(&rt, "rust-webapp").unwrap());
+}
+
+#[test]
+fn a_guest_that_returns_invalid_json_is_malformed() {
+    let rt = runtime();
+    let err = call(&load(&rt, "misbehave-invalid-json").unwrap(), &thing()).unwrap_err();
+    let CallError::Malformed(message) = &err else { panic!("expected malformed, got: {err}") };
+    assert!(message.starts_with("desired[0] is not valid JSON"), "{message}");
+}
+
+#[test]
+fn a_guest_that_returns_too_much_is_oversized() {
+    let rt = runtime();
+    let module = rt
+        .load(&guest("misbehave-oversized"), Limits { memory: 128 << 20, ..limits() })
+        .unwrap();
+    let err = call(&module, &thing()).unwrap_err();
+    match err {
+        CallError::OutputTooLarge { size, limit } => {
+            assert_eq!(limit, Limits::default().max_output);
+            assert!(size > limit);
+        }
+        other => panic!("expected oversized, got: {other}"),
+    }
+}
+
+#[test]
+fn a_component_of_another_world_is_refused_at_load() {
+    let rt = runtime();
+    let err = load(&rt, "misbehave-wrong-world").err().expect("must not load");
+    assert!(matches!(err, LoadError::WrongWorld(_)), "{err}");
+    assert!(err.to_string().contains("operon:other/thing"), "{err}");
+}
+
+#[test]
+fn a_component_with_the_wrong_signatures_is_refused_at_load() {
+    let rt = runtime();
+    let err = load(&rt, "misbehave-wrong-signature").err().expect("must not load");
+    assert!(matches!(err, LoadError::Link(_)), "{err}");
+    assert!(err.to_string().contains("does not match the operon:reconciler world"), "{err}");
+}
+
+#[test]
+fn a_component_built_for_an_older_wit_major_is_refused_naming_both_versions() {
+    let rt = runtime();
+    let err = load(&rt, "misbehave-old-major").err().expect("must not load");
+    let message = err.to_string();
+    assert!(matches!(err, LoadError::WitVersion { .. }), "{message}");
+    assert!(message.contains("operon:reconciler@0.0.1") && message.contains("operon:reconciler@0.1.0"), "{message}");
+}
+
+#[test]
+fn a_manifest_that_traps_fails_the_load() {
+    let rt = runtime();
+    let err = load(&rt, "misbehave-manifest-trap").err().expect("must not load");
+    assert!(matches!(err, LoadError::Manifest(_)), "{err}");
+    assert!(err.to_string().contains("calling manifest() failed: trapped"), "{err}");
+}
+
+#[test]
+fn bytes_that_are_not_a_component_are_refused_with_advice() {
+    let rt = runtime();
+    let err = rt.load(b"\0asm\x01\0\0\0", limits()).err().expect("must not load");
+    assert!(err.to_string().contains("core wasm module"), "{err}");
+    let err = rt.load(b"#!/bin/sh\necho hi\n", limits()).err().expect("must not load");
+    assert!(matches!(err, LoadError::NotAComponent(_)), "{err}");
+}
+
+#[test]
+fn reads_are_limited_to_declared_kinds() {
+    let rt = runtime();
+    let module = load(&rt, "misbehave-reader").unwrap();
+    let result = call(&module, &thing()).expect("sandbox");
+    // The guest reports the error of reading an undeclared kind as its failure.
+    let Err(Failure::Transient(message)) = result else { panic!("expected a transient failure, got {result:?}") };
+    assert!(message.contains("may not be read"), "{message}");
+    assert!(message.contains("declare it in the manifest's `reads`"), "{message}");
+}
+
+#[test]
+fn a_wasi_guest_gets_no_environment_no_files_no_sockets() {
+    let rt = runtime();
+    let module = load(&rt, "wasi-stdio").unwrap();
+    assert!(module.info().uses_wasi);
+    let outcome = call(&module, &thing()).expect("sandbox").expect("reconcile");
+    let status = outcome.status.expect("the guest reports what it saw");
+    assert_eq!(status["envCount"], 0, "{status}");
+    assert!(status["fsError"].is_string(), "{status}");
+    assert!(status["netError"].is_string(), "{status}");
+}
+
+#[test]
+fn a_guest_without_wasi_imports_runs_without_a_wasi_context() {
+    let rt = runtime();
+    let module = load(&rt, "rust-webapp").unwrap();
+    assert!(!module.info().uses_wasi);
+    assert!(module.info().imports.iter().all(|i| i.starts_with("operon:reconciler/")), "{:?}", module.info().imports);
+}
+
+#[test]
+fn pooled_instances_are_reused_and_trapped_ones_discarded() {
+    let rt = runtime();
+    let pooled = Limits { instance_policy: runtime::InstancePolicy::Pooled, pool_size: 2, ..limits() };
+    let good = rt.load(&guest("rust-webapp"), pooled.clone()).unwrap();
+    for _ in 0..20 {
+        assert_webapp_works(&good);
+    }
+    let trap = rt.load(&guest("misbehave-trap"), pooled).unwrap();
+    for _ in 0..3 {
+        assert!(matches!(call(&trap, &thing()), Err(CallError::Trap(_))));
+    }
+}
+
+#[test]
+fn compiled_modules_are_cached_on_disk_and_a_corrupt_entry_is_recompiled() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = Runtime::new(runtime::Config { artifact_dir: Some(dir.path().into()), ..Default::default() }).unwrap();
+    let first = rt.load(&guest("rust-webapp"), limits()).unwrap();
+    assert!(!first.info().from_cache);
+    let second = rt.load(&guest("rust-webapp"), limits()).unwrap();
+    assert!(second.info().from_cache);
+    assert_webapp_works(&second);
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        let mut bytes = std::fs::read(&path).unwrap();
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 0xff;
+        std::fs::write(&path, bytes).unwrap();
+    }
+    let third = rt.load(&guest("rust-webapp"), limits()).unwrap();
+    assert!(!third.info().from_cache, "a corrupt artifact must not be used");
+    assert_webapp_works(&third);
+}
