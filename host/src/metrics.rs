@@ -37,8 +37,8 @@ const RECONCILE_BUCKETS: &[f64] = &[
 /// Guest calls take microseconds (a reused instance) to a timeout (seconds):
 /// 1-2.5-5 steps from 10 µs to 30 s.
 const GUEST_CALL_BUCKETS: &[f64] = &[
-    0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-    1.0, 2.5, 5.0, 10.0, 30.0,
+    0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    2.5, 5.0, 10.0, 30.0,
 ];
 
 /// Module loads: a precompiled hit is a millisecond, a Python guest compiles
@@ -232,9 +232,8 @@ impl Metrics {
     /// name, which the tests would show.
     pub fn new() -> Self {
         let r = Registry::new();
-        let counter = |name: &str, help: &str, labels: &[&str]| {
-            register(&r, IntCounterVec::new(Opts::new(name, help), labels))
-        };
+        let counter =
+            |name: &str, help: &str, labels: &[&str]| register(&r, IntCounterVec::new(Opts::new(name, help), labels));
         let int_gauge =
             |name: &str, help: &str, labels: &[&str]| register(&r, IntGaugeVec::new(Opts::new(name, help), labels));
         let gauge =
@@ -336,9 +335,11 @@ impl Metrics {
                 "The module each controller runs, by digest; always 1",
                 &["controller", "digest"],
             ),
-            cache_objects: int_gauge("operon_cache_objects", "Number of objects in the shared cache per kind", &[
-                "kind",
-            ]),
+            cache_objects: int_gauge(
+                "operon_cache_objects",
+                "Number of objects in the shared cache per kind",
+                &["kind"],
+            ),
             apply_total: counter(
                 "operon_apply_total",
                 "Total number of writes by the applier per controller and operation (apply, delete, status)",

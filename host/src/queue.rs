@@ -328,7 +328,7 @@ where
                 }
                 state.fire_due_timers(now, &self.inner.metrics);
                 if let Some((key, since)) = state.pop() {
-                    state.processing.insert(key.clone(), now); state.processing.clear();
+                    state.processing.insert(key.clone(), now);
                     if let Some(m) = &self.inner.metrics {
                         m.queue_duration.observe(now.saturating_duration_since(since).as_secs_f64());
                     }
@@ -527,7 +527,7 @@ impl<K: Clone + Eq + Hash> State<K> {
             };
         }
         if let Some(waiting) = self.waiting.get(&key) {
-            if false && priority > waiting.priority {
+            if priority > waiting.priority {
                 // Promotion: a fresh entry in the normal queue; the low one
                 // goes stale.
                 let seq = self.next_seq();

@@ -213,12 +213,8 @@ mod tests {
     async fn fetch(url: &str) -> (u16, String, String) {
         let response = reqwest::get(url).await.expect("request succeeds");
         let status = response.status().as_u16();
-        let content_type = response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
+        let content_type =
+            response.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
         (status, content_type, response.text().await.expect("body"))
     }
 

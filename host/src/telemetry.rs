@@ -118,9 +118,8 @@ impl Drop for Guard {
 /// [`Error::Exporter`] if the OTLP environment is invalid;
 /// [`Error::AlreadyInitialised`] if a global subscriber is already set.
 pub fn init(format: LogFormat) -> Result<Guard, Error> {
-    let filter = EnvFilter::builder()
-        .with_default_directive(tracing::level_filters::LevelFilter::INFO.into())
-        .from_env_lossy();
+    let filter =
+        EnvFilter::builder().with_default_directive(tracing::level_filters::LevelFilter::INFO.into()).from_env_lossy();
     let otlp = Otlp::from_env();
     let (otel, guard) = match &otlp {
         Some(otlp) => {
@@ -171,15 +170,12 @@ where
 /// # Errors
 ///
 /// [`Error::Exporter`] if the exporter cannot be built.
-pub fn otel_layer<S>(
-    otlp: &Otlp,
-) -> Result<(tracing_opentelemetry::OpenTelemetryLayer<S, SdkTracer>, Guard), Error>
+pub fn otel_layer<S>(otlp: &Otlp) -> Result<(tracing_opentelemetry::OpenTelemetryLayer<S, SdkTracer>, Guard), Error>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
-    let mut exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_http()
-        .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
+    let mut exporter =
+        opentelemetry_otlp::SpanExporter::builder().with_http().with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
     if let Some(endpoint) = &otlp.endpoint {
         // Like OTEL_EXPORTER_OTLP_ENDPOINT: a base URL with the signal path appended.
         exporter = exporter.with_endpoint(format!("{}/v1/traces", endpoint.trim_end_matches('/')));
@@ -246,9 +242,9 @@ mod tests {
                 if reader.read_exact(&mut body).is_err() {
                     continue;
                 }
-                let _ = reader.get_mut().write_all(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n",
-                );
+                let _ = reader
+                    .get_mut()
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n");
                 let path = request_line.split_whitespace().nth(1).unwrap_or_default().to_owned();
                 if tx.send((path, body)).is_err() {
                     return;
@@ -276,8 +272,7 @@ mod tests {
         let resource = request.resource_spans.first().and_then(|r| r.resource.as_ref()).expect("a resource");
         let service = resource.attributes.iter().find(|kv| kv.key == "service.name").and_then(|kv| kv.value.clone());
         assert_eq!(service.and_then(|v| v.value), Some(Value::StringValue("operon-test".into())));
-        let spans: Vec<_> =
-            request.resource_spans.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans).collect();
+        let spans: Vec<_> = request.resource_spans.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans).collect();
         let span = spans.iter().find(|s| s.name == "reconcile").expect("the reconcile span");
         let attribute = |key: &str| {
             span.attributes.iter().find(|kv| kv.key == key).and_then(|kv| kv.value.clone()).and_then(|v| v.value)

@@ -1,7 +1,43 @@
-//! `cargo xtask bench`.
+//! `cargo xtask bench runtime|manager`: build what a benchmark needs, then
+//! run its program (`host/benches/<name>.rs`, a plain `main` that prints
+//! figures; see docs/BENCHMARKS.md).
+//!
+//! - `runtime`: the WebApp guest's reconcile call (fresh and pooled
+//!   instances) beside the same logic compiled natively. Needs
+//!   `target/guests/rust-webapp.wasm`.
+//! - `manager`: the in-process manager against a real control plane, beside
+//!   a native kube-rs controller. Also needs the envtest binaries
+//!   (`cargo xtask envtest`, or `KUBEBUILDER_ASSETS`).
+//!
+//! Arguments after the benchmark's name go to the program, e.g.
+//! `cargo xtask bench manager --parents 200`.
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
+use std::process::Command;
+
+const USAGE: &str = "usage: cargo xtask bench runtime|manager [ARGS for the bench program]";
 
 pub fn run(args: &[&str]) -> Result<()> {
-    bail!("`cargo xtask bench {}` is not written yet", args.join(" "))
+    let (name, rest) = match args {
+        [name @ ("runtime" | "manager"), rest @ ..] => (*name, rest),
+        _ => bail!("{USAGE}"),
+    };
+    crate::guests::run(&["rust-webapp"]).context("building the rust-webapp guest")?;
+    if name == "manager" {
+        let dir = operon_envtest::assets::ensure(&mut |line| eprintln!("envtest: {line}"))
+            .context("provisioning the control plane binaries")?;
+        eprintln!("bench: control plane binaries in {}", dir.display());
+    }
+
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(crate::root())
+        .args(["bench", "-p", "operon", "--bench", name, "--"])
+        .args(rest);
+    eprintln!("bench: {cmd:?}");
+    let status = cmd.status().context("running cargo bench")?;
+    if !status.success() {
+        bail!("`cargo bench -p operon --bench {name}` failed ({status})");
+    }
+    Ok(())
 }

@@ -7,6 +7,7 @@ mod bench;
 mod cluster;
 mod envtest;
 mod guests;
+mod test;
 
 use anyhow::{Result, bail};
 use std::path::PathBuf;
@@ -19,6 +20,7 @@ tasks:
   envtest                provision etcd, kube-apiserver, kube-controller-manager; print their directory
   cluster up|down        start or stop a local control plane (target/operon-dev.kubeconfig)
   bench runtime|manager  run a benchmark and print its figures
+  test [ARGS]            guests + control plane + `cargo test --workspace [ARGS]` (the README's test command)
 ";
 
 fn main() -> Result<()> {
@@ -29,6 +31,7 @@ fn main() -> Result<()> {
         ["envtest", rest @ ..] => envtest::run(rest),
         ["cluster", rest @ ..] => cluster::run(rest),
         ["bench", rest @ ..] => bench::run(rest),
+        ["test", rest @ ..] => test::run(rest),
         [] | ["help" | "--help" | "-h"] => {
             print!("{USAGE}");
             Ok(())

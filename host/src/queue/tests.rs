@@ -15,6 +15,11 @@ async fn assert_nothing(q: &Queue<&'static str>) {
     assert!(got.is_err(), "expected no key, got {got:?}");
 }
 
+/// Awaits a spawned task, failing (instead of hanging) if it never ends.
+async fn join<T: Debug>(task: tokio::task::JoinHandle<T>) -> T {
+    timeout(Duration::from_secs(3600), task).await.expect("task ends within an hour").expect("task joins")
+}
+
 async fn next(q: &Queue<&'static str>) -> &'static str {
     timeout(Duration::from_secs(3600), q.get()).await.expect("a key within an hour").expect("queue not shut down")
 }
@@ -86,7 +91,7 @@ async fn get_should_wake_when_a_key_is_added() {
     tokio::task::yield_now().await;
     advance(Duration::from_secs(5)).await;
     q.add("a");
-    assert_eq!(waiter.await.expect("joins"), Some("a"));
+    assert_eq!(join(waiter).await, Some("a"));
 }
 
 #[tokio::test(start_paused = true)]
@@ -102,7 +107,7 @@ async fn two_workers_should_never_process_one_key_at_once() {
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert!(!second.is_finished(), "the second worker must wait while the first holds the key");
     q.done(&first);
-    assert_eq!(second.await.expect("joins"), Some("a"));
+    assert_eq!(join(second).await, Some("a"));
 }
 
 #[tokio::test(start_paused = true)]
@@ -184,7 +189,7 @@ async fn add_after_should_wake_a_get_that_is_already_waiting() {
     });
     tokio::task::yield_now().await;
     q.add_after("a", Duration::from_secs(3));
-    assert_eq!(waiter.await.expect("joins"), Some("a"));
+    assert_eq!(join(waiter).await, Some("a"));
     assert_eq!(start.elapsed(), Duration::from_secs(3));
 }
 
@@ -277,7 +282,7 @@ async fn shut_down_should_end_get_at_once() {
     q.add("b");
     q.add_after("c", Duration::from_secs(1));
     // The waiter may or may not have taken "a" already; "b" must be dropped.
-    let taken = waiter.await.expect("joins");
+    let taken = join(waiter).await;
     q.shut_down();
     assert!(q.is_shutting_down());
     assert_eq!(q.get().await, None);
@@ -298,7 +303,7 @@ async fn shut_down_should_wake_a_waiting_get() {
     });
     tokio::task::yield_now().await;
     q.shut_down();
-    assert_eq!(waiter.await.expect("joins"), None);
+    assert_eq!(join(waiter).await, None);
 }
 
 #[tokio::test(start_paused = true)]
@@ -320,7 +325,7 @@ async fn shut_down_with_drain_should_hand_out_waiting_keys_and_wait_for_done() {
     q.done(&"b");
     assert!(!drain.is_finished(), "a is still being processed");
     q.done(&"a");
-    drain.await.expect("joins");
+    join(drain).await;
     assert_eq!(q.get().await, None, "c was added after shutdown");
 }
 
@@ -412,4 +417,16 @@ async fn run_workers_should_retry_a_key_whose_handler_panicked() {
     timeout(Duration::from_secs(60), run_workers(q.clone(), 1, handler)).await.expect("workers stop");
     assert_eq!(calls.load(AtomicOrdering::SeqCst), 2);
     assert_eq!(start.elapsed(), Duration::from_millis(5), "retried after the first backoff step");
+}
+
+#[tokio::test(start_paused = true)]
+async fn done_after_shut_down_should_not_requeue_a_dirty_key() {
+    let q = queue();
+    q.add("a");
+    assert_eq!(next(&q).await, "a");
+    q.add("a");
+    q.shut_down();
+    q.done(&"a");
+    assert_eq!(q.len(), 0);
+    assert_eq!(q.get().await, None);
 }

@@ -1,0 +1,113 @@
+//! The `operon` binary as a guest author uses it: `inspect` and `test`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn operon(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_operon")).args(args).output().expect("running operon")
+}
+
+fn webapp_module() -> String {
+    let path = common::guests_dir().join("rust-webapp.wasm");
+    assert!(path.exists(), "{} missing; run `cargo xtask guests`", path.display());
+    path.display().to_string()
+}
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/rust-webapp/fixtures")
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, to.join(path.file_name().unwrap())).unwrap();
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn inspect_shows_the_manifest_and_the_module() {
+    let out = operon(&["inspect", &webapp_module()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = stdout(&out);
+    for expected in [
+        "name:         webapp",
+        "reconciles:   example.operon.dev/v1alpha1 WebApp",
+        "apps/v1 Deployment, v1 Service, networking.k8s.io/v1 Ingress",
+        "finalizer:    example.operon.dev/cleanup",
+        "operon:reconciler@0.1.0 (host speaks 0.1.0)",
+        "wasi:         no",
+        "compile time:",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+    }
+    let json: serde_json::Value = serde_json::from_slice(&operon(&["inspect", "--json", &webapp_module()]).stdout).unwrap();
+    assert_eq!(json["manifest"]["name"], "webapp");
+    assert!(json["digest"].as_str().unwrap().starts_with("sha256:"));
+}
+
+#[test]
+fn the_webapp_fixtures_pass() {
+    let out = operon(&["test", &webapp_module(), fixtures().to_str().unwrap()]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}");
+    let last = text.lines().last().unwrap_or_default();
+    assert!(last.ends_with(" passed, 0 failed") && !last.starts_with("0 "), "{text}");
+    for case in ["create", "scale", "ingress-on", "ingress-off", "ready", "delete-finalizer", "invalid-spec"] {
+        assert!(text.contains(&format!("ok      {case}\n")), "fixture {case} did not run:\n{text}");
+    }
+}
+
+#[test]
+fn a_wrong_expectation_fails_with_a_diff() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&fixtures(), dir.path());
+    let expected = dir.path().join("scale.expected.yaml");
+    let text = std::fs::read_to_string(&expected).unwrap();
+    let edited = text.replacen("    replicas: 3\n", "    replicas: 30\n", 1);
+    assert_ne!(text, edited, "the scale fixture should set replicas: 3");
+    std::fs::write(&expected, edited).unwrap();
+
+    let out = operon(&["test", &webapp_module(), dir.path().to_str().unwrap()]);
+    let text = stdout(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("FAILED  scale"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with('-') && l.trim_end().ends_with("replicas: 30")), "diff shows the expected value:\n{text}");
+    assert!(text.lines().any(|l| l.starts_with('+') && l.trim_end().ends_with("replicas: 3")), "diff shows the actual value:\n{text}");
+    assert!(text.lines().last().unwrap().ends_with("passed, 1 failed"), "{text}");
+}
+
+#[test]
+fn update_writes_missing_expected_files() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&fixtures(), dir.path());
+    let expected = dir.path().join("create.expected.yaml");
+    let original = std::fs::read_to_string(&expected).unwrap();
+    std::fs::remove_file(&expected).unwrap();
+
+    let out = operon(&["test", &webapp_module(), dir.path().to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(stdout(&out).contains("no expected file"), "{}", stdout(&out));
+
+    let out = operon(&["test", "--update", &webapp_module(), dir.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let written: serde_yaml::Value = serde_yaml::from_str(&std::fs::read_to_string(&expected).unwrap()).unwrap();
+    let original: serde_yaml::Value = serde_yaml::from_str(&original).unwrap();
+    assert_eq!(written, original, "--update writes what the reviewed golden file says");
+}
+
+#[test]
+fn a_module_that_is_not_a_component_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let bogus = dir.path().join("bogus.wasm");
+    std::fs::write(&bogus, b"not wasm at all").unwrap();
+    let out = operon(&["inspect", bogus.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a WebAssembly component"), "{err}");
+}
