@@ -85,6 +85,8 @@ impl Options {
 #[doc(alias = "envtest")]
 pub struct ControlPlane {
     watchdog: Option<Watchdog>,
+    /// How each process was started (binary and arguments), to restart it.
+    commands: Vec<(&'static str, PathBuf, Vec<String>)>,
     /// In start order: etcd, kube-apiserver, kube-controller-manager.
     processes: Vec<Process>,
     dir: Dir,
@@ -186,6 +188,7 @@ impl ControlPlane {
 
         let mut plane = Self {
             watchdog: Some(watchdog),
+            commands: Vec::new(),
             processes: Vec::new(),
             dir,
             server,
@@ -300,7 +303,38 @@ impl ControlPlane {
             .expect("the watchdog lives until drop");
         let process = Process::spawn(name, &assets.join(name), &args, self.dir.path(), watchdog)?;
         self.processes.push(process);
+        self.commands.push((name, assets.join(name), args));
         Ok(())
+    }
+
+    /// Stop kube-apiserver, wait `down_for`, and start it again with the
+    /// same port, certificates and etcd, then wait until it is ready.
+    /// Clients see refused connections, then a server whose watch cache
+    /// starts over, as after a crash or an upgrade. Objects survive (etcd
+    /// keeps running).
+    ///
+    /// # Errors
+    /// If the API server does not come back within `timeout`.
+    pub fn restart_apiserver(&mut self, down_for: Duration, timeout: Duration) -> Result<()> {
+        let index = self
+            .processes
+            .iter()
+            .position(|p| p.name() == assets::KUBE_APISERVER)
+            .context("no kube-apiserver in this control plane")?;
+        let (name, binary, args) = self
+            .commands
+            .iter()
+            .find(|(n, _, _)| *n == assets::KUBE_APISERVER)
+            .cloned()
+            .context("kube-apiserver was not started by this control plane")?;
+        self.processes[index].stop();
+        std::thread::sleep(down_for);
+        let watchdog = self.watchdog.as_mut().expect("the watchdog lives until drop");
+        self.processes[index] = Process::spawn(name, &binary, &args, self.dir.path(), watchdog)?;
+        let config = self.config();
+        self.wait("kube-apiserver /readyz after a restart", Instant::now() + timeout, || {
+            get(config.clone(), "/readyz")
+        })
     }
 
     /// Polls `probe` until it succeeds, failing early if a process exits.

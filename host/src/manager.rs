@@ -147,54 +147,66 @@ impl Manager {
         };
 
         tokio::pin!(shutdown);
-        let result = loop {
-            // Stand by until we lead (or are told to stop).
-            tokio::select! {
-                _ = &mut shutdown => break Ok(()),
-                r = leading.wait_for(|l| *l) => if r.is_err() { break Ok(()) },
-            }
-            if let Some(name) = &elector_name {
-                self.metrics.leader_status(name, true);
-                tracing::info!(lease = %name, "leading: starting controllers");
-            }
-            let (ctl_stop_tx, ctl_stop_rx) = watch::channel(false);
-            let mut running = tokio::task::JoinSet::new();
-            for c in &self.controllers {
-                let (c, stop) = (c.clone(), stopped(ctl_stop_rx.clone()));
-                running.spawn(async move {
-                    wait_synced(&c).await;
-                    c.run(stop).await;
-                });
-            }
-            let lost = tokio::select! {
-                _ = &mut shutdown => false,
-                _ = leading.wait_for(|l| !*l) => true,
-            };
-            if lost {
-                // Stop writing now: the Lease may soon be someone else's.
-                running.abort_all();
-                while running.join_next().await.is_some() {}
-                if let Some(name) = &elector_name {
-                    self.metrics.leader_status(name, false);
-                }
-                break Err(Error::LeadershipLost);
-            }
-            tracing::info!(timeout = ?self.config.shutdown_timeout, "shutting down: draining in-flight reconciles");
-            let _ = ctl_stop_tx.send(true);
-            let drained = tokio::time::timeout(self.config.shutdown_timeout, async {
-                while running.join_next().await.is_some() {}
-            })
-            .await;
-            if drained.is_err() {
-                tracing::warn!("reconciles still running after the shutdown timeout; abandoning them");
-                running.abort_all();
-            }
-            break Ok(());
-        };
+        let result = self.lead(&mut leading, elector_name.as_deref(), shutdown).await;
         // Releases the Lease (the elector sees the stop) and stops the server.
         let _ = stop_tx.send(true);
         let _ = tokio::time::timeout(Duration::from_secs(5), async { while background.join_next().await.is_some() {} }).await;
         result
+    }
+
+    /// Stand by until this replica leads, then run the controllers until
+    /// `shutdown` (drain, `Ok`) or until leadership is lost (stop at once,
+    /// `Err`).
+    async fn lead(
+        &self,
+        leading: &mut watch::Receiver<bool>,
+        lease: Option<&str>,
+        mut shutdown: std::pin::Pin<&mut impl Future<Output = ()>>,
+    ) -> Result<(), Error> {
+        tokio::select! {
+            _ = &mut shutdown => return Ok(()),
+            r = leading.wait_for(|l| *l) => if r.is_err() { return Ok(()) },
+        }
+        if let Some(name) = lease {
+            self.metrics.leader_status(name, true);
+            tracing::info!(lease = %name, "leading: starting controllers");
+        }
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut running = tokio::task::JoinSet::new();
+        for c in &self.controllers {
+            let (c, mut stop) = (c.clone(), stop_rx.clone());
+            running.spawn(async move {
+                wait_synced(&c).await;
+                c.run(async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                })
+                .await;
+            });
+        }
+        let lost = tokio::select! {
+            _ = &mut shutdown => false,
+            _ = leading.wait_for(|l| !*l) => true,
+        };
+        if lost {
+            // Stop writing now: the Lease may soon be someone else's.
+            running.abort_all();
+            while running.join_next().await.is_some() {}
+            if let Some(name) = lease {
+                self.metrics.leader_status(name, false);
+            }
+            return Err(Error::LeadershipLost);
+        }
+        tracing::info!(timeout = ?self.config.shutdown_timeout, "shutting down: draining in-flight reconciles");
+        let _ = stop_tx.send(true);
+        let drained = tokio::time::timeout(self.config.shutdown_timeout, async {
+            while running.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!("reconciles still running after the shutdown timeout; abandoning them");
+            running.abort_all();
+        }
+        Ok(())
     }
 }
 

@@ -7,6 +7,7 @@ mod bench;
 mod cluster;
 mod envtest;
 mod guests;
+mod run;
 mod test;
 
 use anyhow::{Result, bail};
@@ -20,6 +21,7 @@ tasks:
   envtest                provision etcd, kube-apiserver, kube-controller-manager; print their directory
   cluster up|down        start or stop a local control plane (target/operon-dev.kubeconfig)
   bench runtime|manager  run a benchmark and print its figures
+  run [-- FLAGS]         the main job: local control plane, example CRDs and objects, operon with every example
   test [ARGS]            guests + control plane + `cargo test --workspace [ARGS]` (the README's test command)
 ";
 
@@ -32,6 +34,7 @@ fn main() -> Result<()> {
         ["cluster", rest @ ..] => cluster::run(rest),
         ["bench", rest @ ..] => bench::run(rest),
         ["test", rest @ ..] => test::run(rest),
+        ["run", rest @ ..] => run::run(rest),
         [] | ["help" | "--help" | "-h"] => {
             print!("{USAGE}");
             Ok(())

@@ -47,7 +47,7 @@ impl Store {
                 .collect(),
             None => {
                 let mut all: Vec<_> = self.objects.values().cloned().collect();
-                all.sort_by(|a, b| a.key().cmp(&b.key()));
+                all.sort_by_key(|o| o.key());
                 all
             }
         }

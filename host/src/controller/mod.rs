@@ -183,7 +183,9 @@ impl Controller {
         };
         stop.await;
         feeders.abort_all();
-        queue.shut_down_with_drain().await;
+        // Reconciles in flight finish; waiting keys are dropped (the next
+        // leader lists everything again).
+        queue.shut_down();
         let _ = workers.await;
         tracing::info!(controller = %shared.name, "controller stopped");
     }

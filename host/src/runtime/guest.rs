@@ -13,8 +13,8 @@ wasmtime::component::bindgen!({
     world: "reconciler",
 });
 
-use operon::reconciler::host as wit_host;
-pub(crate) use operon::reconciler::types as wit;
+use self::operon::reconciler::host as wit_host;
+pub(crate) use self::operon::reconciler::types as wit;
 
 /// Read access to cluster objects for a guest, scoped to one reconcile.
 ///
