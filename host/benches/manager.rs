@@ -232,7 +232,7 @@ async fn converge(client: &kube::Client, namespace: &str, n: usize, tracker: &Tr
     let deadline = Duration::from_secs(600);
     tracker
         .wait(deadline, |s| {
-            s.deployments.len() >= n && s.services.len() >= n && s.webapps.values().filter(|w| w.done()).count() >= n
+            (s.deployments.len() >= n && s.services.len() >= n && s.webapps.values().filter(|w| w.done()).count() >= n).then_some(())
         })
         .await
         .context("waiting for every WebApp to have children and a status")?;

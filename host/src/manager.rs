@@ -128,7 +128,7 @@ impl Manager {
                 }
             });
         }
-        background.spawn(report_readiness(self.cache.clone(), self.metrics.clone(), self.readiness.clone()));
+        let readiness = tokio::spawn(report_readiness(self.cache.clone(), self.metrics.clone(), self.readiness.clone()));
 
         // Without election this replica always leads; the sender is kept
         // alive so that "leadership changed" never fires.
@@ -149,6 +149,7 @@ impl Manager {
         tokio::pin!(shutdown);
         let result = self.lead(&mut leading, elector_name.as_deref(), shutdown).await;
         // Releases the Lease (the elector sees the stop) and stops the server.
+        readiness.abort();
         let _ = stop_tx.send(true);
         let _ = tokio::time::timeout(Duration::from_secs(5), async { while background.join_next().await.is_some() {} }).await;
         result

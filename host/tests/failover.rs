@@ -136,3 +136,31 @@ async fn only_the_leader_reconciles_and_a_killed_leader_is_replaced() {
     .await;
     eprintln!("failover: takeover after {takeover:?}");
 }
+
+#[tokio::test]
+async fn sigterm_exits_cleanly_and_releases_the_lease() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let client = plane().client().await;
+    let ns = operon_envtest::create_namespace(&client, "sigterm").await.unwrap();
+    let mut operon = Operon::start(&ns);
+    eventually("leading", Duration::from_secs(60), || async { operon.leads().await.then_some(()) }).await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let held = leases.get("operon-leader").await.unwrap();
+    assert!(held.spec.unwrap().holder_identity.is_some_and(|h| !h.is_empty()));
+
+    let pid = operon.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = operon.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "operon did not exit after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "exit status after SIGTERM: {status}");
+    let released = leases.get("operon-leader").await.unwrap();
+    let holder = released.spec.unwrap().holder_identity.unwrap_or_default();
+    assert!(holder.is_empty(), "the Lease is still held by {holder:?} after a clean shutdown");
+    eprintln!("sigterm: exited in {:?}", started.elapsed());
+}

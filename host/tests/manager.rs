@@ -299,3 +299,40 @@ fn promtool_check(text: &str) {
     // promtool exits 3 for lint warnings only (e.g. naming advice), 1 for errors.
     assert!(out.status.code() != Some(1), "promtool check metrics failed:\n{report}");
 }
+
+#[tokio::test]
+async fn shipped_manifests_are_accepted_by_the_api_server() {
+    use kube::discovery::{Scope, pinned_kind};
+    let client = plane().client().await;
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "operon-system"}});
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    namespaces.patch("operon-system", &PatchParams::apply("test"), &Patch::Apply(&ns)).await.unwrap();
+    let files = ["deploy/rbac.yaml", "deploy/operon.yaml", "guest-examples/rust-webapp/example.yaml"];
+    let mut checked = 0;
+    for file in files {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let value: serde_yaml::Value = serde::Deserialize::deserialize(doc).unwrap();
+            if value.is_null() {
+                continue;
+            }
+            let obj: DynamicObject = serde_yaml::from_value(value).unwrap();
+            let types = obj.types.clone().unwrap();
+            let (group, version) = types.api_version.rsplit_once('/').unwrap_or(("", &types.api_version));
+            let (ar, caps) = pinned_kind(&client, &GroupVersionKind::gvk(group, version, &types.kind)).await.unwrap();
+            let api: Api<DynamicObject> = match (&obj.metadata.namespace, caps.scope) {
+                (Some(ns), Scope::Namespaced) => Api::namespaced_with(client.clone(), ns, &ar),
+                (None, Scope::Namespaced) => Api::namespaced_with(client.clone(), "default", &ar),
+                _ => Api::all_with(client.clone(), &ar),
+            };
+            let name = obj.metadata.name.clone().unwrap();
+            let params = PatchParams::apply("test").dry_run();
+            api.patch(&name, &params, &Patch::Apply(&obj))
+                .await
+                .unwrap_or_else(|e| panic!("{file}: {} {name} refused: {e}", types.kind));
+            checked += 1;
+        }
+    }
+    assert!(checked >= 8, "only {checked} objects found");
+}
