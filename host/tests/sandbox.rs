@@ -229,3 +229,74 @@ fn compiled_modules_are_cached_on_disk_and_a_corrupt_entry_is_recompiled() {
     assert!(!third.info().from_cache, "a corrupt artifact must not be used");
     assert_webapp_works(&third);
 }
+
+/// Collects formatted log output in memory.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'a self) -> Captured {
+        self.clone()
+    }
+}
+
+/// The process-wide log, captured. A scoped subscriber (`with_default`) is
+/// not enough here: tests running in parallel make tracing cache callsite
+/// interest without it.
+fn captured_logs() -> &'static Captured {
+    static LOGS: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Captured::default();
+        let subscriber = tracing_subscriber::fmt().with_writer(logs.clone()).with_ansi(false).finish();
+        tracing::subscriber::set_global_default(subscriber).expect("no other global subscriber in this test binary");
+        logs
+    })
+}
+
+#[test]
+fn a_wasi_guests_stdout_and_stderr_go_to_the_host_log() {
+    let logs = captured_logs();
+    let rt = runtime();
+    let module = load(&rt, "wasi-stdio").unwrap();
+    call(&module, &thing()).expect("sandbox").expect("reconcile");
+    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let line = |needle: &str| text.lines().find(|l| l.contains(needle)).map(str::to_string);
+    let stdout = line("hello on stdout").unwrap_or_else(|| panic!("stdout not logged:\n{text}"));
+    assert!(stdout.contains("operon::guest") && stdout.contains("stdout"), "{stdout}");
+    let stderr = line("hello on stderr").unwrap_or_else(|| panic!("stderr not logged:\n{text}"));
+    assert!(stderr.contains("stderr"), "{stderr}");
+}
+
+/// A reader with two ConfigMaps in the parent's namespace.
+struct TwoConfigMaps;
+
+impl runtime::ObjectReader for TwoConfigMaps {
+    fn get(&self, _: &runtime::Gvk, _: Option<&str>, _: &str) -> Result<Option<String>, String> {
+        Ok(None)
+    }
+    fn list(&self, kind: &runtime::Gvk, _: Option<&str>, _: Option<&str>) -> Result<Vec<String>, String> {
+        assert_eq!(kind.kind, "ConfigMap");
+        Ok(vec!["{}".into(), "{}".into()])
+    }
+}
+
+#[test]
+fn a_declared_kind_can_be_listed() {
+    let rt = runtime();
+    let module = load(&rt, "misbehave-reader").unwrap();
+    let req = request(serde_json::json!({"apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
+        "metadata": {"name": "t", "namespace": "default"}, "spec": {"read": "list"}}));
+    let outcome = module.reconcile(&req, Arc::new(TwoConfigMaps)).expect("sandbox").expect("reconcile");
+    assert_eq!(outcome.status.unwrap()["configMapCount"], 2);
+}
