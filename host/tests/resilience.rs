@@ -1,9 +1,11 @@
-//! The API server restarted during a run: watches resume (or re-list) and no
-//! change is lost: every parent converges.
+//! The host under adverse conditions, each on a control plane of its own:
+//! the API server restarted during a run (watches resume or re-list, no
+//! change is lost), and a kind whose CRD is installed only after the host
+//! started (retried and reported, not fatal).
 
 mod common;
 
-use common::{eventually, guest, webapp_crd};
+use common::{eventually, free_port, guest, thing_crd, webapp_crd};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use operon::manager::{self, Manager};
@@ -85,6 +87,67 @@ async fn an_api_server_restart_loses_no_change() {
     }
     eventually("every parent converges after the restart", Duration::from_secs(60), || converged(&client, &ns, &expected)).await;
 
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_installed_later_is_waited_for_and_reported() {
+    let plane = tokio::task::block_in_place(|| operon_envtest::ControlPlane::start(operon_envtest::Options::default()))
+        .expect("control plane");
+    let client = plane.client().await;
+    let ns = operon_envtest::create_namespace(&client, "late-crd").await.unwrap();
+    let rt = Runtime::new(runtime::Config { artifact_dir: None, ..Default::default() }).unwrap();
+    let port = free_port();
+    let mut mgr = Manager::new(
+        client.clone(),
+        manager::Config {
+            controller: operon::controller::Config { namespace: Some(ns.clone()), ..Default::default() },
+            server_addr: Some(([127, 0, 0, 1], port).into()),
+            ..Default::default()
+        },
+    );
+    mgr.add(rt.load(&guest("requeue-counter"), Limits::default()).unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(mgr.run(async move {
+        let _ = stopped.await;
+    }));
+
+    // Not ready, and /readyz says why.
+    let readyz = format!("http://127.0.0.1:{port}/readyz");
+    let why = eventually("/readyz to explain the missing kind", Duration::from_secs(30), || async {
+        let resp = reqwest::get(&readyz).await.ok()?;
+        let status = resp.status();
+        let body = resp.text().await.ok()?;
+        (status == 503 && body.contains("CRD")).then_some(body)
+    })
+    .await;
+    assert!(why.contains("example.operon.dev/v1alpha1 Thing"), "{why}");
+    assert!(!task.is_finished(), "a missing kind must not stop the manager");
+
+    // Install the CRD: the host picks the kind up and reconciles.
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    crds.create(&PostParams::default(), &thing_crd()).await.unwrap();
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.operon.dev", "v1alpha1", "Thing"));
+    let things: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+    let thing: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing", "metadata": {"name": "late"}, "spec": {"everyMs": 100000}
+    }))
+    .unwrap();
+    eventually("the new kind to be served", Duration::from_secs(30), || async {
+        things.create(&PostParams::default(), &thing).await.ok()
+    })
+    .await;
+    eventually("a reconcile of the new kind", Duration::from_secs(60), || async {
+        let t = things.get("late").await.ok()?;
+        t.data.pointer("/status/count").and_then(serde_json::Value::as_u64).filter(|c| *c >= 1)
+    })
+    .await;
+    eventually("/readyz ok", Duration::from_secs(30), || async {
+        reqwest::get(&readyz).await.ok()?.status().is_success().then_some(())
+    })
+    .await;
     let _ = stop.send(());
     task.await.unwrap().unwrap();
 }
