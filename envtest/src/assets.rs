@@ -54,10 +54,7 @@ const GO_MODULES: &[GoModule] = &[
         go_sum: include_str!("../go/kubernetes/go.sum"),
         builds: &[
             (KUBE_APISERVER, "k8s.io/kubernetes/cmd/kube-apiserver"),
-            (
-                KUBE_CONTROLLER_MANAGER,
-                "k8s.io/kubernetes/cmd/kube-controller-manager",
-            ),
+            (KUBE_CONTROLLER_MANAGER, "k8s.io/kubernetes/cmd/kube-controller-manager"),
         ],
         // What Kubernetes' own build (hack/lib/version.sh) stamps in; without
         // it `/version` says v0.0.0-master and clients cannot tell the minor.
@@ -98,25 +95,16 @@ pub fn cache_dir() -> Result<PathBuf> {
             PathBuf::from(home).join(".cache")
         }
     };
-    Ok(base
-        .join("operon")
-        .join("envtest")
-        .join(format!("{KUBERNETES_VERSION}-etcd{ETCD_VERSION}")))
+    Ok(base.join("operon").join("envtest").join(format!("{KUBERNETES_VERSION}-etcd{ETCD_VERSION}")))
 }
 
 /// The binaries `dir` lacks, among `names`.
 fn missing(dir: &Path, names: &[&'static str]) -> Vec<&'static str> {
-    names
-        .iter()
-        .copied()
-        .filter(|name| !dir.join(name).is_file())
-        .collect()
+    names.iter().copied().filter(|name| !dir.join(name).is_file()).collect()
 }
 
 fn assets_env() -> Option<PathBuf> {
-    std::env::var_os(ASSETS_ENV)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
+    std::env::var_os(ASSETS_ENV).filter(|v| !v.is_empty()).map(PathBuf::from)
 }
 
 /// Finds a directory holding `etcd`, `kube-apiserver` and, if
@@ -129,33 +117,22 @@ fn assets_env() -> Option<PathBuf> {
 /// When neither holds the binaries; the message says to run
 /// `cargo xtask envtest` or to set `KUBEBUILDER_ASSETS`.
 pub fn find(controller_manager: bool) -> Result<PathBuf> {
-    let names: &[&'static str] = if controller_manager {
-        &[ETCD, KUBE_APISERVER, KUBE_CONTROLLER_MANAGER]
-    } else {
-        &[ETCD, KUBE_APISERVER]
-    };
+    let names: &[&'static str] =
+        if controller_manager { &[ETCD, KUBE_APISERVER, KUBE_CONTROLLER_MANAGER] } else { &[ETCD, KUBE_APISERVER] };
     let mut tried = Vec::new();
     if let Some(dir) = assets_env() {
         let lacks = missing(&dir, names);
         if lacks.is_empty() {
             return Ok(dir);
         }
-        tried.push(format!(
-            "{ASSETS_ENV}={} lacks {}",
-            dir.display(),
-            lacks.join(", ")
-        ));
+        tried.push(format!("{ASSETS_ENV}={} lacks {}", dir.display(), lacks.join(", ")));
     }
     let cache = cache_dir()?;
     let lacks = missing(&cache, names);
     if lacks.is_empty() {
         return Ok(cache);
     }
-    tried.push(format!(
-        "the cache {} lacks {}",
-        cache.display(),
-        lacks.join(", ")
-    ));
+    tried.push(format!("the cache {} lacks {}", cache.display(), lacks.join(", ")));
     bail!(
         "no control-plane binaries for operon-envtest: {}.\n\
          Run `cargo xtask envtest` once (builds Kubernetes {KUBERNETES_VERSION} and etcd \
@@ -191,11 +168,7 @@ pub fn ensure(progress: &mut dyn FnMut(&str)) -> Result<PathBuf> {
             progress(&format!("using {ASSETS_ENV}={}", dir.display()));
             return Ok(dir);
         }
-        progress(&format!(
-            "{ASSETS_ENV}={} lacks {}; using the cache instead",
-            dir.display(),
-            lacks.join(", ")
-        ));
+        progress(&format!("{ASSETS_ENV}={} lacks {}; using the cache instead", dir.display(), lacks.join(", ")));
     }
     let cache = cache_dir()?;
     if missing(&cache, &all).is_empty() {
@@ -213,9 +186,7 @@ pub fn ensure(progress: &mut dyn FnMut(&str)) -> Result<PathBuf> {
 }
 
 fn go_program() -> OsString {
-    std::env::var_os("GO")
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| "go".into())
+    std::env::var_os("GO").filter(|v| !v.is_empty()).unwrap_or_else(|| "go".into())
 }
 
 fn build(cache: &Path, progress: &mut dyn FnMut(&str)) -> Result<()> {
@@ -227,11 +198,7 @@ fn build(cache: &Path, progress: &mut dyn FnMut(&str)) -> Result<()> {
         )
     })?;
     if !version.status.success() {
-        bail!(
-            "`{} version` failed: {}",
-            go.to_string_lossy(),
-            String::from_utf8_lossy(&version.stderr).trim()
-        );
+        bail!("`{} version` failed: {}", go.to_string_lossy(), String::from_utf8_lossy(&version.stderr).trim());
     }
     progress(&format!(
         "building Kubernetes {KUBERNETES_VERSION} and etcd {ETCD_VERSION} into {} with {}; \
@@ -240,11 +207,8 @@ fn build(cache: &Path, progress: &mut dyn FnMut(&str)) -> Result<()> {
         String::from_utf8_lossy(&version.stdout).trim()
     ));
 
-    let parent = cache
-        .parent()
-        .context("the cache directory has no parent")?;
-    std::fs::create_dir_all(parent)
-        .with_context(|| format!("could not create {}", parent.display()))?;
+    let parent = cache.parent().context("the cache directory has no parent")?;
+    std::fs::create_dir_all(parent).with_context(|| format!("could not create {}", parent.display()))?;
     // Same filesystem as the final directory, so the rename below is atomic.
     let staging = tempfile::Builder::new()
         .prefix(".building-")
@@ -297,8 +261,7 @@ fn build(cache: &Path, progress: &mut dyn FnMut(&str)) -> Result<()> {
         // Another build finished first; its binaries are as good as ours.
         Err(_) if missing(cache, &all).is_empty() => {}
         Err(e) => {
-            return Err(e)
-                .with_context(|| format!("could not move the binaries to {}", cache.display()));
+            return Err(e).with_context(|| format!("could not move the binaries to {}", cache.display()));
         }
     }
     drop(staging);
@@ -312,35 +275,16 @@ mod tests {
 
     #[test]
     fn go_modules_pin_the_versions_named_in_rust() {
-        let [etcd, kubernetes] = GO_MODULES else {
-            panic!("expected the etcd and kubernetes modules")
-        };
-        assert!(
-            etcd.go_mod
-                .contains(&format!("go.etcd.io/etcd/server/v3 v{ETCD_VERSION}"))
-        );
-        assert!(
-            kubernetes
-                .go_mod
-                .contains(&format!("k8s.io/kubernetes v{KUBERNETES_VERSION}"))
-        );
+        let [etcd, kubernetes] = GO_MODULES else { panic!("expected the etcd and kubernetes modules") };
+        assert!(etcd.go_mod.contains(&format!("go.etcd.io/etcd/server/v3 v{ETCD_VERSION}")));
+        assert!(kubernetes.go_mod.contains(&format!("k8s.io/kubernetes v{KUBERNETES_VERSION}")));
         let minor = KUBERNETES_VERSION.split('.').nth(1).unwrap();
         assert!(
-            kubernetes
-                .go_mod
-                .contains(&format!("k8s.io/api => k8s.io/api v0.{minor}.")),
+            kubernetes.go_mod.contains(&format!("k8s.io/api => k8s.io/api v0.{minor}.")),
             "staging modules follow the same minor"
         );
-        assert!(
-            kubernetes
-                .version_ldflags
-                .contains(&format!("gitVersion=v{KUBERNETES_VERSION} "))
-        );
-        assert!(
-            kubernetes
-                .version_ldflags
-                .contains(&format!("gitMinor={minor} "))
-        );
+        assert!(kubernetes.version_ldflags.contains(&format!("gitVersion=v{KUBERNETES_VERSION} ")));
+        assert!(kubernetes.version_ldflags.contains(&format!("gitMinor={minor} ")));
     }
 
     #[test]

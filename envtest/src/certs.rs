@@ -8,8 +8,7 @@
 
 use anyhow::{Context, Result};
 use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
 };
 use std::path::{Path, PathBuf};
 
@@ -46,11 +45,8 @@ impl Pki {
         let mut ca_params = CertificateParams::default();
         ca_params.distinguished_name = dn("operon-envtest-ca", None);
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
+        ca_params.key_usages =
+            vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
         let ca_cert = ca_params.self_signed(&ca_key)?;
         let ca = Issuer::new(ca_params, ca_key);
 
@@ -65,10 +61,7 @@ impl Pki {
             "kubernetes.default.svc".to_owned(),
         ])?;
         serving.distinguished_name = dn("kube-apiserver", None);
-        serving.key_usages = vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-        ];
+        serving.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
         serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         let serving_cert = serving.signed_by(&serving_key, &ca)?;
 
@@ -100,12 +93,10 @@ impl Pki {
 
     /// Writes every file into `dir` (created if needed).
     pub fn write(&self, dir: &Path) -> Result<PkiFiles> {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("could not create {}", dir.display()))?;
+        std::fs::create_dir_all(dir).with_context(|| format!("could not create {}", dir.display()))?;
         let put = |name: &str, pem: &str| -> Result<PathBuf> {
             let path = dir.join(name);
-            std::fs::write(&path, pem)
-                .with_context(|| format!("could not write {}", path.display()))?;
+            std::fs::write(&path, pem).with_context(|| format!("could not write {}", path.display()))?;
             Ok(path)
         };
         Ok(PkiFiles {

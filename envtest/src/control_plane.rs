@@ -43,23 +43,14 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Self {
-            controller_manager: false,
-            dir: None,
-            assets: None,
-            timeout: Duration::from_secs(90),
-            crds: Vec::new(),
-        }
+        Self { controller_manager: false, dir: None, assets: None, timeout: Duration::from_secs(90), crds: Vec::new() }
     }
 }
 
 impl Options {
     /// The default options plus kube-controller-manager.
     pub fn with_controller_manager() -> Self {
-        Self {
-            controller_manager: true,
-            ..Self::default()
-        }
+        Self { controller_manager: true, ..Self::default() }
     }
 
     /// These options plus a CRD to install at start; see [`Options::crds`].
@@ -153,8 +144,7 @@ impl ControlPlane {
                             .with_context(|| format!("could not clear {}", path.display()))?;
                     }
                 }
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("could not create {}", dir.display()))?;
+                std::fs::create_dir_all(dir).with_context(|| format!("could not create {}", dir.display()))?;
                 Dir::Kept(dir.clone())
             }
             None => {
@@ -219,9 +209,7 @@ impl ControlPlane {
         )?;
         let etcd_addr = SocketAddr::from(([127, 0, 0, 1], etcd_port));
         plane.wait("etcd to accept connections", deadline(), || async move {
-            TcpStream::connect_timeout(&etcd_addr, Duration::from_millis(200))
-                .map(drop)
-                .map_err(|e| e.to_string())
+            TcpStream::connect_timeout(&etcd_addr, Duration::from_millis(200)).map(drop).map_err(|e| e.to_string())
         })?;
 
         let pki = plane.pki.clone();
@@ -239,14 +227,8 @@ impl ControlPlane {
                 format!("--client-ca-file={}", pki.ca_cert.display()),
                 "--authorization-mode=RBAC".into(),
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
-                format!(
-                    "--service-account-key-file={}",
-                    pki.service_account_pub.display()
-                ),
-                format!(
-                    "--service-account-signing-key-file={}",
-                    pki.service_account_key.display()
-                ),
+                format!("--service-account-key-file={}", pki.service_account_pub.display()),
+                format!("--service-account-signing-key-file={}", pki.service_account_key.display()),
                 "--service-cluster-ip-range=10.0.0.0/24".into(),
                 "--allow-privileged=true".into(),
                 // Needs the service-account controller, which does not run.
@@ -256,14 +238,10 @@ impl ControlPlane {
             ],
         )?;
         let config = plane.config();
-        plane.wait("kube-apiserver /readyz", deadline(), || {
-            get(config.clone(), "/readyz")
-        })?;
+        plane.wait("kube-apiserver /readyz", deadline(), || get(config.clone(), "/readyz"))?;
         if !options.crds.is_empty() {
             let crds = options.crds.clone();
-            plane.wait("the CRDs to be Established", deadline(), || {
-                install(config.clone(), crds.clone())
-            })?;
+            plane.wait("the CRDs to be Established", deadline(), || install(config.clone(), crds.clone()))?;
         }
 
         if options.controller_manager {
@@ -282,25 +260,17 @@ impl ControlPlane {
                     format!("--cert-dir={}", root.join("pki").join("kcm").display()),
                 ],
             )?;
-            let mut healthz = kube::Config::new(
-                format!("https://127.0.0.1:{kcm_port}")
-                    .parse()
-                    .expect("a loopback URL parses"),
-            );
+            let mut healthz =
+                kube::Config::new(format!("https://127.0.0.1:{kcm_port}").parse().expect("a loopback URL parses"));
             // Its serving certificate is self-signed, made at start.
             healthz.accept_invalid_certs = true;
-            plane.wait("kube-controller-manager /healthz", deadline(), || {
-                get(healthz.clone(), "/healthz")
-            })?;
+            plane.wait("kube-controller-manager /healthz", deadline(), || get(healthz.clone(), "/healthz"))?;
         }
         Ok(plane)
     }
 
     fn spawn(&mut self, name: &'static str, assets: &Path, args: Vec<String>) -> Result<()> {
-        let watchdog = self
-            .watchdog
-            .as_mut()
-            .expect("the watchdog lives until drop");
+        let watchdog = self.watchdog.as_mut().expect("the watchdog lives until drop");
         let process = Process::spawn(name, &assets.join(name), &args, self.dir.path(), watchdog)?;
         self.processes.push(process);
         self.commands.push((name, assets.join(name), args));
@@ -332,9 +302,7 @@ impl ControlPlane {
         let watchdog = self.watchdog.as_mut().expect("the watchdog lives until drop");
         self.processes[index] = Process::spawn(name, &binary, &args, self.dir.path(), watchdog)?;
         let config = self.config();
-        self.wait("kube-apiserver /readyz after a restart", Instant::now() + timeout, || {
-            get(config.clone(), "/readyz")
-        })
+        self.wait("kube-apiserver /readyz after a restart", Instant::now() + timeout, || get(config.clone(), "/readyz"))
     }
 
     /// Polls `probe` until it succeeds, failing early if a process exits.
@@ -348,9 +316,7 @@ impl ControlPlane {
         on_own_thread(move || async move {
             loop {
                 for process in processes.iter_mut() {
-                    process
-                        .check()
-                        .with_context(|| format!("while waiting for {what}"))?;
+                    process.check().with_context(|| format!("while waiting for {what}"))?;
                 }
                 let last = match probe().await {
                     Ok(()) => return Ok(()),
@@ -454,14 +420,8 @@ fn keep() -> bool {
 /// `GET path` with `config`; `Ok` on a 2xx answer.
 async fn get(config: kube::Config, path: &str) -> Result<(), String> {
     let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
-    let request = http::Request::get(path)
-        .body(Vec::new())
-        .map_err(|e| e.to_string())?;
-    client
-        .request_text(request)
-        .await
-        .map(drop)
-        .map_err(|e| e.to_string())
+    let request = http::Request::get(path).body(Vec::new()).map_err(|e| e.to_string())?;
+    client.request_text(request).await.map(drop).map_err(|e| e.to_string())
 }
 
 /// Applies `crds` and succeeds once all are Established.
@@ -471,10 +431,8 @@ async fn install(config: kube::Config, crds: Vec<CustomResourceDefinition>) -> R
     let apply = PatchParams::apply("operon-envtest").force();
     for crd in &crds {
         let name = crd.metadata.name.as_deref().ok_or("a CRD without a name")?;
-        let applied = api
-            .patch(name, &apply, &Patch::Apply(crd))
-            .await
-            .map_err(|e| format!("applying CRD {name}: {e}"))?;
+        let applied =
+            api.patch(name, &apply, &Patch::Apply(crd)).await.map_err(|e| format!("applying CRD {name}: {e}"))?;
         if !conditions::is_crd_established().matches_object(Some(&applied)) {
             return Err(format!("CRD {name} is not Established yet"));
         }

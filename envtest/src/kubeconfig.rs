@@ -2,10 +2,7 @@
 
 use crate::certs::PkiFiles;
 use anyhow::{Context, Result};
-use kube::config::{
-    AuthInfo, Cluster, Context as KubeContext, Kubeconfig, NamedAuthInfo, NamedCluster,
-    NamedContext,
-};
+use kube::config::{AuthInfo, Cluster, Context as KubeContext, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext};
 
 const NAME: &str = "operon-envtest";
 

@@ -40,10 +40,7 @@ fn main() -> Result<()> {
 }
 
 fn serve(options: Options) -> Result<()> {
-    let dir: PathBuf = options
-        .dir
-        .clone()
-        .expect("serve always has a state directory");
+    let dir: PathBuf = options.dir.clone().expect("serve always has a state directory");
     let ready = dir.join("ready");
     let _ = std::fs::remove_file(&ready);
 
@@ -51,9 +48,7 @@ fn serve(options: Options) -> Result<()> {
     let plane = ControlPlane::start(options)?;
     let ready_in = started.elapsed();
 
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async {
         // Prove the cluster answers before saying it is ready.
         let namespaces = kube::Api::<Namespace>::all(plane.client().await)
@@ -70,8 +65,7 @@ fn serve(options: Options) -> Result<()> {
         std::fs::write(&ready, format!("{}\n", plane.server()))
             .with_context(|| format!("could not write {}", ready.display()))?;
 
-        let mut terminate =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             _ = terminate.recv() => println!("operon-envtest: SIGTERM, stopping"),
             _ = tokio::signal::ctrl_c() => println!("operon-envtest: interrupted, stopping"),

@@ -39,8 +39,7 @@ impl Process {
         watchdog: &mut Watchdog,
     ) -> Result<Self> {
         let log = log_dir.join(format!("{name}.log"));
-        let out =
-            File::create(&log).with_context(|| format!("could not create {}", log.display()))?;
+        let out = File::create(&log).with_context(|| format!("could not create {}", log.display()))?;
         let err = out.try_clone()?;
         let child = Command::new(program)
             .args(args)
@@ -66,12 +65,7 @@ impl Process {
     /// Fails if the process has exited, with the end of its log.
     pub fn check(&mut self) -> Result<()> {
         if let Some(status) = self.exited() {
-            bail!(
-                "{} exited ({status}); last lines of {}:\n{}",
-                self.name,
-                self.log.display(),
-                self.tail(40)
-            );
+            bail!("{} exited ({status}); last lines of {}:\n{}", self.name, self.log.display(), self.tail(40));
         }
         Ok(())
     }

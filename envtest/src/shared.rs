@@ -52,18 +52,12 @@ pub fn shared_with(make: impl FnOnce() -> Options) -> &'static ControlPlane {
 /// `OPERON_ENVTEST_KEEP=1`.
 pub async fn create_namespace(client: &kube::Client, prefix: &str) -> Result<String> {
     let namespace = Namespace {
-        metadata: ObjectMeta {
-            generate_name: Some(format!("{prefix}-")),
-            ..ObjectMeta::default()
-        },
+        metadata: ObjectMeta { generate_name: Some(format!("{prefix}-")), ..ObjectMeta::default() },
         ..Namespace::default()
     };
     let created = kube::Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &namespace)
         .await
         .with_context(|| format!("could not create a namespace for `{prefix}`"))?;
-    created
-        .metadata
-        .name
-        .context("the API server returned a namespace without a name")
+    created.metadata.name.context("the API server returned a namespace without a name")
 }

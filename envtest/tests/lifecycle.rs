@@ -12,25 +12,16 @@ use std::time::{Duration, Instant};
 fn alive(pid: u32) -> bool {
     if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         // `pid (comm) state ...`; comm may hold spaces, so look after `)`.
-        return stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'));
+        return stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'));
     }
-    Command::new("kill")
-        .args(["-0", &pid.to_string()])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+    Command::new("kill").args(["-0", &pid.to_string()]).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
 }
 
 #[test]
 fn dropping_a_control_plane_stops_its_processes_and_removes_its_directory() {
     let started = Instant::now();
     let plane = ControlPlane::start(Options::default()).unwrap();
-    eprintln!(
-        "ready without controller manager in {:.2?}",
-        started.elapsed()
-    );
+    eprintln!("ready without controller manager in {:.2?}", started.elapsed());
     let pids = plane.pids();
     let dir = plane.dir().to_owned();
     assert_eq!(pids.len(), 2, "etcd and kube-apiserver");
@@ -48,12 +39,7 @@ const ABANDON_ENV: &str = "OPERON_ENVTEST_ABANDON";
 #[test]
 fn processes_die_with_a_killed_test_process() {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "abandon_a_control_plane",
-            "--ignored",
-            "--nocapture",
-        ])
+        .args(["--exact", "abandon_a_control_plane", "--ignored", "--nocapture"])
         .env(ABANDON_ENV, "1")
         .stdout(Stdio::piped())
         .spawn()

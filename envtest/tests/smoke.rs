@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, ObjectMeta, Patch,
-    PatchParams, PostParams, PropagationPolicy, WatchEvent, WatchParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, ObjectMeta, Patch, PatchParams,
+    PostParams, PropagationPolicy, WatchEvent, WatchParams,
 };
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt};
@@ -66,20 +66,13 @@ async fn install_crd(client: &Client) -> Api<DynamicObject> {
     let crd = widget_crd();
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
     let name = crd.name_any();
-    crds.patch(
-        &name,
-        &PatchParams::apply("smoke-test").force(),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .expect("apply the Widget CRD");
-    tokio::time::timeout(
-        WAIT,
-        await_condition(crds, &name, conditions::is_crd_established()),
-    )
-    .await
-    .expect("the Widget CRD becomes Established in time")
-    .unwrap();
+    crds.patch(&name, &PatchParams::apply("smoke-test").force(), &Patch::Apply(&crd))
+        .await
+        .expect("apply the Widget CRD");
+    tokio::time::timeout(WAIT, await_condition(crds, &name, conditions::is_crd_established()))
+        .await
+        .expect("the Widget CRD becomes Established in time")
+        .unwrap();
     Api::all_with(client.clone(), &widgets())
 }
 
@@ -93,11 +86,7 @@ where
 {
     let deadline = tokio::time::Instant::now() + WAIT;
     while api.get_opt(name).await.unwrap().is_some() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{name} still exists after {WAIT:?}\n{}",
-            plane().logs(20)
-        );
+        assert!(tokio::time::Instant::now() < deadline, "{name} still exists after {WAIT:?}\n{}", plane().logs(20));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -112,89 +101,39 @@ async fn custom_objects_support_create_get_list_watch_apply_delete() {
     let listed = api.list(&ListParams::default()).await.unwrap();
     assert!(listed.items.is_empty());
     let version = listed.metadata.resource_version.unwrap();
-    let mut events = api
-        .watch(&WatchParams::default().timeout(30), &version)
-        .await
-        .unwrap()
-        .boxed();
+    let mut events = api.watch(&WatchParams::default().timeout(30), &version).await.unwrap().boxed();
 
-    let created = api
-        .create(&PostParams::default(), &widget("a", json!({ "size": 1 })))
-        .await
-        .unwrap();
+    let created = api.create(&PostParams::default(), &widget("a", json!({ "size": 1 }))).await.unwrap();
     assert_eq!(created.data["spec"]["size"], 1);
     let fetched = api.get("a").await.unwrap();
     assert_eq!(fetched.uid(), created.uid());
-    let names: Vec<String> = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .map(ResourceExt::name_any)
-        .collect();
+    let names: Vec<String> =
+        api.list(&ListParams::default()).await.unwrap().items.iter().map(ResourceExt::name_any).collect();
     assert_eq!(names, ["a"]);
 
     let added = next_event(&mut events, |e| matches!(e, WatchEvent::Added(_))).await;
-    assert!(
-        matches!(added, WatchEvent::Added(ref o) if o.name_any() == "a"),
-        "{added:?}"
-    );
+    assert!(matches!(added, WatchEvent::Added(ref o) if o.name_any() == "a"), "{added:?}");
 
     // Server-side apply: the field manager owns what it set; a second apply
     // changes the field and bumps the generation.
     let apply = PatchParams::apply("smoke-test");
-    let first = api
-        .patch(
-            "b",
-            &apply,
-            &Patch::Apply(widget("b", json!({ "size": 2, "color": "red" }))),
-        )
-        .await
-        .unwrap();
-    let managers: Vec<_> = first
-        .managed_fields()
-        .iter()
-        .filter_map(|entry| entry.manager.clone())
-        .collect();
-    assert!(
-        managers.contains(&"smoke-test".to_owned()),
-        "managers: {managers:?}"
-    );
-    let second = api
-        .patch(
-            "b",
-            &apply,
-            &Patch::Apply(widget("b", json!({ "size": 3, "color": "red" }))),
-        )
-        .await
-        .unwrap();
+    let first = api.patch("b", &apply, &Patch::Apply(widget("b", json!({ "size": 2, "color": "red" })))).await.unwrap();
+    let managers: Vec<_> = first.managed_fields().iter().filter_map(|entry| entry.manager.clone()).collect();
+    assert!(managers.contains(&"smoke-test".to_owned()), "managers: {managers:?}");
+    let second =
+        api.patch("b", &apply, &Patch::Apply(widget("b", json!({ "size": 3, "color": "red" })))).await.unwrap();
     assert_eq!(second.data["spec"]["size"], 3);
-    assert_eq!(
-        second.metadata.generation,
-        first.metadata.generation.map(|g| g + 1)
-    );
+    assert_eq!(second.metadata.generation, first.metadata.generation.map(|g| g + 1));
     // A different manager setting the same field conflicts unless forced.
     let conflict = api
-        .patch(
-            "b",
-            &PatchParams::apply("someone-else"),
-            &Patch::Apply(widget("b", json!({ "size": 4 }))),
-        )
+        .patch("b", &PatchParams::apply("someone-else"), &Patch::Apply(widget("b", json!({ "size": 4 }))))
         .await
         .expect_err("a second manager may not take `size` without force");
-    assert!(
-        matches!(conflict, kube::Error::Api(ref status) if status.code == 409),
-        "{conflict:?}"
-    );
+    assert!(matches!(conflict, kube::Error::Api(ref status) if status.code == 409), "{conflict:?}");
 
     api.delete("a", &DeleteParams::default()).await.unwrap();
     wait_gone(&api, "a").await;
-    next_event(
-        &mut events,
-        |e| matches!(e, WatchEvent::Deleted(o) if o.name_any() == "a"),
-    )
-    .await;
+    next_event(&mut events, |e| matches!(e, WatchEvent::Deleted(o) if o.name_any() == "a")).await;
 }
 
 /// The next watch event that `wanted` accepts, skipping others (bookmarks,
@@ -223,10 +162,7 @@ async fn status_is_written_only_through_the_status_subresource() {
     let mut object = widget("w", json!({ "size": 1 }));
     object.data["status"] = json!({ "ready": true });
     let created = api.create(&PostParams::default(), &object).await.unwrap();
-    assert!(
-        created.data.get("status").is_none(),
-        "status ignored on create: {created:?}"
-    );
+    assert!(created.data.get("status").is_none(), "status ignored on create: {created:?}");
 
     let patched = api
         .patch_status(
@@ -237,10 +173,7 @@ async fn status_is_written_only_through_the_status_subresource() {
         .await
         .unwrap();
     assert_eq!(patched.data["status"]["ready"], true);
-    assert_eq!(
-        patched.data["spec"]["size"], 1,
-        "spec ignored by the status subresource"
-    );
+    assert_eq!(patched.data["spec"]["size"], 1, "spec ignored by the status subresource");
     assert_eq!(patched.metadata.generation, created.metadata.generation);
 }
 
@@ -251,10 +184,7 @@ async fn leases_update_with_optimistic_concurrency() {
     let api = Api::<Lease>::namespaced(client, &ns);
 
     let lease = Lease {
-        metadata: ObjectMeta {
-            name: Some("leader".into()),
-            ..ObjectMeta::default()
-        },
+        metadata: ObjectMeta { name: Some("leader".into()), ..ObjectMeta::default() },
         spec: Some(LeaseSpec {
             holder_identity: Some("a".into()),
             lease_duration_seconds: Some(15),
@@ -265,23 +195,15 @@ async fn leases_update_with_optimistic_concurrency() {
 
     let mut taken = created.clone();
     taken.spec.as_mut().unwrap().holder_identity = Some("b".into());
-    let updated = api
-        .replace("leader", &PostParams::default(), &taken)
-        .await
-        .unwrap();
+    let updated = api.replace("leader", &PostParams::default(), &taken).await.unwrap();
     assert_eq!(updated.spec.unwrap().holder_identity.as_deref(), Some("b"));
 
     // A writer holding the old resourceVersion loses.
     let mut stale = created;
     stale.spec.as_mut().unwrap().holder_identity = Some("c".into());
-    let error = api
-        .replace("leader", &PostParams::default(), &stale)
-        .await
-        .expect_err("a stale resourceVersion conflicts");
-    assert!(
-        matches!(error, kube::Error::Api(ref status) if status.code == 409),
-        "{error:?}"
-    );
+    let error =
+        api.replace("leader", &PostParams::default(), &stale).await.expect_err("a stale resourceVersion conflicts");
+    assert!(matches!(error, kube::Error::Api(ref status) if status.code == 409), "{error:?}");
 }
 
 fn owner_reference(api_version: &str, kind: &str, name: &str, uid: &str) -> OwnerReference {
@@ -314,19 +236,10 @@ async fn garbage_collector_deletes_children_of_a_deleted_owner() {
     let post = PostParams::default();
 
     // Background: the owner goes at once, the child after.
-    let owner = config_maps
-        .create(&post, &config_map("owner", None))
-        .await
-        .unwrap();
+    let owner = config_maps.create(&post, &config_map("owner", None)).await.unwrap();
     let reference = owner_reference("v1", "ConfigMap", "owner", &owner.uid().unwrap());
-    config_maps
-        .create(&post, &config_map("child", Some(reference)))
-        .await
-        .unwrap();
-    config_maps
-        .delete("owner", &DeleteParams::background())
-        .await
-        .unwrap();
+    config_maps.create(&post, &config_map("child", Some(reference))).await.unwrap();
+    config_maps.delete("owner", &DeleteParams::background()).await.unwrap();
     wait_gone(&config_maps, "child").await;
 }
 
@@ -341,40 +254,16 @@ async fn foreground_deletion_of_a_custom_object_waits_for_its_children() {
     // holds the owner until the child is gone.
     install_crd(&client).await;
     let widgets = Api::<DynamicObject>::namespaced_with(client, &ns, &widgets());
-    let owner = widgets
-        .create(&post, &widget("parent", json!({ "size": 1 })))
-        .await
-        .unwrap();
-    let reference = owner_reference(
-        &format!("{GROUP}/v1"),
-        "Widget",
-        "parent",
-        &owner.uid().unwrap(),
-    );
-    config_maps
-        .create(&post, &config_map("owned", Some(reference)))
-        .await
-        .unwrap();
-    let foreground = DeleteParams {
-        propagation_policy: Some(PropagationPolicy::Foreground),
-        ..DeleteParams::default()
-    };
+    let owner = widgets.create(&post, &widget("parent", json!({ "size": 1 }))).await.unwrap();
+    let reference = owner_reference(&format!("{GROUP}/v1"), "Widget", "parent", &owner.uid().unwrap());
+    config_maps.create(&post, &config_map("owned", Some(reference))).await.unwrap();
+    let foreground =
+        DeleteParams { propagation_policy: Some(PropagationPolicy::Foreground), ..DeleteParams::default() };
     let deleting = widgets.delete("parent", &foreground).await.unwrap();
-    let deleting = deleting
-        .left()
-        .expect("foreground deletion keeps the owner for a while");
-    assert!(
-        deleting
-            .finalizers()
-            .iter()
-            .any(|f| f == "foregroundDeletion"),
-        "{deleting:?}"
-    );
+    let deleting = deleting.left().expect("foreground deletion keeps the owner for a while");
+    assert!(deleting.finalizers().iter().any(|f| f == "foregroundDeletion"), "{deleting:?}");
     wait_gone(&widgets, "parent").await;
-    assert!(
-        config_maps.get_opt("owned").await.unwrap().is_none(),
-        "owner left before child"
-    );
+    assert!(config_maps.get_opt("owned").await.unwrap().is_none(), "owner left before child");
 }
 
 #[tokio::test]
@@ -386,10 +275,7 @@ async fn deleting_a_namespace_deletes_its_contents() {
         .await
         .unwrap();
     let namespaces = Api::<Namespace>::all(client);
-    namespaces
-        .delete(&ns, &DeleteParams::default())
-        .await
-        .unwrap();
+    namespaces.delete(&ns, &DeleteParams::default()).await.unwrap();
     wait_gone(&namespaces, &ns).await;
 }
 
@@ -397,18 +283,9 @@ async fn deleting_a_namespace_deletes_its_contents() {
 async fn a_client_from_the_kubeconfig_reaches_kubernetes_1_34() {
     let plane = plane();
     let kubeconfig = kube::config::Kubeconfig::from_yaml(plane.kubeconfig()).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .unwrap();
-    let version = Client::try_from(config)
-        .unwrap()
-        .apiserver_version()
-        .await
-        .unwrap();
-    assert_eq!(
-        (version.major.as_str(), version.minor.as_str()),
-        ("1", "34")
-    );
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
+    let version = Client::try_from(config).unwrap().apiserver_version().await.unwrap();
+    assert_eq!((version.major.as_str(), version.minor.as_str()), ("1", "34"));
     // And a second fresh client, in another test's runtime, still works.
     let names: Vec<String> = Api::<Namespace>::all(plane.client().await)
         .list(&ListParams::default())

@@ -135,7 +135,9 @@ pub fn validate(
         prepare(&mut object, ns, &owner);
         let size = serde_json::to_vec(&object).map(|v| v.len()).unwrap_or(usize::MAX);
         if size > MAX_OBJECT_BYTES {
-            return Err(ValidationError(format!("{what}: {size} bytes exceeds the {MAX_OBJECT_BYTES}-byte object limit")));
+            return Err(ValidationError(format!(
+                "{what}: {size} bytes exceeds the {MAX_OBJECT_BYTES}-byte object limit"
+            )));
         }
         children.push(Child { kind, key, object });
     }
@@ -160,7 +162,9 @@ fn valid_name(name: &str) -> bool {
 /// and drop server-owned metadata a guest may have echoed back.
 fn prepare(object: &mut Value, namespace: Option<&str>, owner: &Value) {
     let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else { return };
-    for server_owned in ["resourceVersion", "uid", "creationTimestamp", "managedFields", "generation", "selfLink", "deletionTimestamp"] {
+    for server_owned in
+        ["resourceVersion", "uid", "creationTimestamp", "managedFields", "generation", "selfLink", "deletionTimestamp"]
+    {
         meta.remove(server_owned);
     }
     if let Some(ns) = namespace {
@@ -333,9 +337,11 @@ impl Applier {
     async fn write_status(&self, parent: &CachedObject, status: &Value) -> Result<(), Error> {
         let (api, body, key) = self.parent_patch(parent, json!({ "status": status })).await?;
         let params = PatchParams::apply(&self.field_manager).force();
-        api.patch_status(&key.name, &params, &Patch::Apply(&body))
-            .await
-            .map_err(|source| Error::Api { operation: "status", target: target_of(parent), source })?;
+        api.patch_status(&key.name, &params, &Patch::Apply(&body)).await.map_err(|source| Error::Api {
+            operation: "status",
+            target: target_of(parent),
+            source,
+        })?;
         Ok(())
     }
 
@@ -354,9 +360,14 @@ impl Applier {
         }
     }
 
-    async fn parent_patch(&self, parent: &CachedObject, mut body: Value) -> Result<(kube::Api<DynamicObject>, Value, ObjectKey), Error> {
+    async fn parent_patch(
+        &self,
+        parent: &CachedObject,
+        mut body: Value,
+    ) -> Result<(kube::Api<DynamicObject>, Value, ObjectKey), Error> {
         let types = parent.object.types.clone().unwrap_or_default();
-        let kind = Gvk::of(&json!({"apiVersion": types.api_version, "kind": types.kind})).unwrap_or_else(|| Gvk::new("", "", ""));
+        let kind = Gvk::of(&json!({"apiVersion": types.api_version, "kind": types.kind}))
+            .unwrap_or_else(|| Gvk::new("", "", ""));
         let (resource, namespaced) = self.resource(&kind).await?;
         let key = parent.key();
         let api = self.api(&resource, namespaced, key.namespace.as_deref());
@@ -422,7 +433,9 @@ fn hash_value(v: &Value) -> u64 {
 /// or other managers set, do not count as a difference.
 pub fn is_subset(want: &Value, have: &Value) -> bool {
     match (want, have) {
-        (Value::Object(w), Value::Object(h)) => w.iter().all(|(k, v)| h.get(k).is_some_and(|hv| is_subset(v, hv)) || v.is_null() && !h.contains_key(k)),
+        (Value::Object(w), Value::Object(h)) => {
+            w.iter().all(|(k, v)| h.get(k).is_some_and(|hv| is_subset(v, hv)) || v.is_null() && !h.contains_key(k))
+        }
         (Value::Array(w), Value::Array(h)) => w.len() == h.len() && w.iter().zip(h).all(|(a, b)| is_subset(a, b)),
         _ => want == have,
     }
@@ -519,7 +532,8 @@ mod tests {
     #[test]
     fn subset_ignores_defaulted_fields() {
         let want = json!({"readyReplicas": 2, "conditions": [{"type": "Ready", "status": "True"}]});
-        let have = json!({"readyReplicas": 2, "extra": 1, "conditions": [{"type": "Ready", "status": "True", "reason": "x"}]});
+        let have =
+            json!({"readyReplicas": 2, "extra": 1, "conditions": [{"type": "Ready", "status": "True", "reason": "x"}]});
         assert!(is_subset(&want, &have));
         assert!(!is_subset(&json!({"readyReplicas": 3}), &have));
         assert!(!is_subset(&json!({"conditions": []}), &have));

@@ -91,17 +91,13 @@ impl Config {
     ///   standby start before the leader stops, and a retry period as long as
     ///   the renew deadline would allow a single attempt per deadline.
     pub fn validate(&self) -> Result<(), Error> {
-        for (field, value) in [
-            ("namespace", &self.namespace),
-            ("name", &self.name),
-            ("identity", &self.identity),
-        ] {
+        for (field, value) in [("namespace", &self.namespace), ("name", &self.name), ("identity", &self.identity)] {
             if value.is_empty() {
                 return Err(Error::Empty { field });
             }
         }
-        let whole_seconds = self.lease_duration.subsec_nanos() == 0
-            && (1..=i32::MAX as u64).contains(&self.lease_duration.as_secs());
+        let whole_seconds =
+            self.lease_duration.subsec_nanos() == 0 && (1..=i32::MAX as u64).contains(&self.lease_duration.as_secs());
         if !whole_seconds {
             return Err(Error::LeaseDuration(self.lease_duration));
         }
@@ -139,9 +135,7 @@ pub fn default_identity() -> String {
         .unwrap_or_else(|| "operon".to_owned());
     // RandomState is seeded from the OS; the time and pid only add variety.
     let mut hasher = RandomState::new().build_hasher();
-    let since_epoch = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     hasher.write_u128(since_epoch.as_nanos());
     hasher.write_u32(std::process::id());
     format!("{hostname}_{:016x}", hasher.finish())
@@ -163,9 +157,7 @@ pub enum Error {
         field: &'static str,
     },
     /// The lease duration cannot be written to `leaseDurationSeconds`.
-    #[error(
-        "lease duration {0:?} is not a whole number of seconds of at least 1s; the Lease stores seconds"
-    )]
+    #[error("lease duration {0:?} is not a whole number of seconds of at least 1s; the Lease stores seconds")]
     LeaseDuration(Duration),
     /// The timings do not satisfy `0 < retry period < renew deadline < lease
     /// duration`, without which a leader could still act after a standby took
@@ -274,9 +266,7 @@ impl LeaderElector {
     pub fn new(client: Client, config: Config) -> Result<Self, Error> {
         config.validate()?;
         let leases = Api::namespaced(client, &config.namespace);
-        Ok(Self {
-            elector: Elector::new(leases, config),
-        })
+        Ok(Self { elector: Elector::new(leases, config) })
     }
 
     /// Whether this replica leads, now and as it changes; starts `false`.
@@ -314,8 +304,7 @@ trait Leases {
     /// Creates the Lease; fails with 409 if it exists.
     fn insert(&self, lease: &Lease) -> impl Future<Output = kube::Result<Lease>> + Send;
     /// Replaces the Lease; fails with 409 if its `resourceVersion` is stale.
-    fn update(&self, name: &str, lease: &Lease)
-    -> impl Future<Output = kube::Result<Lease>> + Send;
+    fn update(&self, name: &str, lease: &Lease) -> impl Future<Output = kube::Result<Lease>> + Send;
 }
 
 impl Leases for Api<Lease> {
@@ -362,13 +351,7 @@ enum Outcome {
 
 impl<L: Leases> Elector<L> {
     fn new(leases: L, config: Config) -> Self {
-        Self {
-            leases,
-            config,
-            leading: watch::Sender::new(false),
-            observed: None,
-            held: None,
-        }
+        Self { leases, config, leading: watch::Sender::new(false), observed: None, held: None }
     }
 
     async fn run(mut self, shutdown: impl Future<Output = ()>) {
@@ -396,15 +379,11 @@ impl<L: Leases> Elector<L> {
 
     /// Tries every retry period until we hold the Lease, returning when our
     /// winning write was sent; `None` on shutdown.
-    async fn stand_by<F: Future<Output = ()>>(
-        &mut self,
-        mut shutdown: Pin<&mut F>,
-    ) -> Option<Instant> {
+    async fn stand_by<F: Future<Output = ()>>(&mut self, mut shutdown: Pin<&mut F>) -> Option<Instant> {
         let lease = self.config.lease();
         let mut last_holder = None;
         loop {
-            let attempt =
-                tokio::time::timeout(self.config.renew_deadline, self.try_acquire_or_renew());
+            let attempt = tokio::time::timeout(self.config.renew_deadline, self.try_acquire_or_renew());
             let result = tokio::select! {
                 biased;
                 () = shutdown.as_mut() => return None,
@@ -432,11 +411,7 @@ impl<L: Leases> Elector<L> {
 
     /// Renews every retry period until shutdown, until renewing has failed
     /// for the renew deadline, or until someone else holds the Lease.
-    async fn lead<F: Future<Output = ()>>(
-        &mut self,
-        mut renewed_at: Instant,
-        mut shutdown: Pin<&mut F>,
-    ) -> Ended {
+    async fn lead<F: Future<Output = ()>>(&mut self, mut renewed_at: Instant, mut shutdown: Pin<&mut F>) -> Ended {
         let lease = self.config.lease();
         loop {
             let deadline = renewed_at + self.config.renew_deadline;
@@ -484,16 +459,8 @@ impl<L: Leases> Elector<L> {
         // request per period, and a 409 if anything changed in between.
         if let Some(held) = self.held.clone() {
             let renewed_at = Instant::now();
-            let spec = next_spec(
-                &Action::Renew,
-                held.spec.as_ref(),
-                &self.config,
-                Timestamp::now(),
-            );
-            let lease = Lease {
-                spec: Some(spec),
-                ..held
-            };
+            let spec = next_spec(&Action::Renew, held.spec.as_ref(), &self.config, Timestamp::now());
+            let lease = Lease { spec: Some(spec), ..held };
             match self.leases.update(&self.config.name, &lease).await {
                 Ok(written) => return Ok(self.wrote(written, renewed_at)),
                 Err(e) if is_conflict(&e) => {
@@ -507,34 +474,17 @@ impl<L: Leases> Elector<L> {
             }
         }
 
-        let current = self
-            .leases
-            .read(&self.config.name)
-            .await
-            .map_err(|e| self.api_error("read", e))?;
+        let current = self.leases.read(&self.config.name).await.map_err(|e| self.api_error("read", e))?;
         let now = Instant::now();
-        let current_spec = current
-            .as_ref()
-            .map(|lease| lease.spec.clone().unwrap_or_default());
+        let current_spec = current.as_ref().map(|lease| lease.spec.clone().unwrap_or_default());
         self.observed = current_spec.map(|spec| Observed::update(self.observed.take(), spec, now));
-        let action = decide(
-            self.observed.as_ref(),
-            &self.config.identity,
-            self.config.lease_duration,
-            now,
-        );
+        let action = decide(self.observed.as_ref(), &self.config.identity, self.config.lease_duration, now);
         if let Action::Wait { holder, .. } = action {
-            return Ok(Outcome::Following {
-                holder: Some(holder),
-            });
+            return Ok(Outcome::Following { holder: Some(holder) });
         }
 
-        let spec = next_spec(
-            &action,
-            current.as_ref().and_then(|lease| lease.spec.as_ref()),
-            &self.config,
-            Timestamp::now(),
-        );
+        let spec =
+            next_spec(&action, current.as_ref().and_then(|lease| lease.spec.as_ref()), &self.config, Timestamp::now());
         let renewed_at = Instant::now();
         let (verb, written) = match current {
             None => {
@@ -551,14 +501,8 @@ impl<L: Leases> Elector<L> {
             // Keeps the metadata we read, resourceVersion included: that is
             // what makes the take-over conditional.
             Some(lease) => {
-                let lease = Lease {
-                    spec: Some(spec),
-                    ..lease
-                };
-                (
-                    "update",
-                    self.leases.update(&self.config.name, &lease).await,
-                )
+                let lease = Lease { spec: Some(spec), ..lease };
+                ("update", self.leases.update(&self.config.name, &lease).await)
             }
         };
         match written {
@@ -577,10 +521,7 @@ impl<L: Leases> Elector<L> {
     }
 
     fn wrote(&mut self, written: Lease, renewed_at: Instant) -> Outcome {
-        self.observed = Some(Observed {
-            spec: written.spec.clone().unwrap_or_default(),
-            at: renewed_at,
-        });
+        self.observed = Some(Observed { spec: written.spec.clone().unwrap_or_default(), at: renewed_at });
         self.held = Some(written);
         Outcome::Leading { renewed_at }
     }
@@ -592,10 +533,7 @@ impl<L: Leases> Elector<L> {
             return;
         };
         let lease_name = self.config.lease();
-        let lease = Lease {
-            spec: Some(released_spec(held.spec.as_ref(), Timestamp::now())),
-            ..held
-        };
+        let lease = Lease { spec: Some(released_spec(held.spec.as_ref(), Timestamp::now())), ..held };
         let after = self.config.renew_deadline;
         match tokio::time::timeout(after, self.leases.update(&self.config.name, &lease)).await {
             Ok(Ok(_)) => info!(lease = %lease_name, "released the lease"),
@@ -616,18 +554,11 @@ impl<L: Leases> Elector<L> {
     }
 
     fn api_error(&self, action: &'static str, source: kube::Error) -> Error {
-        Error::Api {
-            action,
-            lease: self.config.lease(),
-            source,
-        }
+        Error::Api { action, lease: self.config.lease(), source }
     }
 
     fn timeout(&self, after: Duration) -> Error {
-        Error::Timeout {
-            lease: self.config.lease(),
-            after,
-        }
+        Error::Timeout { lease: self.config.lease(), after }
     }
 }
 
@@ -711,34 +642,16 @@ fn decide(observed: Option<&Observed>, identity: &str, fallback: Duration, now: 
         .filter(|seconds| *seconds > 0)
         .map_or(fallback, Duration::from_secs);
     let expires = observed.at + duration;
-    if now >= expires {
-        Action::Acquire
-    } else {
-        Action::Wait {
-            holder: holder.to_owned(),
-            expires,
-        }
-    }
+    if now >= expires { Action::Acquire } else { Action::Wait { holder: holder.to_owned(), expires } }
 }
 
 /// The record to write for `action` (never [`Action::Wait`]), based on the
 /// current one; fields this protocol does not own are kept.
-fn next_spec(
-    action: &Action,
-    current: Option<&LeaseSpec>,
-    config: &Config,
-    now: Timestamp,
-) -> LeaseSpec {
+fn next_spec(action: &Action, current: Option<&LeaseSpec>, config: &Config, now: Timestamp) -> LeaseSpec {
     let current = current.cloned().unwrap_or_default();
     let (acquire_time, lease_transitions) = match action {
-        Action::Renew => (
-            current.acquire_time.clone().or(Some(MicroTime(now))),
-            current.lease_transitions.or(Some(0)),
-        ),
-        Action::Acquire => (
-            Some(MicroTime(now)),
-            Some(current.lease_transitions.unwrap_or(0) + 1),
-        ),
+        Action::Renew => (current.acquire_time.clone().or(Some(MicroTime(now))), current.lease_transitions.or(Some(0))),
+        Action::Acquire => (Some(MicroTime(now)), Some(current.lease_transitions.unwrap_or(0) + 1)),
         Action::Create | Action::Wait { .. } => (Some(MicroTime(now)), Some(0)),
     };
     LeaseSpec {
@@ -777,10 +690,7 @@ mod tests {
     const RETRY: Duration = Duration::from_secs(2);
 
     fn config(identity: &str) -> Config {
-        Config {
-            identity: identity.to_owned(),
-            ..Config::new("operon-system", "operon")
-        }
+        Config { identity: identity.to_owned(), ..Config::new("operon-system", "operon") }
     }
 
     fn held_by(holder: &str, renewed: Timestamp) -> LeaseSpec {
@@ -809,20 +719,14 @@ mod tests {
     fn a_released_lease_should_be_taken_at_once() {
         let now = Instant::now();
         let released = released_spec(Some(&held_by("other", Timestamp::now())), Timestamp::now());
-        assert_eq!(
-            decide(seen(released, now).as_ref(), "me", LEASE, now),
-            Action::Acquire
-        );
+        assert_eq!(decide(seen(released, now).as_ref(), "me", LEASE, now), Action::Acquire);
     }
 
     #[test]
     fn our_own_lease_should_be_renewed_even_if_we_saw_it_long_ago() {
         let then = Instant::now();
         let observed = seen(held_by("me", Timestamp::now()), then);
-        assert_eq!(
-            decide(observed.as_ref(), "me", LEASE, then + LEASE * 10),
-            Action::Renew
-        );
+        assert_eq!(decide(observed.as_ref(), "me", LEASE, then + LEASE * 10), Action::Renew);
     }
 
     #[tokio::test(start_paused = true)]
@@ -835,33 +739,23 @@ mod tests {
         observed = Observed::update(Some(observed), spec, Instant::now());
         assert_eq!(
             decide(Some(&observed), "me", LEASE, Instant::now()),
-            Action::Wait {
-                holder: "other".to_owned(),
-                expires: first_seen + LEASE
-            },
+            Action::Wait { holder: "other".to_owned(), expires: first_seen + LEASE },
             "an unchanged record keeps the time it was first seen"
         );
 
         tokio::time::advance(Duration::from_millis(1)).await;
-        assert_eq!(
-            decide(Some(&observed), "me", LEASE, Instant::now()),
-            Action::Acquire
-        );
+        assert_eq!(decide(Some(&observed), "me", LEASE, Instant::now()), Action::Acquire);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_renewal_seen_should_restart_the_wait() {
-        let mut observed =
-            Observed::update(None, held_by("other", Timestamp::now()), Instant::now());
+        let mut observed = Observed::update(None, held_by("other", Timestamp::now()), Instant::now());
         tokio::time::advance(LEASE - RETRY).await;
         let renewed = held_by("other", Timestamp::now() + Duration::from_secs(1));
         observed = Observed::update(Some(observed), renewed, Instant::now());
         tokio::time::advance(RETRY).await;
         assert!(
-            matches!(
-                decide(Some(&observed), "me", LEASE, Instant::now()),
-                Action::Wait { .. }
-            ),
+            matches!(decide(Some(&observed), "me", LEASE, Instant::now()), Action::Wait { .. }),
             "the wait counts from the renewal we saw, not from the first record"
         );
     }
@@ -873,12 +767,7 @@ mod tests {
         let long_ago = Timestamp::UNIX_EPOCH;
         let observed = seen(held_by("other", long_ago), now);
         assert!(matches!(
-            decide(
-                observed.as_ref(),
-                "me",
-                LEASE,
-                now + LEASE - Duration::from_millis(1)
-            ),
+            decide(observed.as_ref(), "me", LEASE, now + LEASE - Duration::from_millis(1)),
             Action::Wait { .. }
         ));
     }
@@ -886,19 +775,10 @@ mod tests {
     #[test]
     fn a_record_without_a_duration_should_get_ours() {
         let now = Instant::now();
-        let spec = LeaseSpec {
-            lease_duration_seconds: None,
-            ..held_by("other", Timestamp::now())
-        };
+        let spec = LeaseSpec { lease_duration_seconds: None, ..held_by("other", Timestamp::now()) };
         let observed = seen(spec, now);
-        assert!(matches!(
-            decide(observed.as_ref(), "me", LEASE, now + RENEW),
-            Action::Wait { .. }
-        ));
-        assert_eq!(
-            decide(observed.as_ref(), "me", LEASE, now + LEASE),
-            Action::Acquire
-        );
+        assert!(matches!(decide(observed.as_ref(), "me", LEASE, now + RENEW), Action::Wait { .. }));
+        assert_eq!(decide(observed.as_ref(), "me", LEASE, now + LEASE), Action::Acquire);
     }
 
     // --- The records written ---
@@ -938,57 +818,25 @@ mod tests {
     #[test]
     fn the_defaults_should_be_client_gos_and_valid() {
         let config = Config::new("ns", "name");
-        assert_eq!(
-            (
-                config.lease_duration,
-                config.renew_deadline,
-                config.retry_period
-            ),
-            (LEASE, RENEW, RETRY)
-        );
+        assert_eq!((config.lease_duration, config.renew_deadline, config.retry_period), (LEASE, RENEW, RETRY));
         config.validate().unwrap();
-        assert_ne!(
-            config.identity,
-            Config::new("ns", "name").identity,
-            "identities are unique"
-        );
+        assert_ne!(config.identity, Config::new("ns", "name").identity, "identities are unique");
     }
 
     #[test]
     fn timings_that_would_let_two_lead_should_be_rejected() {
-        let cases = [
-            (LEASE, LEASE, RETRY),
-            (LEASE, RENEW, RENEW),
-            (LEASE, RENEW, Duration::ZERO),
-        ];
+        let cases = [(LEASE, LEASE, RETRY), (LEASE, RENEW, RENEW), (LEASE, RENEW, Duration::ZERO)];
         for (lease_duration, renew_deadline, retry_period) in cases {
-            let config = Config {
-                lease_duration,
-                renew_deadline,
-                retry_period,
-                ..config("me")
-            };
+            let config = Config { lease_duration, renew_deadline, retry_period, ..config("me") };
             assert!(
                 matches!(config.validate(), Err(Error::Timings { .. })),
                 "{lease_duration:?} {renew_deadline:?} {retry_period:?}"
             );
         }
-        let fractional = Config {
-            lease_duration: Duration::from_millis(15_500),
-            ..config("me")
-        };
-        assert!(matches!(
-            fractional.validate(),
-            Err(Error::LeaseDuration(_))
-        ));
-        let nameless = Config {
-            name: String::new(),
-            ..config("me")
-        };
-        assert!(matches!(
-            nameless.validate(),
-            Err(Error::Empty { field: "name" })
-        ));
+        let fractional = Config { lease_duration: Duration::from_millis(15_500), ..config("me") };
+        assert!(matches!(fractional.validate(), Err(Error::LeaseDuration(_))));
+        let nameless = Config { name: String::new(), ..config("me") };
+        assert!(matches!(nameless.validate(), Err(Error::Empty { field: "name" })));
     }
 
     // --- The loop, against a fake API server, in virtual time ---
@@ -1010,10 +858,7 @@ mod tests {
     impl Fake {
         /// Another client of the same store, with its own connection.
         fn client(&self) -> Fake {
-            Fake {
-                store: self.store.clone(),
-                cut: Arc::default(),
-            }
+            Fake { store: self.store.clone(), cut: Arc::default() }
         }
 
         fn cut(&self) {
@@ -1075,10 +920,7 @@ mod tests {
         async fn update(&self, _name: &str, lease: &Lease) -> kube::Result<Lease> {
             self.network().await;
             let mut store = self.store.lock().unwrap();
-            let current = store
-                .lease
-                .as_ref()
-                .and_then(|l| l.metadata.resource_version.clone());
+            let current = store.lease.as_ref().and_then(|l| l.metadata.resource_version.clone());
             if current != lease.metadata.resource_version {
                 return Err(conflict());
             }
@@ -1100,11 +942,7 @@ mod tests {
         let task = tokio::spawn(elector.run(async move {
             let _ = stopped.await;
         }));
-        Candidate {
-            leading,
-            task,
-            stop: Some(stop),
-        }
+        Candidate { leading, task, stop: Some(stop) }
     }
 
     impl Candidate {
@@ -1139,10 +977,7 @@ mod tests {
         a.until(true).await;
         for _ in 0..100 {
             tokio::time::sleep(Duration::from_millis(500)).await;
-            assert!(
-                a.leads() && !b.leads(),
-                "a took it first and keeps renewing"
-            );
+            assert!(a.leads() && !b.leads(), "a took it first and keeps renewing");
         }
     }
 
@@ -1160,11 +995,7 @@ mod tests {
         let last_renewal = started + Duration::from_secs(4);
 
         let stepped_down = a.until(false).await;
-        assert_eq!(
-            stepped_down,
-            last_renewal + RENEW,
-            "the hanging request did not delay it"
-        );
+        assert_eq!(stepped_down, last_renewal + RENEW, "the hanging request did not delay it");
         let b_leads = b.until(true).await;
         assert!(
             b_leads >= stepped_down + (LEASE - RENEW),
@@ -1190,16 +1021,9 @@ mod tests {
         let b_leads = b.until(true).await;
         // a last renewed at +2; b saw that at +2 (same instant) or at its next look.
         let last_renewal = started + Duration::from_secs(2);
-        assert!(
-            b_leads >= last_renewal + LEASE,
-            "b took over {:?} after the kill",
-            b_leads - killed
-        );
+        assert!(b_leads >= last_renewal + LEASE, "b took over {:?} after the kill", b_leads - killed);
         assert!(b_leads <= last_renewal + LEASE + 2 * RETRY);
-        assert_eq!(
-            fake.lease().spec.unwrap().holder_identity.as_deref(),
-            Some("b")
-        );
+        assert_eq!(fake.lease().spec.unwrap().holder_identity.as_deref(), Some("b"));
     }
 
     #[tokio::test(start_paused = true)]
@@ -1217,11 +1041,7 @@ mod tests {
         assert_eq!(fake.lease().spec.unwrap().holder_identity, None, "released");
 
         let b_leads = b.until(true).await;
-        assert!(
-            b_leads <= stopped_at + RETRY,
-            "b took {:?}",
-            b_leads - stopped_at
-        );
+        assert!(b_leads <= stopped_at + RETRY, "b took {:?}", b_leads - stopped_at);
         assert_eq!(fake.lease().spec.unwrap().lease_transitions, Some(1));
     }
 
@@ -1234,11 +1054,7 @@ mod tests {
         fake.overwrite(held_by("thief", Timestamp::now()));
 
         let stepped_down = a.until(false).await;
-        assert_eq!(
-            stepped_down,
-            started + 2 * RETRY,
-            "at the renewal after the theft"
-        );
+        assert_eq!(stepped_down, started + 2 * RETRY, "at the renewal after the theft");
         // It stands by, then takes over at its first look after the thief's
         // record has stood unchanged for a lease duration.
         let back = a.until(true).await;
@@ -1258,9 +1074,6 @@ mod tests {
         (&mut b.task).await.unwrap();
         assert!(!b.leads());
         assert!(a.leads());
-        assert_eq!(
-            fake.lease().spec.unwrap().holder_identity,
-            before.spec.unwrap().holder_identity
-        );
+        assert_eq!(fake.lease().spec.unwrap().holder_identity, before.spec.unwrap().holder_identity);
     }
 }

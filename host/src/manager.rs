@@ -90,7 +90,13 @@ impl Manager {
     pub fn add(&mut self, module: Module) -> Controller {
         let info = module.info();
         self.metrics.module_loaded(&info.manifest.name, &info.digest, info.compile_time);
-        let c = Controller::new(module, &self.cache, self.client.clone(), self.metrics.clone(), self.config.controller.clone());
+        let c = Controller::new(
+            module,
+            &self.cache,
+            self.client.clone(),
+            self.metrics.clone(),
+            self.config.controller.clone(),
+        );
         self.controllers.push(c.clone());
         c
     }
@@ -128,7 +134,8 @@ impl Manager {
                 }
             });
         }
-        let readiness = tokio::spawn(report_readiness(self.cache.clone(), self.metrics.clone(), self.readiness.clone()));
+        let readiness =
+            tokio::spawn(report_readiness(self.cache.clone(), self.metrics.clone(), self.readiness.clone()));
 
         // Without election this replica always leads; the sender is kept
         // alive so that "leadership changed" never fires.
@@ -151,7 +158,8 @@ impl Manager {
         // Releases the Lease (the elector sees the stop) and stops the server.
         readiness.abort();
         let _ = stop_tx.send(true);
-        let _ = tokio::time::timeout(Duration::from_secs(5), async { while background.join_next().await.is_some() {} }).await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), async { while background.join_next().await.is_some() {} })
+            .await;
         result
     }
 
@@ -199,10 +207,9 @@ impl Manager {
         }
         tracing::info!(timeout = ?self.config.shutdown_timeout, "shutting down: draining in-flight reconciles");
         let _ = stop_tx.send(true);
-        let drained = tokio::time::timeout(self.config.shutdown_timeout, async {
-            while running.join_next().await.is_some() {}
-        })
-        .await;
+        let drained =
+            tokio::time::timeout(self.config.shutdown_timeout, async { while running.join_next().await.is_some() {} })
+                .await;
         if drained.is_err() {
             tracing::warn!("reconciles still running after the shutdown timeout; abandoning them");
             running.abort_all();

@@ -129,7 +129,17 @@ mod tests {
     #[test]
     fn selector_should_match_every_operator() {
         let l = labels(json!({"app": "web", "tier": "front", "env": "prod"}));
-        let yes = ["app=web", "app==web", "tier!=db", "env in (prod, staging)", "env notin (dev)", "app", "!legacy", "app=web,env in (prod)", ""];
+        let yes = [
+            "app=web",
+            "app==web",
+            "tier!=db",
+            "env in (prod, staging)",
+            "env notin (dev)",
+            "app",
+            "!legacy",
+            "app=web,env in (prod)",
+            "",
+        ];
         for s in yes {
             assert!(Selector::parse(s).unwrap().matches(Some(&l)), "{s} should match");
         }

@@ -46,7 +46,8 @@ fn inspect_shows_the_manifest_and_the_module() {
     ] {
         assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
     }
-    let json: serde_json::Value = serde_json::from_slice(&operon(&["inspect", "--json", &webapp_module()]).stdout).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_slice(&operon(&["inspect", "--json", &webapp_module()]).stdout).unwrap();
     assert_eq!(json["manifest"]["name"], "webapp");
     assert!(json["digest"].as_str().unwrap().starts_with("sha256:"));
 }
@@ -77,8 +78,14 @@ fn a_wrong_expectation_fails_with_a_diff() {
     let text = stdout(&out);
     assert!(!out.status.success(), "{text}");
     assert!(text.contains("FAILED  scale"), "{text}");
-    assert!(text.lines().any(|l| l.starts_with('-') && l.trim_end().ends_with("replicas: 30")), "diff shows the expected value:\n{text}");
-    assert!(text.lines().any(|l| l.starts_with('+') && l.trim_end().ends_with("replicas: 3")), "diff shows the actual value:\n{text}");
+    assert!(
+        text.lines().any(|l| l.starts_with('-') && l.trim_end().ends_with("replicas: 30")),
+        "diff shows the expected value:\n{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.starts_with('+') && l.trim_end().ends_with("replicas: 3")),
+        "diff shows the actual value:\n{text}"
+    );
     assert!(text.lines().last().unwrap().ends_with("passed, 1 failed"), "{text}");
 }
 

@@ -119,7 +119,8 @@ async fn only_the_leader_reconciles_and_a_killed_leader_is_replaced() {
     for i in 0..5 {
         create_webapp(&client, &ns, &format!("backlog-{i}")).await;
     }
-    eventually("the standby takes over", Duration::from_secs(60), || async { standby.leads().await.then_some(()) }).await;
+    eventually("the standby takes over", Duration::from_secs(60), || async { standby.leads().await.then_some(()) })
+        .await;
     let takeover = killed.elapsed();
     // The standby may have seen the last renewal up to one retry late, and
     // our polling adds up to 100 ms plus a scrape.

@@ -31,10 +31,7 @@ const SLACK: Duration = Duration::from_secs(1);
 const NAME: &str = "operon";
 
 fn init_logs() {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter("operon::leader=debug")
-        .try_init();
+    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("operon::leader=debug").try_init();
 }
 
 async fn setup(prefix: &str) -> (Client, String) {
@@ -77,13 +74,7 @@ fn start(client: Client, namespace: &str, identity: &str) -> Candidate {
     let task = tokio::spawn(elector.run(async move {
         let _ = stopped.await;
     }));
-    Candidate {
-        identity: identity.to_owned(),
-        leading,
-        history,
-        task,
-        stop: Some(stop),
-    }
+    Candidate { identity: identity.to_owned(), leading, history, task, stop: Some(stop) }
 }
 
 impl Candidate {
@@ -120,8 +111,7 @@ impl Candidate {
 fn assert_never_both(a: &Candidate, b: &Candidate) {
     for (a_start, a_end) in a.terms() {
         for (b_start, b_end) in b.terms() {
-            let disjoint =
-                a_end.is_some_and(|end| end <= b_start) || b_end.is_some_and(|end| end <= a_start);
+            let disjoint = a_end.is_some_and(|end| end <= b_start) || b_end.is_some_and(|end| end <= a_start);
             assert!(
                 disjoint,
                 "{} and {} led at once: {:?} and {:?}",
@@ -135,12 +125,7 @@ fn assert_never_both(a: &Candidate, b: &Candidate) {
 }
 
 async fn lease_spec(client: &Client, namespace: &str) -> LeaseSpec {
-    Api::<Lease>::namespaced(client.clone(), namespace)
-        .get(NAME)
-        .await
-        .unwrap()
-        .spec
-        .unwrap()
+    Api::<Lease>::namespaced(client.clone(), namespace).get(NAME).await.unwrap().spec.unwrap()
 }
 
 #[tokio::test]
@@ -159,11 +144,7 @@ async fn two_electors_should_elect_exactly_one() {
     // Over two lease durations, renewals keep the same one leading.
     let watched = Instant::now();
     while watched.elapsed() < 2 * LEASE {
-        let leaders: Vec<_> = [&a, &b]
-            .iter()
-            .filter(|c| c.leads())
-            .map(|c| c.identity.as_str())
-            .collect();
+        let leaders: Vec<_> = [&a, &b].iter().filter(|c| c.leads()).map(|c| c.identity.as_str()).collect();
         assert_eq!(leaders, [leader.as_str()], "exactly {leader} leads");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -194,10 +175,7 @@ async fn a_killed_leader_should_be_replaced_once_its_lease_expires() {
     eprintln!("kill: b led {took:?} after a was killed (lease {LEASE:?})");
     // a renewed at most a retry period (plus a request) before the kill, so
     // b cannot have waited much less than the lease.
-    assert!(
-        took >= LEASE - RETRY - SLACK,
-        "b took over too early: {took:?}"
-    );
+    assert!(took >= LEASE - RETRY - SLACK, "b took over too early: {took:?}");
 
     let spec = lease_spec(&client, &namespace).await;
     assert_eq!(spec.holder_identity.as_deref(), Some("b"));
@@ -216,16 +194,10 @@ async fn a_clean_shutdown_should_hand_over_within_a_retry_period() {
 
     let stopped = Instant::now();
     a.stop.take().unwrap().send(()).unwrap();
-    timeout(RENEW + SLACK, &mut a.task)
-        .await
-        .expect("a returned")
-        .unwrap();
+    timeout(RENEW + SLACK, &mut a.task).await.expect("a returned").unwrap();
     assert!(!a.leads());
     let b_leads = b.until(true, RETRY + SLACK).await;
-    eprintln!(
-        "release: b led {:?} after a was told to stop (retry {RETRY:?})",
-        b_leads - stopped
-    );
+    eprintln!("release: b led {:?} after a was told to stop (retry {RETRY:?})", b_leads - stopped);
 
     assert_never_both(&a, &b);
     let spec = lease_spec(&client, &namespace).await;
@@ -367,26 +339,17 @@ async fn a_leader_whose_lease_is_taken_should_step_down_before_it_would_expire()
     spec.holder_identity = Some("thief".to_owned());
     spec.renew_time = Some(MicroTime(Timestamp::now()));
     let stolen = Instant::now();
-    leases
-        .replace(NAME, &PostParams::default(), &lease)
-        .await
-        .unwrap();
+    leases.replace(NAME, &PostParams::default(), &lease).await.unwrap();
 
     // Its next renewal conflicts; at the latest its renew deadline passes.
     let a_stops = a.until(false, RENEW).await;
-    eprintln!(
-        "stolen: a stepped down {:?} after the theft",
-        a_stops - stolen
-    );
+    eprintln!("stolen: a stepped down {:?} after the theft", a_stops - stolen);
 
     // The thief never renews: a takes the Lease back once the thief's record
     // has stood unchanged for a lease duration, by a's clock.
     let back = a.until(true, LEASE + RETRY + SLACK).await;
     eprintln!("stolen: a led again {:?} after the theft", back - stolen);
-    assert!(
-        back - stolen >= LEASE,
-        "a took it back before the thief's lease expired"
-    );
+    assert!(back - stolen >= LEASE, "a took it back before the thief's lease expired");
     let spec = lease_spec(&client, &namespace).await;
     assert_eq!(spec.holder_identity.as_deref(), Some("a"));
     assert_eq!(spec.lease_transitions, Some(1));

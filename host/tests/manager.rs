@@ -13,7 +13,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::Ingress;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
 use operon::manager::{self, Manager};
 use operon::runtime::{self, Limits, Runtime};
 use serde_json::{Value, json};
@@ -22,7 +24,9 @@ use std::time::Duration;
 const WAIT: Duration = Duration::from_secs(30);
 
 fn plane() -> &'static operon_envtest::ControlPlane {
-    operon_envtest::shared_with(|| operon_envtest::Options::with_controller_manager().crd(webapp_crd()).crd(thing_crd()))
+    operon_envtest::shared_with(|| {
+        operon_envtest::Options::with_controller_manager().crd(webapp_crd()).crd(thing_crd())
+    })
 }
 
 /// A manager running one module, scoped to one namespace.
@@ -67,7 +71,10 @@ impl Running {
 
     fn api<K>(&self) -> Api<K>
     where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
         K::DynamicType: Default,
     {
         Api::namespaced(self.client.clone(), &self.namespace)
@@ -114,7 +121,13 @@ async fn get<K: Clone + serde::de::DeserializeOwned + std::fmt::Debug>(api: &Api
 #[tokio::test]
 async fn webapp_children_follow_the_spec_and_are_pruned() {
     let r = Running::start("rust-webapp", "children").await;
-    let parent = r.create("WebApp", "shop", json!({"image": "nginx:1.27", "replicas": 2, "ingress": {"host": "shop.example.com"}})).await;
+    let parent = r
+        .create(
+            "WebApp",
+            "shop",
+            json!({"image": "nginx:1.27", "replicas": 2, "ingress": {"host": "shop.example.com"}}),
+        )
+        .await;
     let uid = parent.metadata.uid.clone().unwrap();
 
     let deployments = r.api::<Deployment>();
@@ -145,7 +158,8 @@ async fn webapp_children_follow_the_spec_and_are_pruned() {
     // Ingress turned off: pruned.
     let patch = json!({"spec": {"ingress": null}});
     r.custom("WebApp").patch("shop", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
-    eventually("the Ingress pruned", WAIT, || async { get(&r.api::<Ingress>(), "shop").await.is_none().then_some(()) }).await;
+    eventually("the Ingress pruned", WAIT, || async { get(&r.api::<Ingress>(), "shop").await.is_none().then_some(()) })
+        .await;
     assert!(get(&r.api::<Service>(), "shop").await.is_some(), "the Service stays");
     r.stop().await;
 }
@@ -268,7 +282,9 @@ async fn metrics_and_probes_are_served_and_metrics_pass_promtool() {
         text.contains(r#"controller_runtime_reconcile_total{controller="webapp",result="success"}"#).then_some(text)
     })
     .await;
-    for name in ["workqueue_adds_total", "controller_runtime_reconcile_time_seconds_bucket", "operon_guest_call_seconds_bucket"] {
+    for name in
+        ["workqueue_adds_total", "controller_runtime_reconcile_time_seconds_bucket", "operon_guest_call_seconds_bucket"]
+    {
         assert!(text.contains(name), "missing {name}");
     }
     promtool_check(&text);
@@ -289,7 +305,9 @@ fn promtool_check(text: &str) {
         Ok(c) => c,
         Err(e) if std::env::var("OPERON_REQUIRE_PROMTOOL").as_deref() == Ok("1") => panic!("promtool is required: {e}"),
         Err(_) => {
-            eprintln!("promtool not installed; skipping the format check (set OPERON_REQUIRE_PROMTOOL=1 to require it)");
+            eprintln!(
+                "promtool not installed; skipping the format check (set OPERON_REQUIRE_PROMTOOL=1 to require it)"
+            );
             return;
         }
     };

@@ -68,7 +68,10 @@ async fn an_api_server_restart_loses_no_change() {
         create(&client, &ns, &format!("before-{i}"), 1).await;
         expected.push((format!("before-{i}"), 1));
     }
-    eventually("parents created before the restart converge", Duration::from_secs(30), || converged(&client, &ns, &expected)).await;
+    eventually("parents created before the restart converge", Duration::from_secs(30), || {
+        converged(&client, &ns, &expected)
+    })
+    .await;
 
     tokio::task::block_in_place(|| plane.restart_apiserver(Duration::from_secs(3), Duration::from_secs(60)))
         .expect("the API server comes back");
@@ -85,7 +88,10 @@ async fn an_api_server_restart_loses_no_change() {
         create(&client, &ns, &format!("after-{i}"), 2).await;
         expected.push((format!("after-{i}"), 2));
     }
-    eventually("every parent converges after the restart", Duration::from_secs(60), || converged(&client, &ns, &expected)).await;
+    eventually("every parent converges after the restart", Duration::from_secs(60), || {
+        converged(&client, &ns, &expected)
+    })
+    .await;
 
     let _ = stop.send(());
     task.await.unwrap().unwrap();

@@ -109,9 +109,7 @@ fn a_guest_that_returns_invalid_json_is_malformed() {
 #[test]
 fn a_guest_that_returns_too_much_is_oversized() {
     let rt = runtime();
-    let module = rt
-        .load(&guest("misbehave-oversized"), Limits { memory: 128 << 20, ..limits() })
-        .unwrap();
+    let module = rt.load(&guest("misbehave-oversized"), Limits { memory: 128 << 20, ..limits() }).unwrap();
     let err = call(&module, &thing()).unwrap_err();
     match err {
         CallError::OutputTooLarge { size, limit } => {

@@ -59,11 +59,7 @@ impl<'a> Context<'a> {
     /// # Errors
     ///
     /// As [`get`](Context::get).
-    pub fn get_in<K: ObjectKind + DeserializeOwned>(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Option<K>, Failure> {
+    pub fn get_in<K: ObjectKind + DeserializeOwned>(&self, namespace: &str, name: &str) -> Result<Option<K>, Failure> {
         self.fetch(K::gvk(), Some(namespace.to_owned()), name)
     }
 
@@ -73,17 +69,11 @@ impl<'a> Context<'a> {
     /// # Errors
     ///
     /// As [`get`](Context::get).
-    pub fn get_ref<T: DeserializeOwned>(
-        &self,
-        reference: &raw::ObjectRef,
-    ) -> Result<Option<T>, Failure> {
+    pub fn get_ref<T: DeserializeOwned>(&self, reference: &raw::ObjectRef) -> Result<Option<T>, Failure> {
         match self.host.get(reference) {
             Ok(Some(json)) => parse_object(&json).map(Some),
             Ok(None) => Ok(None),
-            Err(error) => Err(Failure::transient(format!(
-                "cannot get {} {}: {error}",
-                reference.kind, reference.name
-            ))),
+            Err(error) => Err(Failure::transient(format!("cannot get {} {}: {error}", reference.kind, reference.name))),
         }
     }
 
@@ -93,11 +83,7 @@ impl<'a> Context<'a> {
         namespace: Option<String>,
         name: &str,
     ) -> Result<Option<T>, Failure> {
-        self.get_ref(&raw::ObjectRef {
-            kind,
-            namespace,
-            name: name.to_owned(),
-        })
+        self.get_ref(&raw::ObjectRef { kind, namespace, name: name.to_owned() })
     }
 
     /// The objects of `K`'s kind in the parent's namespace (or
@@ -108,10 +94,7 @@ impl<'a> Context<'a> {
     ///
     /// Transient when the host refuses the list (kind not declared or
     /// granted, malformed selector). Terminal when an object does not fit `K`.
-    pub fn list<K: ObjectKind + DeserializeOwned>(
-        &self,
-        label_selector: &str,
-    ) -> Result<Vec<K>, Failure> {
+    pub fn list<K: ObjectKind + DeserializeOwned>(&self, label_selector: &str) -> Result<Vec<K>, Failure> {
         self.list_of(&K::gvk(), None, label_selector)
     }
 
@@ -155,16 +138,9 @@ impl<'a> Context<'a> {
     }
 
     /// Writes a log line with structured key/value fields.
-    pub fn log_with(
-        &self,
-        level: Level,
-        message: impl fmt::Display,
-        fields: &[(&str, &dyn fmt::Display)],
-    ) {
-        let fields: Vec<(String, String)> = fields
-            .iter()
-            .map(|(key, value)| ((*key).to_owned(), value.to_string()))
-            .collect();
+    pub fn log_with(&self, level: Level, message: impl fmt::Display, fields: &[(&str, &dyn fmt::Display)]) {
+        let fields: Vec<(String, String)> =
+            fields.iter().map(|(key, value)| ((*key).to_owned(), value.to_string())).collect();
         self.host.log(level, &message.to_string(), &fields);
     }
 

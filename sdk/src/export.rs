@@ -66,7 +66,7 @@ macro_rules! export {
             // Only in the component: natively the export names (`operon:reconciler/guest@0.1.0#reconcile`)
             // are not valid symbol names for a shared library's version script.
             #[cfg(target_arch = "wasm32")]
-            $crate::__private::bindings::export_world!(__OperonGuest with_types_in $crate::__private::bindings);
+    $crate::__private::bindings::export_world!(__OperonGuest with_types_in $crate::__private::bindings);
         };
     };
 }

@@ -133,9 +133,6 @@ mod tests {
             image: String,
         }
         let error = serde_json::from_str::<Spec>("{\"replicas\": 1}").unwrap_err();
-        assert_eq!(
-            Failure::from(error),
-            Failure::terminal("missing field `image`")
-        );
+        assert_eq!(Failure::from(error), Failure::terminal("missing field `image`"));
     }
 }

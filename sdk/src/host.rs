@@ -33,12 +33,7 @@ pub trait Host {
     /// # Errors
     ///
     /// The kind may not be read, is not known, or the selector is malformed.
-    fn list(
-        &self,
-        kind: &Gvk,
-        namespace: Option<&str>,
-        label_selector: Option<&str>,
-    ) -> Result<Vec<String>, String>;
+    fn list(&self, kind: &Gvk, namespace: Option<&str>, label_selector: Option<&str>) -> Result<Vec<String>, String>;
 }
 
 /// The host imports of the component. Only ever called inside a component:
@@ -56,12 +51,7 @@ impl Host for WitHost {
         crate::bindings::operon::reconciler::host::get(reference)
     }
 
-    fn list(
-        &self,
-        kind: &Gvk,
-        namespace: Option<&str>,
-        label_selector: Option<&str>,
-    ) -> Result<Vec<String>, String> {
+    fn list(&self, kind: &Gvk, namespace: Option<&str>, label_selector: Option<&str>) -> Result<Vec<String>, String> {
         crate::bindings::operon::reconciler::host::list(kind, namespace, label_selector)
     }
 }

@@ -57,16 +57,8 @@ impl Gvk {
     /// let deployment = operon_sdk::Gvk::new("apps", "v1", "Deployment");
     /// assert_eq!(deployment.api_version(), "apps/v1");
     /// ```
-    pub fn new(
-        group: impl Into<String>,
-        version: impl Into<String>,
-        kind: impl Into<String>,
-    ) -> Gvk {
-        Gvk {
-            group: group.into(),
-            version: version.into(),
-            kind: kind.into(),
-        }
+    pub fn new(group: impl Into<String>, version: impl Into<String>, kind: impl Into<String>) -> Gvk {
+        Gvk { group: group.into(), version: version.into(), kind: kind.into() }
     }
 
     /// A kind from an object's `apiVersion` (`apps/v1`, or `v1` for the core
@@ -89,11 +81,7 @@ impl Gvk {
     /// The `apiVersion` of objects of this kind: `group/version`, or just
     /// `version` for the core group.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
+        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
     }
 
     /// Whether an object with this `apiVersion` and `kind` is of this kind.
@@ -120,11 +108,9 @@ mod tests {
 
     #[test]
     fn api_version_should_round_trip_for_core_and_named_groups() {
-        for (api_version, group) in [
-            ("v1", ""),
-            ("apps/v1", "apps"),
-            ("example.operon.dev/v1alpha1", "example.operon.dev"),
-        ] {
+        for (api_version, group) in
+            [("v1", ""), ("apps/v1", "apps"), ("example.operon.dev/v1alpha1", "example.operon.dev")]
+        {
             let gvk = Gvk::from_api_version(api_version, "X");
             assert_eq!(gvk.group, group);
             assert_eq!(gvk.api_version(), api_version);
@@ -138,9 +124,6 @@ mod tests {
     fn k8s_openapi_resources_should_know_their_kind() {
         use k8s_openapi::api::apps::v1::Deployment;
         assert_eq!(Deployment::gvk(), Gvk::new("apps", "v1", "Deployment"));
-        assert_eq!(
-            Gvk::of::<k8s_openapi::api::core::v1::Service>().to_string(),
-            "v1 Service"
-        );
+        assert_eq!(Gvk::of::<k8s_openapi::api::core::v1::Service>().to_string(), "v1 Service");
     }
 }

@@ -153,8 +153,8 @@ pub use request::{Metadata, Request};
 pub mod raw {
     pub use crate::bindings::operon::reconciler::host::Level;
     pub use crate::bindings::operon::reconciler::types::{
-        Children, Event, Failure, Gvk, Mapping, Object, ObjectRef, Outcome,
-        ReconcilerManifest as Manifest, Request, Watch,
+        Children, Event, Failure, Gvk, Mapping, Object, ObjectRef, Outcome, ReconcilerManifest as Manifest, Request,
+        Watch,
     };
 }
 

@@ -17,33 +17,20 @@ pub use crate::raw::Event;
 ///
 /// Terminal: the value does not serialize, is not a JSON object, or has no
 /// `apiVersion`/`kind`.
-pub(crate) fn to_object(
-    object: impl Serialize,
-    kind: Option<(&str, &str)>,
-) -> Result<Map<String, Value>, Failure> {
+pub(crate) fn to_object(object: impl Serialize, kind: Option<(&str, &str)>) -> Result<Map<String, Value>, Failure> {
     let value = serde_json::to_value(object).map_err(|error| {
-        Failure::terminal(format!(
-            "cannot serialize a desired object: {}",
-            json_error_message(&error)
-        ))
+        Failure::terminal(format!("cannot serialize a desired object: {}", json_error_message(&error)))
     })?;
     let Value::Object(mut map) = value else {
-        return Err(Failure::terminal(
-            "a desired object must serialize to a JSON object",
-        ));
+        return Err(Failure::terminal("a desired object must serialize to a JSON object"));
     };
     if let Some((api_version, kind)) = kind {
-        map.entry("apiVersion")
-            .or_insert_with(|| api_version.into());
+        map.entry("apiVersion").or_insert_with(|| api_version.into());
         map.entry("kind").or_insert_with(|| kind.into());
     }
     for field in ["apiVersion", "kind"] {
         if !map.get(field).is_some_and(Value::is_string) {
-            let name = map
-                .get("metadata")
-                .and_then(|m| m.get("name"))
-                .and_then(Value::as_str)
-                .unwrap_or("<unnamed>");
+            let name = map.get("metadata").and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("<unnamed>");
             return Err(Failure::terminal(format!(
                 "desired object {name} has no {field}: set it, or implement ObjectKind for its type and use apply_kind"
             )));
@@ -163,9 +150,7 @@ impl Outcome {
         match serde_json::to_value(status) {
             Ok(value @ Value::Object(_)) => self.status = Some(value),
             Ok(_) => {
-                self.error.get_or_insert(Failure::terminal(
-                    "the status must serialize to a JSON object",
-                ));
+                self.error.get_or_insert(Failure::terminal("the status must serialize to a JSON object"));
             }
             Err(error) => {
                 self.error.get_or_insert(Failure::terminal(format!(
@@ -189,11 +174,7 @@ impl Outcome {
     }
 
     fn push_event(mut self, warning: bool, reason: String, message: String) -> Outcome {
-        self.events.push(Event {
-            warning,
-            reason,
-            message,
-        });
+        self.events.push(Event { warning, reason, message });
         self
     }
 
@@ -233,16 +214,10 @@ impl Outcome {
             return Err(failure);
         }
         Ok(raw::Outcome {
-            desired: self
-                .desired
-                .into_iter()
-                .map(|object| Value::Object(object).to_string())
-                .collect(),
+            desired: self.desired.into_iter().map(|object| Value::Object(object).to_string()).collect(),
             status: self.status.map(|status| status.to_string()),
             events: self.events,
-            requeue_after_ms: self
-                .requeue_after
-                .map(|delay| u64::try_from(delay.as_millis()).unwrap_or(u64::MAX)),
+            requeue_after_ms: self.requeue_after.map(|delay| u64::try_from(delay.as_millis()).unwrap_or(u64::MAX)),
             finalized: self.finalized,
         })
     }
@@ -274,27 +249,13 @@ mod tests {
             const API_VERSION: &'static str = "v1";
             const KIND: &'static str = "ConfigMap";
         }
-        let raw = Outcome::new()
-            .apply_kind(Settings {
-                metadata: json!({"name": "s"}),
-            })
-            .into_raw()
-            .unwrap();
+        let raw = Outcome::new().apply_kind(Settings { metadata: json!({"name": "s"}) }).into_raw().unwrap();
         let object: Value = serde_json::from_str(&raw.desired[0]).unwrap();
-        assert_eq!(
-            object,
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "s"}})
-        );
+        assert_eq!(object, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "s"}}));
     }
 
     #[test]
     fn status_should_be_an_object() {
-        assert!(
-            Outcome::new()
-                .status(3)
-                .into_raw()
-                .unwrap_err()
-                .is_terminal()
-        );
+        assert!(Outcome::new().status(3).into_raw().unwrap_err().is_terminal());
     }
 }

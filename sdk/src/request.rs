@@ -42,9 +42,7 @@ pub struct Metadata {
     pub finalizers: Vec<String>,
 }
 
-fn null_as_default<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(
-    deserializer: D,
-) -> Result<T, D::Error> {
+fn null_as_default<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(deserializer: D) -> Result<T, D::Error> {
     Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
@@ -75,11 +73,7 @@ impl Head {
 pub(crate) fn parse_object<T: DeserializeOwned>(json: &str) -> Result<T, Failure> {
     serde_json::from_str(json).map_err(|error| {
         let head: Head = serde_json::from_str(json).unwrap_or_default();
-        Failure::terminal(format!(
-            "{} is invalid: {}",
-            head.describe(),
-            json_error_message(&error)
-        ))
+        Failure::terminal(format!("{} is invalid: {}", head.describe(), json_error_message(&error)))
     })
 }
 
@@ -120,17 +114,10 @@ impl<K: DeserializeOwned> Request<K> {
     /// message: `WebApp shop/web is invalid: missing field `image``.
     pub fn from_raw(request: raw::Request) -> Result<Request<K>, Failure> {
         let head: Head = serde_json::from_str(&request.object).map_err(|error| {
-            Failure::terminal(format!(
-                "the parent is not a Kubernetes object: {}",
-                json_error_message(&error)
-            ))
+            Failure::terminal(format!("the parent is not a Kubernetes object: {}", json_error_message(&error)))
         })?;
         let object = serde_json::from_str(&request.object).map_err(|error| {
-            Failure::terminal(format!(
-                "{} is invalid: {}",
-                head.describe(),
-                json_error_message(&error)
-            ))
+            Failure::terminal(format!("{} is invalid: {}", head.describe(), json_error_message(&error)))
         })?;
         Ok(Request {
             object,
@@ -203,10 +190,7 @@ impl<K> Request<K> {
     ///
     /// Terminal, when a child does not fit `C`.
     pub fn children_of<C: DeserializeOwned>(&self, kind: &Gvk) -> Result<Vec<C>, Failure> {
-        self.raw_children(kind)
-            .iter()
-            .map(|json| parse_object(json))
-            .collect()
+        self.raw_children(kind).iter().map(|json| parse_object(json)).collect()
     }
 
     /// The existing child of `C`'s kind called `name`, if any.
@@ -214,10 +198,7 @@ impl<K> Request<K> {
     /// # Errors
     ///
     /// Terminal, when that child does not fit `C`.
-    pub fn child<C: ObjectKind + DeserializeOwned>(
-        &self,
-        name: &str,
-    ) -> Result<Option<C>, Failure> {
+    pub fn child<C: ObjectKind + DeserializeOwned>(&self, name: &str) -> Result<Option<C>, Failure> {
         for json in self.raw_children(&C::gvk()) {
             let head: Head = serde_json::from_str(json)?;
             if head.metadata.name == name {
@@ -231,17 +212,14 @@ impl<K> Request<K> {
     /// children's `metadata`, so `C` may be a large type that is never
     /// deserialized.
     pub fn has_child<C: ObjectKind + ?Sized>(&self, name: &str) -> bool {
-        self.raw_children(&C::gvk()).iter().any(|json| {
-            serde_json::from_str::<Head>(json).is_ok_and(|head| head.metadata.name == name)
-        })
+        self.raw_children(&C::gvk())
+            .iter()
+            .any(|json| serde_json::from_str::<Head>(json).is_ok_and(|head| head.metadata.name == name))
     }
 
     /// The existing children of `kind` as JSON text.
     pub fn raw_children(&self, kind: &Gvk) -> &[String] {
-        self.children
-            .iter()
-            .find(|group| group.kind == *kind)
-            .map_or(&[], |group| group.objects.as_slice())
+        self.children.iter().find(|group| group.kind == *kind).map_or(&[], |group| group.objects.as_slice())
     }
 
     /// The related objects (of watched kinds) of `R`'s kind.
@@ -281,9 +259,7 @@ mod tests {
     impl Reconciler for Owner {
         type Object = Value;
         fn manifest() -> Manifest {
-            Manifest::new("owner", Gvk::new("", "v1", "ConfigMap"))
-                .owns(Deployment::gvk())
-                .owns(Service::gvk())
+            Manifest::new("owner", Gvk::new("", "v1", "ConfigMap")).owns(Deployment::gvk()).owns(Service::gvk())
         }
         fn reconcile(_: Request<Value>, _: &Context) -> Result<Outcome, Failure> {
             Ok(Outcome::new())
@@ -334,10 +310,7 @@ mod tests {
             .collect();
         assert_eq!(names, ["a", "b"]);
         assert_eq!(request.children::<Service>().unwrap().len(), 1);
-        assert!(
-            request.children::<ConfigMap>().unwrap().is_empty(),
-            "not owned: empty"
-        );
+        assert!(request.children::<ConfigMap>().unwrap().is_empty(), "not owned: empty");
         assert!(request.child::<Deployment>("b").unwrap().is_some());
         assert!(request.child::<Deployment>("svc").unwrap().is_none());
         assert!(request.has_child::<Service>("svc"));
@@ -362,18 +335,12 @@ mod tests {
         }
         let raw = testing::request(object("v1", "ConfigMap", "p")).build::<Owner>();
         let failure = Request::<Strict>::from_raw(raw).unwrap_err();
-        assert_eq!(
-            failure,
-            Failure::terminal("ConfigMap ns/p is invalid: missing field `spec`")
-        );
+        assert_eq!(failure, Failure::terminal("ConfigMap ns/p is invalid: missing field `spec`"));
 
         let mut raw = testing::request(object("v1", "ConfigMap", "p")).build::<Owner>();
         raw.object = "[1]".into();
         assert!(
-            Request::<Value>::from_raw(raw)
-                .unwrap_err()
-                .message()
-                .starts_with("the parent is not a Kubernetes object")
+            Request::<Value>::from_raw(raw).unwrap_err().message().starts_with("the parent is not a Kubernetes object")
         );
     }
 }

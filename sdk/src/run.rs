@@ -46,10 +46,7 @@ pub fn manifest<R: Reconciler>() -> raw::Manifest {
 ///
 /// When `R::reconcile` panics. Inside a component a panic is a trap, which
 /// the host reports as a failed reconcile.
-pub fn reconcile<R: Reconciler>(
-    host: &dyn Host,
-    request: raw::Request,
-) -> Result<raw::Outcome, raw::Failure> {
+pub fn reconcile<R: Reconciler>(host: &dyn Host, request: raw::Request) -> Result<raw::Outcome, raw::Failure> {
     let request = Request::<R::Object>::from_raw(request)?;
     let context = Context::new(host);
     let outcome = R::reconcile(request, &context)?;

@@ -113,19 +113,11 @@ impl FakeCluster {
 
     /// Removes and returns what was logged so far.
     pub fn take_logs(&self) -> Vec<LogLine> {
-        std::mem::take(
-            &mut *self
-                .logs
-                .lock()
-                .unwrap_or_else(|poison| poison.into_inner()),
-        )
+        std::mem::take(&mut *self.logs.lock().unwrap_or_else(|poison| poison.into_inner()))
     }
 
     fn scoped<'a>(&'a self, namespace: Option<&'a str>) -> Scoped<'a> {
-        Scoped {
-            cluster: self,
-            namespace,
-        }
+        Scoped { cluster: self, namespace }
     }
 }
 
@@ -155,16 +147,8 @@ impl Scoped<'_> {
 
 impl Host for Scoped<'_> {
     fn log(&self, level: Level, message: &str, fields: &[(String, String)]) {
-        let line = LogLine {
-            level,
-            message: message.to_owned(),
-            fields: fields.to_vec(),
-        };
-        self.cluster
-            .logs
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .push(line);
+        let line = LogLine { level, message: message.to_owned(), fields: fields.to_vec() };
+        self.cluster.logs.lock().unwrap_or_else(|poison| poison.into_inner()).push(line);
     }
 
     fn get(&self, reference: &raw::ObjectRef) -> Result<Option<String>, String> {
@@ -174,26 +158,14 @@ impl Host for Scoped<'_> {
             .map(|(object, _)| object.to_string()))
     }
 
-    fn list(
-        &self,
-        kind: &Gvk,
-        namespace: Option<&str>,
-        label_selector: Option<&str>,
-    ) -> Result<Vec<String>, String> {
-        let selector =
-            Selector::parse(label_selector.unwrap_or("")).map_err(|error| error.to_string())?;
-        let mut found: Vec<(&Value, Head)> = self
-            .candidates(kind, namespace)
-            .filter(|(_, head)| selector.matches(&head.metadata.labels))
-            .collect();
+    fn list(&self, kind: &Gvk, namespace: Option<&str>, label_selector: Option<&str>) -> Result<Vec<String>, String> {
+        let selector = Selector::parse(label_selector.unwrap_or("")).map_err(|error| error.to_string())?;
+        let mut found: Vec<(&Value, Head)> =
+            self.candidates(kind, namespace).filter(|(_, head)| selector.matches(&head.metadata.labels)).collect();
         found.sort_by(|(_, a), (_, b)| {
-            (&a.metadata.namespace, &a.metadata.name)
-                .cmp(&(&b.metadata.namespace, &b.metadata.name))
+            (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
         });
-        Ok(found
-            .into_iter()
-            .map(|(object, _)| object.to_string())
-            .collect())
+        Ok(found.into_iter().map(|(object, _)| object.to_string()).collect())
     }
 }
 
@@ -206,12 +178,7 @@ impl Host for FakeCluster {
         self.scoped(None).get(reference)
     }
 
-    fn list(
-        &self,
-        kind: &Gvk,
-        namespace: Option<&str>,
-        label_selector: Option<&str>,
-    ) -> Result<Vec<String>, String> {
+    fn list(&self, kind: &Gvk, namespace: Option<&str>, label_selector: Option<&str>) -> Result<Vec<String>, String> {
         self.scoped(None).list(kind, namespace, label_selector)
     }
 }
@@ -311,28 +278,18 @@ impl RequestBuilder {
     ///
     /// When a child is not of a kind the manifest owns.
     pub fn try_build(self, manifest: &raw::Manifest) -> Result<raw::Request, String> {
-        let mut groups: Vec<raw::Children> = manifest
-            .owns
-            .iter()
-            .map(|kind| raw::Children {
-                kind: kind.clone(),
-                objects: Vec::new(),
-            })
-            .collect();
+        let mut groups: Vec<raw::Children> =
+            manifest.owns.iter().map(|kind| raw::Children { kind: kind.clone(), objects: Vec::new() }).collect();
         let mut children: Vec<(Head, Value)> = self
             .children
             .into_iter()
             .map(|child| (Head::deserialize_from(&child).unwrap_or_default(), child))
             .collect();
         children.sort_by(|(a, _), (b, _)| {
-            (&a.metadata.namespace, &a.metadata.name)
-                .cmp(&(&b.metadata.namespace, &b.metadata.name))
+            (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
         });
         for (head, child) in children {
-            let Some(group) = groups
-                .iter_mut()
-                .find(|group| group.kind.matches(&head.api_version, &head.kind))
-            else {
+            let Some(group) = groups.iter_mut().find(|group| group.kind.matches(&head.api_version, &head.kind)) else {
                 return Err(format!(
                     "child {} ({} {}) is not of a kind the manifest owns",
                     head.describe(),
@@ -375,8 +332,7 @@ impl Reconciled {
     /// When an object is not JSON (never the case for an outcome made by
     /// this SDK).
     pub fn from_raw(outcome: raw::Outcome) -> Reconciled {
-        let parse =
-            |json: &str| serde_json::from_str::<Value>(json).expect("the outcome holds JSON");
+        let parse = |json: &str| serde_json::from_str::<Value>(json).expect("the outcome holds JSON");
         Reconciled {
             desired: outcome.desired.iter().map(|json| parse(json)).collect(),
             status: outcome.status.as_deref().map(parse),
@@ -388,9 +344,7 @@ impl Reconciled {
 
     /// The desired object of `kind` (`Deployment`) called `name`.
     pub fn find(&self, kind: &str, name: &str) -> Option<&Value> {
-        self.desired
-            .iter()
-            .find(|object| object["kind"] == kind && object["metadata"]["name"] == name)
+        self.desired.iter().find(|object| object["kind"] == kind && object["metadata"]["name"] == name)
     }
 
     /// The desired object of `K`'s kind called `name`, typed.
@@ -401,15 +355,10 @@ impl Reconciled {
     pub fn get<K: ObjectKind + DeserializeOwned>(&self, name: &str) -> Option<K> {
         let kind = K::gvk();
         let object = self.desired.iter().find(|object| {
-            kind.matches(
-                object["apiVersion"].as_str().unwrap_or(""),
-                object["kind"].as_str().unwrap_or(""),
-            ) && object["metadata"]["name"] == name
+            kind.matches(object["apiVersion"].as_str().unwrap_or(""), object["kind"].as_str().unwrap_or(""))
+                && object["metadata"]["name"] == name
         })?;
-        Some(
-            serde_json::from_value(object.clone())
-                .unwrap_or_else(|error| panic!("desired {kind} {name}: {error}")),
-        )
+        Some(serde_json::from_value(object.clone()).unwrap_or_else(|error| panic!("desired {kind} {name}: {error}")))
     }
 }
 
@@ -419,15 +368,10 @@ impl Reconciled {
 /// # Errors
 ///
 /// The reconcile's failure.
-pub fn reconcile<R: Reconciler>(
-    cluster: &FakeCluster,
-    request: raw::Request,
-) -> Result<Reconciled, Failure> {
+pub fn reconcile<R: Reconciler>(cluster: &FakeCluster, request: raw::Request) -> Result<Reconciled, Failure> {
     let head: Head = serde_json::from_str(&request.object).unwrap_or_default();
     let host = cluster.scoped(head.metadata.namespace.as_deref());
-    crate::run::reconcile::<R>(&host, request)
-        .map(Reconciled::from_raw)
-        .map_err(Failure::from)
+    crate::run::reconcile::<R>(&host, request).map(Reconciled::from_raw).map_err(Failure::from)
 }
 
 #[cfg(test)]
@@ -443,22 +387,18 @@ mod tests {
     impl Reconciler for Reader {
         type Object = Value;
         fn manifest() -> Manifest {
-            Manifest::new("reader", ConfigMap::gvk())
-                .reads(Secret::gvk())
-                .reads(Namespace::gvk())
+            Manifest::new("reader", ConfigMap::gvk()).reads(Secret::gvk()).reads(Namespace::gvk())
         }
         fn reconcile(_: Request<Value>, ctx: &Context) -> Result<Outcome, Failure> {
             let here = ctx.get::<Secret>("a")?.is_some();
             let there = ctx.get_in::<Secret>("other", "a")?.is_some();
             let namespace = ctx.get::<Namespace>("shop")?.is_some();
-            let web: Vec<String> = ctx
-                .list::<Secret>("team=web")?
-                .into_iter()
-                .filter_map(|s| s.metadata.name)
-                .collect();
+            let web: Vec<String> =
+                ctx.list::<Secret>("team=web")?.into_iter().filter_map(|s| s.metadata.name).collect();
             let all_web = ctx.list_in::<Secret>("other", "")?.len();
             ctx.log_with(Level::Info, "read", &[("secrets", &web.len())]);
-            Ok(Outcome::new().status(json!({"here": here, "there": there, "namespace": namespace, "web": web, "other": all_web})))
+            Ok(Outcome::new()
+                .status(json!({"here": here, "there": there, "namespace": namespace, "web": web, "other": all_web})))
         }
     }
 
@@ -489,29 +429,17 @@ mod tests {
     #[test]
     fn a_malformed_selector_should_be_a_transient_failure() {
         let cluster = FakeCluster::new();
-        let error = cluster
-            .list(&Secret::gvk(), None, Some("team in (web"))
-            .unwrap_err();
+        let error = cluster.list(&Secret::gvk(), None, Some("team in (web")).unwrap_err();
         assert!(error.contains("unclosed parenthesis"), "{error}");
         let context = Context::new(&cluster);
-        assert!(
-            !context
-                .list::<Secret>("team in (web")
-                .unwrap_err()
-                .is_terminal()
-        );
+        assert!(!context.list::<Secret>("team in (web").unwrap_err().is_terminal());
     }
 
     #[test]
     fn build_should_refuse_children_of_kinds_not_owned() {
         let parent = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "p"}});
-        let error = request(parent)
-            .child(secret("shop", "a", "web"))
-            .try_build(&Reader::manifest().into_raw())
-            .unwrap_err();
-        assert_eq!(
-            error,
-            "child Secret shop/a (v1 Secret) is not of a kind the manifest owns"
-        );
+        let error =
+            request(parent).child(secret("shop", "a", "web")).try_build(&Reader::manifest().into_raw()).unwrap_err();
+        assert_eq!(error, "child Secret shop/a (v1 Secret) is not of a kind the manifest owns");
     }
 }

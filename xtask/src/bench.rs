@@ -31,9 +31,7 @@ pub fn run(args: &[&str]) -> Result<()> {
 
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(crate::root())
-        .args(["bench", "-p", "operon", "--bench", name, "--"])
-        .args(rest);
+    cmd.current_dir(crate::root()).args(["bench", "-p", "operon", "--bench", name, "--"]).args(rest);
     eprintln!("bench: {cmd:?}");
     let status = cmd.status().context("running cargo bench")?;
     if !status.success() {

@@ -34,16 +34,10 @@ struct Paths {
 
 impl Paths {
     fn new() -> Self {
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| crate::root().join("target"));
+        let target =
+            std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| crate::root().join("target"));
         let state = target.join("operon-dev");
-        Self {
-            pid: state.join("pid"),
-            kubeconfig: target.join("operon-dev.kubeconfig"),
-            state,
-            target,
-        }
+        Self { pid: state.join("pid"), kubeconfig: target.join("operon-dev.kubeconfig"), state, target }
     }
 }
 
@@ -60,14 +54,7 @@ fn up(paths: &Paths) -> Result<()> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
         .current_dir(crate::root())
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "operon-envtest",
-            "--bin",
-            "operon-envtest",
-        ])
+        .args(["build", "--quiet", "-p", "operon-envtest", "--bin", "operon-envtest"])
         .status()
         .context("could not run cargo")?;
     if !status.success() {
@@ -75,13 +62,11 @@ fn up(paths: &Paths) -> Result<()> {
     }
     let bin = paths.target.join("debug").join("operon-envtest");
 
-    std::fs::create_dir_all(&paths.state)
-        .with_context(|| format!("could not create {}", paths.state.display()))?;
+    std::fs::create_dir_all(&paths.state).with_context(|| format!("could not create {}", paths.state.display()))?;
     let ready = paths.state.join("ready");
     let _ = std::fs::remove_file(&ready);
     let log_path = paths.state.join("serve.log");
-    let log = std::fs::File::create(&log_path)
-        .with_context(|| format!("could not create {}", log_path.display()))?;
+    let log = std::fs::File::create(&log_path).with_context(|| format!("could not create {}", log_path.display()))?;
     let mut child = Command::new(&bin)
         .arg("serve")
         .arg("--state-dir")
@@ -119,12 +104,7 @@ fn up(paths: &Paths) -> Result<()> {
     std::fs::copy(paths.state.join("kubeconfig"), &paths.kubeconfig)
         .with_context(|| format!("could not write {}", paths.kubeconfig.display()))?;
     let server = std::fs::read_to_string(&ready)?;
-    println!(
-        "control plane up in {:.1?} at {} (pid {})",
-        started.elapsed(),
-        server.trim(),
-        child.id()
-    );
+    println!("control plane up in {:.1?} at {} (pid {})", started.elapsed(), server.trim(), child.id());
     print_usage(paths);
     Ok(())
 }
@@ -155,10 +135,7 @@ fn down(paths: &Paths) -> Result<()> {
     }
     let _ = std::fs::remove_file(&paths.pid);
     let _ = std::fs::remove_file(&paths.kubeconfig);
-    println!(
-        "control plane stopped (pid {pid}); logs in {}",
-        paths.state.display()
-    );
+    println!("control plane stopped (pid {pid}); logs in {}", paths.state.display());
     Ok(())
 }
 
@@ -168,10 +145,7 @@ fn running(paths: &Paths) -> Result<Option<u32>> {
     let Ok(text) = std::fs::read_to_string(&paths.pid) else {
         return Ok(None);
     };
-    let pid: u32 = text
-        .trim()
-        .parse()
-        .with_context(|| format!("{} does not hold a pid", paths.pid.display()))?;
+    let pid: u32 = text.trim().parse().with_context(|| format!("{} does not hold a pid", paths.pid.display()))?;
     if alive(pid) && is_ours(pid) {
         return Ok(Some(pid));
     }
@@ -184,15 +158,9 @@ fn running(paths: &Paths) -> Result<Option<u32>> {
 fn alive(pid: u32) -> bool {
     if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         // `pid (comm) state ...`; comm may hold spaces, so look after `)`.
-        return stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'));
+        return stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'));
     }
-    Command::new("kill")
-        .args(["-0", &pid.to_string()])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+    Command::new("kill").args(["-0", &pid.to_string()]).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
 }
 
 /// Whether `pid` is an `operon-envtest` process, so a reused pid is never
@@ -206,10 +174,8 @@ fn is_ours(pid: u32) -> bool {
 }
 
 fn signal(name: &str, pid: u32) -> Result<()> {
-    let status = Command::new("kill")
-        .args([&format!("-{name}"), &pid.to_string()])
-        .status()
-        .context("could not run `kill`")?;
+    let status =
+        Command::new("kill").args([&format!("-{name}"), &pid.to_string()]).status().context("could not run `kill`")?;
     if !status.success() && alive(pid) {
         bail!("`kill -{name} {pid}` failed ({status})");
     }

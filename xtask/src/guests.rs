@@ -114,28 +114,17 @@ pub fn run(args: &[&str]) -> Result<()> {
     let root = crate::root();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let metadata = cargo_metadata(&cargo, &root)?;
-    let out_dir = PathBuf::from(
-        metadata["target_directory"]
-            .as_str()
-            .context("cargo metadata has no target_directory")?,
-    )
-    .join("guests");
+    let out_dir =
+        PathBuf::from(metadata["target_directory"].as_str().context("cargo metadata has no target_directory")?)
+            .join("guests");
 
     let mut guests = discover(&root, &metadata)?;
     if !opts.only.is_empty() {
-        let unknown: Vec<&str> = opts
-            .only
-            .iter()
-            .filter(|n| !guests.iter().any(|g| &g.name == *n))
-            .map(String::as_str)
-            .collect();
+        let unknown: Vec<&str> =
+            opts.only.iter().filter(|n| !guests.iter().any(|g| &g.name == *n)).map(String::as_str).collect();
         if !unknown.is_empty() {
             let known: Vec<&str> = guests.iter().map(|g| g.name.as_str()).collect();
-            bail!(
-                "no guest named {}; guests: {}",
-                unknown.join(", "),
-                known.join(", ")
-            );
+            bail!("no guest named {}; guests: {}", unknown.join(", "), known.join(", "));
         }
         guests.retain(|g| opts.only.contains(&g.name));
     }
@@ -144,11 +133,7 @@ pub fn run(args: &[&str]) -> Result<()> {
     }
     std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
 
-    let ctx = Ctx {
-        root,
-        cargo,
-        debug_info: opts.debug_info,
-    };
+    let ctx = Ctx { root, cargo, debug_info: opts.debug_info };
     let mut groups: BTreeMap<Lang, Vec<&Guest>> = BTreeMap::new();
     for guest in &guests {
         groups.entry(guest.lang).or_default().push(guest);
@@ -178,26 +163,14 @@ pub fn run(args: &[&str]) -> Result<()> {
     }
 
     if !failures.is_empty() {
-        bail!(
-            "{failed} of {} guests failed:\n  {}",
-            guests.len(),
-            failures.join("\n  ")
-        );
+        bail!("{failed} of {} guests failed:\n  {}", guests.len(), failures.join("\n  "));
     }
-    println!(
-        "{built} guests in {:.1}s -> {}",
-        started.elapsed().as_secs_f64(),
-        out_dir.display()
-    );
+    println!("{built} guests in {:.1}s -> {}", started.elapsed().as_secs_f64(), out_dir.display());
     Ok(())
 }
 
 fn parse_args(args: &[&str]) -> Result<Options> {
-    let mut opts = Options {
-        verbose: false,
-        debug_info: false,
-        only: Vec::new(),
-    };
+    let mut opts = Options { verbose: false, debug_info: false, only: Vec::new() };
     for &arg in args {
         match arg {
             "-v" | "--verbose" => opts.verbose = true,
@@ -229,9 +202,7 @@ fn cargo_metadata(cargo: &OsString, root: &Path) -> Result<Value> {
 /// Every guest folder, sorted by name. Folders without a marker file are
 /// skipped (they are not guests).
 fn discover(root: &Path, metadata: &Value) -> Result<Vec<Guest>> {
-    let packages = metadata["packages"]
-        .as_array()
-        .context("cargo metadata has no packages")?;
+    let packages = metadata["packages"].as_array().context("cargo metadata has no packages")?;
     let mut guests = Vec::new();
     for parent in GUEST_DIRS {
         let parent = root.join(parent);
@@ -243,11 +214,7 @@ fn discover(root: &Path, metadata: &Value) -> Result<Vec<Guest>> {
             if !dir.is_dir() {
                 continue;
             }
-            let dir_name = dir
-                .file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned();
+            let dir_name = dir.file_name().unwrap_or_default().to_string_lossy().into_owned();
             if dir.join("Cargo.toml").is_file() {
                 guests.push(rust_guest(&dir, packages)?);
             } else {
@@ -260,23 +227,14 @@ fn discover(root: &Path, metadata: &Value) -> Result<Vec<Guest>> {
                 } else {
                     continue;
                 };
-                guests.push(Guest {
-                    name: dir_name,
-                    dir,
-                    lang,
-                });
+                guests.push(Guest { name: dir_name, dir, lang });
             }
         }
     }
     guests.sort_by(|a, b| a.name.cmp(&b.name));
     for pair in guests.windows(2) {
         if pair[0].name == pair[1].name {
-            bail!(
-                "two guests are named `{}`: {} and {}",
-                pair[0].name,
-                pair[0].dir.display(),
-                pair[1].dir.display()
-            );
+            bail!("two guests are named `{}`: {} and {}", pair[0].name, pair[0].dir.display(), pair[1].dir.display());
         }
     }
     Ok(guests)
@@ -288,16 +246,10 @@ fn rust_guest(dir: &Path, packages: &[Value]) -> Result<Guest> {
     let package = packages
         .iter()
         .find(|p| {
-            p["manifest_path"]
-                .as_str()
-                .and_then(|m| Path::new(m).canonicalize().ok())
-                .is_some_and(|m| m == canonical)
+            p["manifest_path"].as_str().and_then(|m| Path::new(m).canonicalize().ok()).is_some_and(|m| m == canonical)
         })
         .with_context(|| {
-            format!(
-                "{} is not a workspace member: add it to `members` in the root Cargo.toml",
-                dir.display()
-            )
+            format!("{} is not a workspace member: add it to `members` in the root Cargo.toml", dir.display())
         })?;
     let name = package["name"].as_str().context("package without a name")?;
     let target = match package["metadata"]["operon"]["target"].as_str() {
@@ -308,11 +260,7 @@ fn rust_guest(dir: &Path, packages: &[Value]) -> Result<Guest> {
              (use wasm32-unknown-unknown or wasm32-wasip2)"
         ),
     };
-    Ok(Guest {
-        name: name.to_string(),
-        dir: dir.to_path_buf(),
-        lang: Lang::Rust(target),
-    })
+    Ok(Guest { name: name.to_string(), dir: dir.to_path_buf(), lang: Lang::Rust(target) })
 }
 
 /// Build one language group. The outer error fails the whole group; the
@@ -342,8 +290,7 @@ fn build_rust(ctx: &Ctx, target: RustTarget, guests: &[&Guest]) -> Result<Vec<Re
         cmd.args(["-p", &guest.name]);
     }
     if !ctx.debug_info {
-        cmd.env("CARGO_PROFILE_RELEASE_DEBUG", "false")
-            .env("CARGO_PROFILE_RELEASE_STRIP", "debuginfo");
+        cmd.env("CARGO_PROFILE_RELEASE_DEBUG", "false").env("CARGO_PROFILE_RELEASE_STRIP", "debuginfo");
     }
     let mut child = cmd.spawn().context("running cargo build")?;
 
@@ -358,18 +305,14 @@ fn build_rust(ctx: &Ctx, target: RustTarget, guests: &[&Guest]) -> Result<Vec<Re
         if message["reason"] != "compiler-artifact" {
             continue;
         }
-        let is_cdylib = message["target"]["kind"]
-            .as_array()
-            .is_some_and(|kinds| kinds.iter().any(|k| k == "cdylib"));
+        let is_cdylib = message["target"]["kind"].as_array().is_some_and(|kinds| kinds.iter().any(|k| k == "cdylib"));
         let wasm = message["filenames"]
             .as_array()
             .into_iter()
             .flatten()
             .filter_map(Value::as_str)
             .find(|f| f.ends_with(".wasm"));
-        let dir = message["manifest_path"]
-            .as_str()
-            .and_then(|m| Path::new(m).parent());
+        let dir = message["manifest_path"].as_str().and_then(|m| Path::new(m).parent());
         if let (true, Some(wasm), Some(dir)) = (is_cdylib, wasm, dir) {
             artifacts.insert(dir.canonicalize()?, PathBuf::from(wasm));
         }
@@ -384,20 +327,18 @@ fn build_rust(ctx: &Ctx, target: RustTarget, guests: &[&Guest]) -> Result<Vec<Re
                 "`cargo build --release --target {triple} -p {}` failed; see cargo's errors above",
                 guest.name
             )),
-            None => Err(anyhow!(
-                "cargo produced no .wasm: is it `crate-type = [\"cdylib\"]`?"
-            )),
+            None => Err(anyhow!("cargo produced no .wasm: is it `crate-type = [\"cdylib\"]`?")),
         });
     }
     Ok(components)
 }
 
 fn rust_component(target: RustTarget, artifact: &Path) -> Result<Vec<u8>> {
-    let bytes =
-        std::fs::read(artifact).with_context(|| format!("reading {}", artifact.display()))?;
+    let bytes = std::fs::read(artifact).with_context(|| format!("reading {}", artifact.display()))?;
     match target {
-        RustTarget::Core => componentize(&bytes, None)
-            .with_context(|| format!("making a component of {}", artifact.display())),
+        RustTarget::Core => {
+            componentize(&bytes, None).with_context(|| format!("making a component of {}", artifact.display()))
+        }
         RustTarget::Wasip2 => Ok(bytes),
     }
 }
@@ -405,25 +346,16 @@ fn rust_component(target: RustTarget, artifact: &Path) -> Result<Vec<u8>> {
 /// `rustup target add` when the target is missing (a fresh machine has none).
 /// Without rustup, assume the toolchain was set up by other means.
 fn ensure_rust_target(triple: &str) -> Result<()> {
-    let Ok(installed) = Command::new("rustup")
-        .args(["target", "list", "--installed"])
-        .stderr(Stdio::inherit())
-        .output()
+    let Ok(installed) =
+        Command::new("rustup").args(["target", "list", "--installed"]).stderr(Stdio::inherit()).output()
     else {
         eprintln!("warning: rustup not found; assuming the {triple} target is installed");
         return Ok(());
     };
-    if installed.status.success()
-        && String::from_utf8_lossy(&installed.stdout)
-            .lines()
-            .any(|l| l.trim() == triple)
-    {
+    if installed.status.success() && String::from_utf8_lossy(&installed.stdout).lines().any(|l| l.trim() == triple) {
         return Ok(());
     }
-    let status = Command::new("rustup")
-        .args(["target", "add", triple])
-        .status()
-        .context("running rustup")?;
+    let status = Command::new("rustup").args(["target", "add", triple]).status().context("running rustup")?;
     if !status.success() {
         bail!("`rustup target add {triple}` failed ({status})");
     }
@@ -435,9 +367,7 @@ fn ensure_rust_target(triple: &str) -> Result<()> {
 /// adapter (name, bytes) for modules that import `wasi_snapshot_preview1`,
 /// e.g. Go's: `("wasi_snapshot_preview1", wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER)`.
 fn componentize(core: &[u8], adapter: Option<(&str, &[u8])>) -> Result<Vec<u8>> {
-    let mut encoder = wit_component::ComponentEncoder::default()
-        .validate(true)
-        .module(core)?;
+    let mut encoder = wit_component::ComponentEncoder::default().validate(true).module(core)?;
     if let Some((name, bytes)) = adapter {
         encoder = encoder.adapter(name, bytes)?;
     }
@@ -507,10 +437,7 @@ fn shape(component: &[u8]) -> Result<Shape> {
             .map(|(key, _)| resolve.name_world_key(key))
             .collect::<Vec<_>>()
     };
-    Ok(Shape {
-        imports: names(&world.imports),
-        exports: names(&world.exports),
-    })
+    Ok(Shape { imports: names(&world.imports), exports: names(&world.exports) })
 }
 
 fn human_size(bytes: usize) -> String {

@@ -5,8 +5,8 @@
 //! (`cargo xtask cluster down` stops it).
 
 use anyhow::{Context, Result, bail};
-use serde::Deserialize as _;
 use kube::api::{DynamicObject, GroupVersionKind, Patch, PatchParams};
+use serde::Deserialize as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -27,14 +27,20 @@ pub fn run(args: &[&str]) -> Result<()> {
         .iter()
         .flat_map(|e| ["crd.yaml", "example.yaml"].map(|f| root.join("guest-examples").join(e).join(f)))
         .collect();
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?
-        .block_on(apply_files(&kubeconfig, &files))?;
+    tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(apply_files(&kubeconfig, &files))?;
 
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut operon = Command::new(cargo);
-    operon.current_dir(&root).args(["run", "--quiet", "-p", "operon", "--", "run", "--metrics-bind-address", "127.0.0.1:8080"]);
+    operon.current_dir(&root).args([
+        "run",
+        "--quiet",
+        "-p",
+        "operon",
+        "--",
+        "run",
+        "--metrics-bind-address",
+        "127.0.0.1:8080",
+    ]);
     for e in EXAMPLES {
         operon.arg("--module").arg(root.join("target/guests").join(format!("{e}.wasm")));
     }
@@ -67,7 +73,8 @@ async fn apply_files(kubeconfig: &Path, files: &[PathBuf]) -> Result<()> {
         for doc in serde_yaml::Deserializer::from_str(&text) {
             let value = serde_yaml::Value::deserialize(doc)?;
             if !value.is_null() {
-                objects.push(serde_yaml::from_value(value).with_context(|| format!("an object in {}", file.display()))?);
+                objects
+                    .push(serde_yaml::from_value(value).with_context(|| format!("an object in {}", file.display()))?);
             }
         }
     }
@@ -94,10 +101,10 @@ async fn apply_files(kubeconfig: &Path, files: &[PathBuf]) -> Result<()> {
             (Some(ns), kube::discovery::Scope::Namespaced) => kube::Api::namespaced_with(client.clone(), ns, &ar),
             _ => kube::Api::all_with(client.clone(), &ar),
         };
-        api.patch(&name, &params, &Patch::Apply(obj)).await.with_context(|| format!("applying {} {name}", types.kind))?;
+        api.patch(&name, &params, &Patch::Apply(obj))
+            .await
+            .with_context(|| format!("applying {} {name}", types.kind))?;
         eprintln!("run: applied {} {name}", types.kind);
     }
     Ok(())
 }
-
-

@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::{
     Container, ContainerPort, EnvVar, PodSpec, PodTemplateSpec, Service, ServicePort, ServiceSpec,
 };
 use k8s_openapi::api::networking::v1::{
-    HTTPIngressPath, HTTPIngressRuleValue, Ingress, IngressBackend, IngressRule,
-    IngressServiceBackend, IngressSpec, ServiceBackendPort,
+    HTTPIngressPath, HTTPIngressRuleValue, Ingress, IngressBackend, IngressRule, IngressServiceBackend, IngressSpec,
+    ServiceBackendPort,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -25,10 +25,7 @@ const PORT_NAME: &str = "http";
 pub fn labels(name: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         ("app.kubernetes.io/name".to_owned(), name.to_owned()),
-        (
-            "app.kubernetes.io/managed-by".to_owned(),
-            "operon".to_owned(),
-        ),
+        ("app.kubernetes.io/managed-by".to_owned(), "operon".to_owned()),
     ])
 }
 
@@ -39,11 +36,7 @@ fn selector(name: &str) -> BTreeMap<String, String> {
 }
 
 fn metadata(name: &str) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name.to_owned()),
-        labels: Some(labels(name)),
-        ..ObjectMeta::default()
-    }
+    ObjectMeta { name: Some(name.to_owned()), labels: Some(labels(name)), ..ObjectMeta::default() }
 }
 
 /// The Deployment: `spec.replicas` pods of one container running
@@ -52,11 +45,7 @@ pub fn deployment(name: &str, spec: &WebAppSpec) -> Deployment {
     let env: Vec<EnvVar> = spec
         .env
         .iter()
-        .map(|var| EnvVar {
-            name: var.name.clone(),
-            value: Some(var.value.clone()),
-            ..EnvVar::default()
-        })
+        .map(|var| EnvVar { name: var.name.clone(), value: Some(var.value.clone()), ..EnvVar::default() })
         .collect();
     let container = Container {
         name: CONTAINER.to_owned(),
@@ -73,19 +62,10 @@ pub fn deployment(name: &str, spec: &WebAppSpec) -> Deployment {
         metadata: metadata(name),
         spec: Some(DeploymentSpec {
             replicas: Some(spec.replicas),
-            selector: LabelSelector {
-                match_labels: Some(selector(name)),
-                ..LabelSelector::default()
-            },
+            selector: LabelSelector { match_labels: Some(selector(name)), ..LabelSelector::default() },
             template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels(name)),
-                    ..ObjectMeta::default()
-                }),
-                spec: Some(PodSpec {
-                    containers: vec![container],
-                    ..PodSpec::default()
-                }),
+                metadata: Some(ObjectMeta { labels: Some(labels(name)), ..ObjectMeta::default() }),
+                spec: Some(PodSpec { containers: vec![container], ..PodSpec::default() }),
             },
             ..DeploymentSpec::default()
         }),
@@ -122,10 +102,7 @@ pub fn ingress(name: &str, spec: &WebAppSpec) -> Option<Ingress> {
         backend: IngressBackend {
             service: Some(IngressServiceBackend {
                 name: name.to_owned(),
-                port: Some(ServiceBackendPort {
-                    name: Some(PORT_NAME.to_owned()),
-                    number: None,
-                }),
+                port: Some(ServiceBackendPort { name: Some(PORT_NAME.to_owned()), number: None }),
             }),
             resource: None,
         },

@@ -61,10 +61,7 @@ impl Reconciler for WebAppReconciler {
             // Nothing outside the cluster to clean up; the children go with
             // the WebApp (the host prunes them, their ownerReferences too).
             return Ok(Outcome::new()
-                .event(
-                    "Cleanup",
-                    format!("webapp {name} deleted; its children are deleted with it"),
-                )
+                .event("Cleanup", format!("webapp {name} deleted; its children are deleted with it"))
                 .finalized());
         }
         let spec = &req.object.spec;
@@ -83,20 +80,11 @@ impl Reconciler for WebAppReconciler {
             name,
         );
 
-        let mut outcome = Outcome::new()
-            .apply(children::deployment(name, spec))
-            .apply(children::service(name, spec));
+        let mut outcome = Outcome::new().apply(children::deployment(name, spec)).apply(children::service(name, spec));
         if let Some(ingress) = children::ingress(name, spec) {
             outcome = outcome.apply(ingress);
         }
-        for (reason, message) in events(
-            name,
-            spec,
-            existing.as_ref(),
-            had_ingress,
-            previous,
-            &status,
-        ) {
+        for (reason, message) in events(name, spec, existing.as_ref(), had_ingress, previous, &status) {
             outcome = outcome.event(reason, message);
         }
         Ok(outcome.status(status))
@@ -114,62 +102,35 @@ fn events(
 ) -> Vec<(&'static str, String)> {
     let mut events = Vec::new();
     match existing {
-        None => events.push((
-            "Created",
-            format!(
-                "creating deployment and service {name} ({} x {})",
-                spec.replicas, spec.image
-            ),
-        )),
+        None => events
+            .push(("Created", format!("creating deployment and service {name} ({} x {})", spec.replicas, spec.image))),
         Some(current) => {
             let replicas = current.replicas();
             if replicas != spec.replicas {
                 events.push((
                     "Scaled",
-                    format!(
-                        "scaling deployment {name} from {replicas} to {} replicas",
-                        spec.replicas
-                    ),
+                    format!("scaling deployment {name} from {replicas} to {} replicas", spec.replicas),
                 ));
             }
             let image = current.image().unwrap_or("");
             if image != spec.image {
-                events.push((
-                    "Updated",
-                    format!(
-                        "updating deployment {name} from image {image} to {}",
-                        spec.image
-                    ),
-                ));
+                events.push(("Updated", format!("updating deployment {name} from image {image} to {}", spec.image)));
             }
         }
     }
     match (&spec.ingress, had_ingress) {
         (Some(ingress), false) => events.push((
             "IngressCreated",
-            format!(
-                "exposing service {name} at {}{}",
-                ingress.host,
-                ingress.path.as_deref().unwrap_or("/")
-            ),
+            format!("exposing service {name} at {}{}", ingress.host, ingress.path.as_deref().unwrap_or("/")),
         )),
-        (None, true) => events.push((
-            "IngressRemoved",
-            format!("deleting ingress {name}: spec.ingress was removed"),
-        )),
+        (None, true) => events.push(("IngressRemoved", format!("deleting ingress {name}: spec.ingress was removed"))),
         _ => {}
     }
     let is_ready = |status: &WebAppStatus| {
-        status
-            .conditions
-            .iter()
-            .any(|condition| condition.type_ == status::READY && condition.status == "True")
+        status.conditions.iter().any(|condition| condition.type_ == status::READY && condition.status == "True")
     };
     if is_ready(status) && !previous.is_some_and(is_ready) {
-        events.push((
-            "Available",
-            format!("all {} replicas of {name} are ready", spec.replicas),
-        ));
+        events.push(("Available", format!("all {} replicas of {name} are ready", spec.replicas)));
     }
     events
 }

@@ -99,22 +99,12 @@ pub struct DeploymentCondition {
 impl Deployment {
     /// `spec.replicas`, 1 when unset (the API server's default).
     pub fn replicas(&self) -> i32 {
-        self.spec
-            .as_ref()
-            .and_then(|spec| spec.replicas)
-            .unwrap_or(1)
+        self.spec.as_ref().and_then(|spec| spec.replicas).unwrap_or(1)
     }
 
     /// The first container's image.
     pub fn image(&self) -> Option<&str> {
-        self.spec
-            .as_ref()?
-            .template
-            .spec
-            .containers
-            .first()?
-            .image
-            .as_deref()
+        self.spec.as_ref()?.template.spec.containers.first()?.image.as_deref()
     }
 }
 
@@ -134,11 +124,7 @@ impl Rollout {
     /// Reads the Deployment (if any) against the spec.
     pub fn observe(deployment: Option<&Deployment>, spec: &WebAppSpec) -> Rollout {
         let Some(deployment) = deployment else {
-            return Rollout {
-                ready_replicas: 0,
-                exists: false,
-                current: false,
-            };
+            return Rollout { ready_replicas: 0, exists: false, current: false };
         };
         let status = deployment.status.as_ref();
         let ready_replicas = status.and_then(|s| s.ready_replicas).unwrap_or(0);
@@ -186,15 +172,8 @@ pub fn status(
 ) -> WebAppStatus {
     let rollout = Rollout::observe(deployment, spec);
     let ready = rollout.ready(spec);
-    let (value, reason) = if ready {
-        ("True", "Available")
-    } else {
-        ("False", "Progressing")
-    };
-    let counts = format!(
-        "{} of {} replicas ready",
-        rollout.ready_replicas, spec.replicas
-    );
+    let (value, reason) = if ready { ("True", "Available") } else { ("False", "Progressing") };
+    let counts = format!("{} of {} replicas ready", rollout.ready_replicas, spec.replicas);
     let message = if ready {
         counts
     } else if !rollout.exists {
@@ -204,12 +183,7 @@ pub fn status(
     } else {
         counts
     };
-    let previous = previous.and_then(|status| {
-        status
-            .conditions
-            .iter()
-            .find(|condition| condition.type_ == READY)
-    });
+    let previous = previous.and_then(|status| status.conditions.iter().find(|condition| condition.type_ == READY));
     let last_transition_time = match previous {
         Some(condition) if condition.status == value => condition.last_transition_time.clone(),
         _ => latest_time(deployment, previous, creation_timestamp),
@@ -240,17 +214,9 @@ fn latest_time(
         .and_then(|deployment| deployment.status.as_ref())
         .into_iter()
         .flat_map(|status| &status.conditions)
-        .flat_map(|condition| {
-            [
-                condition.last_update_time.as_deref(),
-                condition.last_transition_time.as_deref(),
-            ]
-        });
+        .flat_map(|condition| [condition.last_update_time.as_deref(), condition.last_transition_time.as_deref()]);
     deployment_times
-        .chain([
-            previous.map(|condition| condition.last_transition_time.as_str()),
-            creation_timestamp,
-        ])
+        .chain([previous.map(|condition| condition.last_transition_time.as_str()), creation_timestamp])
         .flatten()
         .max()
         .unwrap_or("1970-01-01T00:00:00Z")

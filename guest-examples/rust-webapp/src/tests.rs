@@ -45,30 +45,16 @@ fn ready_condition(outcome: &Reconciled) -> &Value {
 }
 
 fn reasons(outcome: &Reconciled) -> Vec<&str> {
-    outcome
-        .events
-        .iter()
-        .map(|event| event.reason.as_str())
-        .collect()
+    outcome.events.iter().map(|event| event.reason.as_str()).collect()
 }
 
 #[test]
 fn manifest_should_own_deployment_service_and_ingress_in_that_order() {
     let manifest = WebAppReconciler::manifest();
     assert_eq!(manifest.name(), "webapp");
-    assert_eq!(
-        manifest.for_kind().to_string(),
-        "example.operon.dev/v1alpha1 WebApp"
-    );
+    assert_eq!(manifest.for_kind().to_string(), "example.operon.dev/v1alpha1 WebApp");
     let owned: Vec<String> = manifest.owned().iter().map(ToString::to_string).collect();
-    assert_eq!(
-        owned,
-        [
-            "apps/v1 Deployment",
-            "v1 Service",
-            "networking.k8s.io/v1 Ingress"
-        ]
-    );
+    assert_eq!(owned, ["apps/v1 Deployment", "v1 Service", "networking.k8s.io/v1 Ingress"]);
     assert_eq!(manifest.as_raw().finalizer.as_deref(), Some(FINALIZER));
 }
 
@@ -77,26 +63,15 @@ fn spec_defaults_should_match_the_crd() {
     let outcome = run(testing::request(webapp(json!({"image": "nginx:1.27"})))).unwrap();
     let deployment = outcome.find("Deployment", "shop").unwrap();
     assert_eq!(deployment["spec"]["replicas"], 1);
-    assert_eq!(
-        deployment["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"],
-        8080
-    );
-    assert!(
-        deployment["spec"]["template"]["spec"]["containers"][0]
-            .get("env")
-            .is_none()
-    );
-    assert_eq!(
-        outcome.find("Service", "shop").unwrap()["spec"]["ports"][0]["port"],
-        8080
-    );
+    assert_eq!(deployment["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"], 8080);
+    assert!(deployment["spec"]["template"]["spec"]["containers"][0].get("env").is_none());
+    assert_eq!(outcome.find("Service", "shop").unwrap()["spec"]["ports"][0]["port"], 8080);
 }
 
 #[test]
 fn children_should_carry_the_labels_and_select_the_pods() {
     let outcome = run(testing::request(webapp(json!({"image": "nginx:1.27"})))).unwrap();
-    let labels =
-        json!({"app.kubernetes.io/name": "shop", "app.kubernetes.io/managed-by": "operon"});
+    let labels = json!({"app.kubernetes.io/name": "shop", "app.kubernetes.io/managed-by": "operon"});
     for object in &outcome.desired {
         assert_eq!(object["metadata"]["labels"], labels, "{}", object["kind"]);
     }
@@ -104,25 +79,17 @@ fn children_should_carry_the_labels_and_select_the_pods() {
     let selector = &deployment["spec"]["selector"]["matchLabels"];
     assert_eq!(selector, &json!({"app.kubernetes.io/name": "shop"}));
     assert_eq!(deployment["spec"]["template"]["metadata"]["labels"], labels);
-    assert_eq!(
-        &outcome.find("Service", "shop").unwrap()["spec"]["selector"],
-        selector
-    );
+    assert_eq!(&outcome.find("Service", "shop").unwrap()["spec"]["selector"], selector);
 }
 
 #[test]
 fn ingress_should_follow_spec_ingress() {
-    let with = run(testing::request(webapp(
-        json!({"image": "nginx:1.27", "ingress": {"host": "shop.example.com"}}),
-    )))
-    .unwrap();
+    let with =
+        run(testing::request(webapp(json!({"image": "nginx:1.27", "ingress": {"host": "shop.example.com"}})))).unwrap();
     let ingress = with.find("Ingress", "shop").unwrap();
     let path = &ingress["spec"]["rules"][0]["http"]["paths"][0];
     assert_eq!(path["path"], "/");
-    assert_eq!(
-        path["backend"]["service"],
-        json!({"name": "shop", "port": {"name": "http"}})
-    );
+    assert_eq!(path["backend"]["service"], json!({"name": "shop", "port": {"name": "http"}}));
     assert!(ingress["spec"].get("ingressClassName").is_none());
 
     let without = run(testing::request(webapp(json!({"image": "nginx:1.27"})))).unwrap();
@@ -133,14 +100,12 @@ fn ingress_should_follow_spec_ingress() {
 #[test]
 fn ready_should_need_the_current_spec_rolled_out() {
     let spec = json!({"image": "nginx:1.27", "replicas": 2});
-    let ready =
-        run(testing::request(webapp(spec.clone())).child(deployment(2, 2, "nginx:1.27"))).unwrap();
+    let ready = run(testing::request(webapp(spec.clone())).child(deployment(2, 2, "nginx:1.27"))).unwrap();
     assert_eq!(ready_condition(&ready)["status"], "True");
     assert_eq!(ready.status.as_ref().unwrap()["readyReplicas"], 2);
 
     // All pods ready, but of the old image: the rollout has not started.
-    let old_image =
-        run(testing::request(webapp(spec.clone())).child(deployment(2, 2, "nginx:1.26"))).unwrap();
+    let old_image = run(testing::request(webapp(spec.clone())).child(deployment(2, 2, "nginx:1.26"))).unwrap();
     assert_eq!(ready_condition(&old_image)["status"], "False");
     assert_eq!(ready_condition(&old_image)["reason"], "Progressing");
     assert_eq!(reasons(&old_image), ["Updated"]);
@@ -157,79 +122,45 @@ fn last_transition_time_should_be_kept_while_the_condition_holds() {
         "reason": "Available", "message": "2 of 2 replicas ready",
     }]});
     let outcome = run(testing::request(parent).child(deployment(2, 2, "nginx:1.27"))).unwrap();
-    assert_eq!(
-        ready_condition(&outcome)["lastTransitionTime"],
-        "2026-11-20T10:03:00Z"
-    );
-    assert!(
-        outcome.events.is_empty(),
-        "a steady state records no events: {:?}",
-        outcome.events
-    );
+    assert_eq!(ready_condition(&outcome)["lastTransitionTime"], "2026-11-20T10:03:00Z");
+    assert!(outcome.events.is_empty(), "a steady state records no events: {:?}", outcome.events);
 }
 
 #[test]
 fn last_transition_time_should_be_the_latest_time_the_request_shows_on_a_change() {
-    let outcome =
-        run(
-            testing::request(webapp(json!({"image": "nginx:1.27", "replicas": 2})))
-                .child(deployment(2, 2, "nginx:1.27")),
-        )
-        .unwrap();
-    assert_eq!(
-        ready_condition(&outcome)["lastTransitionTime"],
-        "2026-11-20T10:07:00Z"
-    );
+    let outcome = run(testing::request(webapp(json!({"image": "nginx:1.27", "replicas": 2}))).child(deployment(
+        2,
+        2,
+        "nginx:1.27",
+    )))
+    .unwrap();
+    assert_eq!(ready_condition(&outcome)["lastTransitionTime"], "2026-11-20T10:07:00Z");
     assert_eq!(reasons(&outcome), ["Available"]);
 }
 
 #[test]
 fn reconcile_should_be_deterministic() {
-    let request = testing::request(webapp(
-        json!({"image": "nginx:1.27", "env": [{"name": "A", "value": "1"}]}),
-    ))
-    .child(deployment(3, 1, "nginx:1.27"))
-    .build::<WebAppReconciler>();
-    let first =
-        testing::reconcile::<WebAppReconciler>(&FakeCluster::new(), request.clone()).unwrap();
+    let request = testing::request(webapp(json!({"image": "nginx:1.27", "env": [{"name": "A", "value": "1"}]})))
+        .child(deployment(3, 1, "nginx:1.27"))
+        .build::<WebAppReconciler>();
+    let first = testing::reconcile::<WebAppReconciler>(&FakeCluster::new(), request.clone()).unwrap();
     let second = testing::reconcile::<WebAppReconciler>(&FakeCluster::new(), request).unwrap();
     assert_eq!(first, second);
-    assert_eq!(
-        first.requeue_after, None,
-        "owned Deployment changes trigger reconciles; no polling"
-    );
+    assert_eq!(first.requeue_after, None, "owned Deployment changes trigger reconciles; no polling");
 }
 
 #[test]
 fn invalid_specs_should_be_terminal() {
     let cases = [
-        (
-            json!({"replicas": 1}),
-            "WebApp default/shop is invalid: missing field `image`",
-        ),
+        (json!({"replicas": 1}), "WebApp default/shop is invalid: missing field `image`"),
         (json!({"image": " "}), "spec.image must not be empty"),
-        (
-            json!({"image": "x", "replicas": -1}),
-            "spec.replicas must be 0 or more, not -1",
-        ),
-        (
-            json!({"image": "x", "port": 70000}),
-            "spec.port must be between 1 and 65535, not 70000",
-        ),
-        (
-            json!({"image": "x", "env": [{"name": "A"}, {"name": "A"}]}),
-            "spec.env[1]: A is set twice",
-        ),
-        (
-            json!({"image": "x", "ingress": {"host": "h", "path": "store"}}),
-            "spec.ingress.path must start with /",
-        ),
+        (json!({"image": "x", "replicas": -1}), "spec.replicas must be 0 or more, not -1"),
+        (json!({"image": "x", "port": 70000}), "spec.port must be between 1 and 65535, not 70000"),
+        (json!({"image": "x", "env": [{"name": "A"}, {"name": "A"}]}), "spec.env[1]: A is set twice"),
+        (json!({"image": "x", "ingress": {"host": "h", "path": "store"}}), "spec.ingress.path must start with /"),
     ];
     for (spec, message) in cases {
-        assert_eq!(
-            run(testing::request(webapp(spec))).unwrap_err(),
-            Failure::terminal(message)
-        );
+        assert_eq!(run(testing::request(webapp(spec))).unwrap_err(), Failure::terminal(message));
     }
 }
 

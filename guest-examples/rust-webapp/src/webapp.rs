@@ -124,42 +124,24 @@ impl WebAppSpec {
             return Err(Failure::terminal("spec.image must not be empty"));
         }
         if self.replicas < 0 {
-            return Err(Failure::terminal(format!(
-                "spec.replicas must be 0 or more, not {}",
-                self.replicas
-            )));
+            return Err(Failure::terminal(format!("spec.replicas must be 0 or more, not {}", self.replicas)));
         }
         if !(1..=65535).contains(&self.port) {
-            return Err(Failure::terminal(format!(
-                "spec.port must be between 1 and 65535, not {}",
-                self.port
-            )));
+            return Err(Failure::terminal(format!("spec.port must be between 1 and 65535, not {}", self.port)));
         }
         for (index, var) in self.env.iter().enumerate() {
             if var.name.is_empty() {
-                return Err(Failure::terminal(format!(
-                    "spec.env[{index}].name must not be empty"
-                )));
+                return Err(Failure::terminal(format!("spec.env[{index}].name must not be empty")));
             }
-            if self.env[..index]
-                .iter()
-                .any(|earlier| earlier.name == var.name)
-            {
-                return Err(Failure::terminal(format!(
-                    "spec.env[{index}]: {} is set twice",
-                    var.name
-                )));
+            if self.env[..index].iter().any(|earlier| earlier.name == var.name) {
+                return Err(Failure::terminal(format!("spec.env[{index}]: {} is set twice", var.name)));
             }
         }
         if let Some(ingress) = &self.ingress {
             if ingress.host.is_empty() {
                 return Err(Failure::terminal("spec.ingress.host must not be empty"));
             }
-            if ingress
-                .path
-                .as_deref()
-                .is_some_and(|path| !path.starts_with('/'))
-            {
+            if ingress.path.as_deref().is_some_and(|path| !path.starts_with('/')) {
                 return Err(Failure::terminal("spec.ingress.path must start with /"));
             }
         }

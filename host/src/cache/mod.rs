@@ -84,12 +84,7 @@ impl CachedObject {
 
     /// The ownerReference with `controller: true`, if any.
     pub fn controller_owner(&self) -> Option<&OwnerReference> {
-        self.object
-            .metadata
-            .owner_references
-            .as_deref()?
-            .iter()
-            .find(|o| o.controller == Some(true))
+        self.object.metadata.owner_references.as_deref()?.iter().find(|o| o.controller == Some(true))
     }
 
     fn controller_uid(&self) -> Option<&str> {
@@ -211,11 +206,8 @@ impl Cache {
             task: Mutex::new(None),
             namespaced: OnceLock::new(),
         });
-        let task = tokio::spawn(run_informer(
-            self.inner.client.clone(),
-            Arc::downgrade(&informer),
-            self.inner.config.resync,
-        ));
+        let task =
+            tokio::spawn(run_informer(self.inner.client.clone(), Arc::downgrade(&informer), self.inner.config.resync));
         *informer.task.lock().unwrap_or_else(|p| p.into_inner()) = Some(task.abort_handle());
         informers.retain(|_, w| w.strong_count() > 0);
         informers.insert(key, Arc::downgrade(&informer));
@@ -421,9 +413,9 @@ fn apply_event(
             let old_store = std::mem::replace(&mut *store, fresh);
             for new in store.iter() {
                 let old = old_store.get(&new.key()).cloned();
-                let unchanged = old.as_ref().is_some_and(|o| {
-                    o.object.metadata.resource_version == new.object.metadata.resource_version
-                });
+                let unchanged = old
+                    .as_ref()
+                    .is_some_and(|o| o.object.metadata.resource_version == new.object.metadata.resource_version);
                 if !unchanged {
                     informer.publish(ObjectEvent::Applied { old, new: new.clone(), initial: first });
                 }
@@ -444,10 +436,8 @@ fn apply_event(
 
 /// ±10% so that many informers do not resync in the same instant.
 fn jitter(period: Duration) -> Duration {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     let factor = 0.9 + 0.2 * (nanos as f64 / 1e9);
     period.mul_f64(factor)
 }

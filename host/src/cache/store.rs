@@ -38,13 +38,9 @@ impl Store {
     /// objects (and, for a namespaced kind, every namespace).
     pub fn in_namespace(&self, namespace: Option<&str>) -> Vec<Arc<CachedObject>> {
         match namespace {
-            Some(ns) => self
-                .by_namespace
-                .get(ns)
-                .into_iter()
-                .flatten()
-                .filter_map(|k| self.objects.get(k).cloned())
-                .collect(),
+            Some(ns) => {
+                self.by_namespace.get(ns).into_iter().flatten().filter_map(|k| self.objects.get(k).cloned()).collect()
+            }
             None => {
                 let mut all: Vec<_> = self.objects.values().cloned().collect();
                 all.sort_by_key(|o| o.key());
@@ -56,12 +52,7 @@ impl Store {
     /// Objects whose controller ownerReference has this UID, sorted by
     /// namespace then name.
     pub fn owned_by(&self, uid: &str) -> Vec<Arc<CachedObject>> {
-        self.by_owner
-            .get(uid)
-            .into_iter()
-            .flatten()
-            .filter_map(|k| self.objects.get(k).cloned())
-            .collect()
+        self.by_owner.get(uid).into_iter().flatten().filter_map(|k| self.objects.get(k).cloned()).collect()
     }
 
     /// Insert or replace; returns the previous version.
@@ -108,7 +99,8 @@ mod tests {
     fn obj(ns: &str, name: &str, owner: Option<&str>) -> Arc<CachedObject> {
         let mut v = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": ns, "name": name, "uid": format!("uid-{name}")}});
         if let Some(o) = owner {
-            v["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "X", "name": "p", "uid": o, "controller": true}]);
+            v["metadata"]["ownerReferences"] =
+                json!([{"apiVersion": "v1", "kind": "X", "name": "p", "uid": o, "controller": true}]);
         }
         Arc::new(CachedObject::new(serde_json::from_value(v).unwrap()))
     }

@@ -15,9 +15,8 @@ use std::time::Duration;
 const MODULE_POLL: Duration = Duration::from_secs(2);
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let client = kube::Client::try_default()
-        .await
-        .context("connecting to Kubernetes (set KUBECONFIG, or run in a pod)")?;
+    let client =
+        kube::Client::try_default().await.context("connecting to Kubernetes (set KUBECONFIG, or run in a pod)")?;
     let runtime = Runtime::new(runtime::Config { max_memory: args.max_guest_memory_mib << 20, ..Default::default() })?;
     let limits = args.limits.limits();
 
@@ -121,8 +120,12 @@ async fn watch_module(runtime: Runtime, path: PathBuf, limits: runtime::Limits, 
                 Ok(()) => tracing::info!(controller = controller.name(), %digest, "module swapped"),
                 Err(e) => tracing::error!(controller = controller.name(), %digest, error = %e, "module not swapped"),
             },
-            Ok(Err(e)) => tracing::error!(controller = controller.name(), %digest, error = %e, "new module version refused; keeping the running one"),
-            Err(e) => tracing::error!(controller = controller.name(), error = %e, "loading the new module version panicked"),
+            Ok(Err(e)) => {
+                tracing::error!(controller = controller.name(), %digest, error = %e, "new module version refused; keeping the running one")
+            }
+            Err(e) => {
+                tracing::error!(controller = controller.name(), error = %e, "loading the new module version panicked")
+            }
         }
     }
 }

@@ -22,7 +22,9 @@ pub fn for_event(event: &ObjectEvent) -> Option<Enqueue> {
     match event {
         ObjectEvent::Applied { new, initial: true, .. } => Some(Enqueue::Initial(new.key())),
         ObjectEvent::Applied { old: None, new, .. } => Some(Enqueue::Now(new.key())),
-        ObjectEvent::Applied { old: Some(old), new, .. } => meaningful_change(old, new).then(|| Enqueue::Now(new.key())),
+        ObjectEvent::Applied { old: Some(old), new, .. } => {
+            meaningful_change(old, new).then(|| Enqueue::Now(new.key()))
+        }
         ObjectEvent::Resync(o) => Some(Enqueue::Now(o.key())),
         // Children are garbage-collected by Kubernetes; a parent with a
         // finalizer is reconciled on the update that set deletionTimestamp.
@@ -140,7 +142,10 @@ mod tests {
     #[test]
     fn status_only_updates_of_the_parent_are_skipped() {
         assert_eq!(for_event(&applied(Some(webapp(1, 0)), webapp(1, 3))), None);
-        assert_eq!(for_event(&applied(Some(webapp(1, 0)), webapp(2, 0))), Some(Enqueue::Now(ObjectKey::new(Some("a"), "shop"))));
+        assert_eq!(
+            for_event(&applied(Some(webapp(1, 0)), webapp(2, 0))),
+            Some(Enqueue::Now(ObjectKey::new(Some("a"), "shop")))
+        );
         assert!(for_event(&ObjectEvent::Resync(webapp(1, 0))).is_some(), "resync bypasses predicates");
         let initial = ObjectEvent::Applied { old: None, new: webapp(1, 0), initial: true };
         assert!(matches!(for_event(&initial), Some(Enqueue::Initial(_))));
@@ -154,9 +159,17 @@ mod tests {
                 "ownerReferences": [{"apiVersion": "example.operon.dev/v1beta1", "kind": kind, "name": "shop", "uid": "u", "controller": controller}]}}))
         };
         let key = owned_event(&ObjectEvent::Deleted(child("WebApp", true)), &parent);
-        assert_eq!(key, Some(Enqueue::Now(ObjectKey::new(Some("a"), "shop"))), "any version of the parent's group matches");
+        assert_eq!(
+            key,
+            Some(Enqueue::Now(ObjectKey::new(Some("a"), "shop"))),
+            "any version of the parent's group matches"
+        );
         assert_eq!(owned_event(&ObjectEvent::Deleted(child("Other", true)), &parent), None);
-        assert_eq!(owned_event(&ObjectEvent::Deleted(child("WebApp", false)), &parent), None, "non-controller owners do not count");
+        assert_eq!(
+            owned_event(&ObjectEvent::Deleted(child("WebApp", false)), &parent),
+            None,
+            "non-controller owners do not count"
+        );
     }
 
     #[test]
@@ -165,10 +178,17 @@ mod tests {
             "labels": {"app": "shop"}, "annotations": {"parent": "b/other"}}}));
         let ev = ObjectEvent::Applied { old: None, new: cm.clone(), initial: false };
         let none = |_: Option<&str>| vec![];
-        assert_eq!(watched_event(&ev, &Mapping::Label("app".into()), none), vec![Enqueue::Now(ObjectKey::new(Some("a"), "shop"))]);
-        assert_eq!(watched_event(&ev, &Mapping::Annotation("parent".into()), none), vec![Enqueue::Now(ObjectKey::new(Some("b"), "other"))]);
+        assert_eq!(
+            watched_event(&ev, &Mapping::Label("app".into()), none),
+            vec![Enqueue::Now(ObjectKey::new(Some("a"), "shop"))]
+        );
+        assert_eq!(
+            watched_event(&ev, &Mapping::Annotation("parent".into()), none),
+            vec![Enqueue::Now(ObjectKey::new(Some("b"), "other"))]
+        );
         assert!(watched_event(&ev, &Mapping::Label("missing".into()), none).is_empty());
-        let all = watched_event(&ev, &Mapping::AllInNamespace, |ns| vec![ObjectKey::new(ns, "p1"), ObjectKey::new(ns, "p2")]);
+        let all =
+            watched_event(&ev, &Mapping::AllInNamespace, |ns| vec![ObjectKey::new(ns, "p1"), ObjectKey::new(ns, "p2")]);
         assert_eq!(all.len(), 2);
         assert!(relates_to(&cm, &Mapping::Label("app".into()), &ObjectKey::new(Some("a"), "shop")));
         assert!(!relates_to(&cm, &Mapping::Label("app".into()), &ObjectKey::new(Some("b"), "shop")));

@@ -54,7 +54,9 @@ impl Default for Config {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A swapped-in module must declare the same kinds.
-    #[error("the new module's manifest differs from the running one ({0}); restart the controller to change what it watches")]
+    #[error(
+        "the new module's manifest differs from the running one ({0}); restart the controller to change what it watches"
+    )]
     ManifestChanged(String),
 }
 
@@ -80,7 +82,13 @@ struct Shared {
 impl Controller {
     /// Build a controller for `module` and start (or join) the informers it
     /// needs, so caches warm up even before this replica leads.
-    pub fn new(module: Module, cache: &Cache, client: kube::Client, metrics: Arc<Metrics>, config: Config) -> Controller {
+    pub fn new(
+        module: Module,
+        cache: &Cache,
+        client: kube::Client,
+        metrics: Arc<Metrics>,
+        config: Config,
+    ) -> Controller {
         let manifest = module.manifest().clone();
         let informer = |kind: &Gvk| {
             cache.informer(WatchKey { kind: kind.clone(), namespace: config.namespace.clone(), selector: None })
@@ -141,7 +149,8 @@ impl Controller {
         if **module.manifest() != *self.shared.manifest {
             return Err(Error::ManifestChanged(format!(
                 "running {:?}, new {:?}",
-                self.shared.manifest, module.manifest()
+                self.shared.manifest,
+                module.manifest()
             )));
         }
         *self.shared.module.write().unwrap_or_else(|p| p.into_inner()) = module;
@@ -349,7 +358,12 @@ impl Shared {
         Verdict::Done(outcome.requeue_after)
     }
 
-    async fn write(&self, parent: &CachedObject, existing: &[(Gvk, Arc<CachedObject>)], outcome: &Outcome) -> Result<(), apply::Error> {
+    async fn write(
+        &self,
+        parent: &CachedObject,
+        existing: &[(Gvk, Arc<CachedObject>)],
+        outcome: &Outcome,
+    ) -> Result<(), apply::Error> {
         let scopes = self.applier.scopes(&self.manifest.owns).await?;
         let children = apply::validate(&self.manifest, parent, outcome, |k| scopes.get(k).copied().unwrap_or(true))?;
         let report = self.applier.apply(parent, &children, existing, outcome).await?;
@@ -362,7 +376,13 @@ impl Shared {
         if report.status_written {
             self.metrics.applied(&self.name, ApplyOperation::Status);
         }
-        tracing::debug!(applied = report.applied, unchanged = report.unchanged, deleted = report.deleted, status = report.status_written, "reconciled");
+        tracing::debug!(
+            applied = report.applied,
+            unchanged = report.unchanged,
+            deleted = report.deleted,
+            status = report.status_written,
+            "reconciled"
+        );
         Ok(())
     }
 
@@ -380,7 +400,13 @@ impl Shared {
     }
 
     /// The request for one parent, built from the cache only.
-    fn request(&self, parent: &CachedObject, children: &[(Gvk, Arc<CachedObject>)], finalizing: bool, attempt: u32) -> Request {
+    fn request(
+        &self,
+        parent: &CachedObject,
+        children: &[(Gvk, Arc<CachedObject>)],
+        finalizing: bool,
+        attempt: u32,
+    ) -> Request {
         let children = self
             .owned
             .iter()

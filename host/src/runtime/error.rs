@@ -56,9 +56,7 @@ pub enum LoadError {
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
     /// The call ran past its wall-clock deadline.
-    #[error(
-        "timed out after {limit:?} (limit: {limit:?}; raise spec.limits.timeout or find the loop)"
-    )]
+    #[error("timed out after {limit:?} (limit: {limit:?}; raise spec.limits.timeout or find the loop)")]
     Timeout {
         /// The deadline in force.
         limit: Duration,

@@ -26,12 +26,7 @@ pub trait ObjectReader: Send + Sync {
     /// guest passed: `None` means the parent's namespace for namespaced kinds.
     fn get(&self, kind: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<String>, String>;
     /// Objects of a kind as JSON, filtered by a label selector.
-    fn list(
-        &self,
-        kind: &Gvk,
-        namespace: Option<&str>,
-        label_selector: Option<&str>,
-    ) -> Result<Vec<String>, String>;
+    fn list(&self, kind: &Gvk, namespace: Option<&str>, label_selector: Option<&str>) -> Result<Vec<String>, String>;
 }
 
 /// A reader that sees nothing: for the load-time smoke call and for tools.

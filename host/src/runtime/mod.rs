@@ -102,22 +102,10 @@ impl Runtime {
         let engine = build_engine(&config).map_err(LoadError::Engine)?;
         let linker = guest::linker(&engine, false).map_err(LoadError::Engine)?;
         let wasi_linker = guest::linker(&engine, true).map_err(LoadError::Engine)?;
-        let artifacts = config
-            .artifact_dir
-            .clone()
-            .map(|dir| artifacts::ArtifactCache::new(dir, &engine));
+        let artifacts = config.artifact_dir.clone().map(|dir| artifacts::ArtifactCache::new(dir, &engine));
         let ticker_stop = Arc::new(AtomicBool::new(false));
         spawn_epoch_ticker(&engine, config.epoch_tick, ticker_stop.clone());
-        Ok(Runtime {
-            inner: Arc::new(Inner {
-                engine,
-                linker,
-                wasi_linker,
-                artifacts,
-                config,
-                ticker_stop,
-            }),
-        })
+        Ok(Runtime { inner: Arc::new(Inner { engine, linker, wasi_linker, artifacts, config, ticker_stop }) })
     }
 
     /// Load a module from its bytes: digest → compile (or load the cached

@@ -80,10 +80,7 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
     let started = Instant::now();
     let (component, from_cache) = match &runtime.inner.artifacts {
         Some(cache) => cache.get_or_compile(runtime.engine(), &digest, bytes)?,
-        None => (
-            wasmtime::component::Component::new(runtime.engine(), bytes).map_err(LoadError::Compile)?,
-            false,
-        ),
+        None => (wasmtime::component::Component::new(runtime.engine(), bytes).map_err(LoadError::Compile)?, false),
     };
     let compile_time = started.elapsed();
 
@@ -125,9 +122,8 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
             CallError::Instantiate(e) => LoadError::Link(e),
             e => LoadError::Manifest(Box::new(e)),
         })?;
-        let result = module.guarded(&mut instance, |bindings, store| {
-            bindings.operon_reconciler_guest().call_manifest(store)
-        });
+        let result =
+            module.guarded(&mut instance, |bindings, store| bindings.operon_reconciler_guest().call_manifest(store));
         result.map_err(|e| LoadError::Manifest(Box::new(e)))?.into()
     };
     manifest.validate().map_err(LoadError::InvalidManifest)?;
@@ -151,9 +147,7 @@ fn placeholder_manifest() -> Manifest {
 /// message that says what to do.
 fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
     if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
-        return Err(LoadError::NotAComponent(
-            "the file does not start with the wasm magic number".into(),
-        ));
+        return Err(LoadError::NotAComponent("the file does not start with the wasm magic number".into()));
     }
     // Bytes 6..8 are the layer: 0 for a core module, 1 for a component.
     if bytes[6..8] == [0, 0] {
@@ -179,11 +173,7 @@ fn check_world(imports: &[String], exports: &[String]) -> Result<String, LoadErr
         if let Some((_, version)) = ours(name)
             && !semver_compatible(&version, WIT_VERSION)
         {
-            return Err(LoadError::WitVersion {
-                package: WIT_PACKAGE,
-                found: version,
-                expected: WIT_VERSION,
-            });
+            return Err(LoadError::WitVersion { package: WIT_PACKAGE, found: version, expected: WIT_VERSION });
         }
     }
     for name in imports {
@@ -447,7 +437,11 @@ mod tests {
     #[test]
     fn desired_objects_must_name_themselves() {
         assert!(parse_object(r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"a"}}"#).is_ok());
-        assert!(parse_object(r#"{"apiVersion":"v1","kind":"Service","metadata":{}}"#).unwrap_err().contains("metadata.name"));
+        assert!(
+            parse_object(r#"{"apiVersion":"v1","kind":"Service","metadata":{}}"#)
+                .unwrap_err()
+                .contains("metadata.name")
+        );
         assert!(parse_object(r#"{"kind":"Service"}"#).unwrap_err().contains("apiVersion"));
         assert!(parse_object("[1]").unwrap_err().contains("not a JSON object"));
         assert!(parse_object("{\"apiVersion\":").unwrap_err().contains("not valid JSON"));

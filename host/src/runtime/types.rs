@@ -27,11 +27,7 @@ impl Gvk {
     /// The `apiVersion` field for this kind: `group/version`, or `version`
     /// for the core group.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
+        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
     }
 
     /// The kind of a JSON object, from its `apiVersion` and `kind`.
@@ -105,10 +101,7 @@ impl Manifest {
             && self.name.len() <= 63
             && self.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
         if !name_ok {
-            return Err(format!(
-                "manifest name {:?} must be 1-63 characters of [a-z0-9-]",
-                self.name
-            ));
+            return Err(format!("manifest name {:?} must be 1-63 characters of [a-z0-9-]", self.name));
         }
         for gvk in std::iter::once(&self.for_kind).chain(&self.owns).chain(&self.reads) {
             if gvk.version.is_empty() || gvk.kind.is_empty() {
@@ -121,9 +114,7 @@ impl Manifest {
         if let Some(f) = &self.finalizer
             && !f.contains('/')
         {
-            return Err(format!(
-                "finalizer {f:?} must be domain-qualified, e.g. example.com/cleanup"
-            ));
+            return Err(format!("finalizer {f:?} must be domain-qualified, e.g. example.com/cleanup"));
         }
         Ok(())
     }

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 /// `target/guests`, or `$OPERON_GUESTS_DIR`.
 pub fn guests_dir() -> PathBuf {
-    std::env::var_os("OPERON_GUESTS_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/guests")
-    })
+    std::env::var_os("OPERON_GUESTS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/guests"))
 }
 
 /// The bytes of a built guest. Panics with what to run if it is missing:

@@ -97,33 +97,20 @@ impl Fixture {
     /// When the file cannot be read or is not a request (unknown keys, a
     /// child of a kind the manifest does not own).
     pub fn load(request_path: &Path, manifest: &raw::Manifest) -> Result<Fixture, String> {
-        let file_name = request_path
-            .file_name()
-            .and_then(|name| name.to_str())
-            .unwrap_or_default();
-        let name = file_name
-            .rsplit_once('.')
-            .map_or(file_name, |(stem, _)| stem);
-        let text = std::fs::read_to_string(request_path)
-            .map_err(|error| format!("{}: {error}", request_path.display()))?;
-        let file: RequestFile = serde_yaml::from_str(&text)
-            .map_err(|error| format!("{}: {error}", request_path.display()))?;
+        let file_name = request_path.file_name().and_then(|name| name.to_str()).unwrap_or_default();
+        let name = file_name.rsplit_once('.').map_or(file_name, |(stem, _)| stem);
+        let text =
+            std::fs::read_to_string(request_path).map_err(|error| format!("{}: {error}", request_path.display()))?;
+        let file: RequestFile =
+            serde_yaml::from_str(&text).map_err(|error| format!("{}: {error}", request_path.display()))?;
         // As in `operon test`: reads see the parent, the children, the related
         // objects and the `cluster` list.
         let mut cluster = FakeCluster::new();
-        for object in [&file.object]
-            .into_iter()
-            .chain(&file.children)
-            .chain(&file.related)
-            .chain(&file.cluster)
-        {
+        for object in [&file.object].into_iter().chain(&file.children).chain(&file.related).chain(&file.cluster) {
             let valid = object.get("apiVersion").is_some_and(Value::is_string)
                 && object.get("kind").is_some_and(Value::is_string);
             if !valid {
-                return Err(format!(
-                    "{}: an object has no apiVersion or kind",
-                    request_path.display()
-                ));
+                return Err(format!("{}: an object has no apiVersion or kind", request_path.display()));
             }
             cluster.objects.push(object.clone());
         }
@@ -134,21 +121,13 @@ impl Fixture {
             finalizing: file.finalizing,
             attempt: file.attempt,
         };
-        let request = builder
-            .try_build(manifest)
-            .map_err(|error| format!("{}: {error}", request_path.display()))?;
+        let request = builder.try_build(manifest).map_err(|error| format!("{}: {error}", request_path.display()))?;
         let expected_path = ["yaml", "yml", "json"]
             .iter()
             .map(|extension| request_path.with_file_name(format!("{name}.expected.{extension}")))
             .find(|path| path.exists())
             .unwrap_or_else(|| request_path.with_file_name(format!("{name}.expected.yaml")));
-        Ok(Fixture {
-            name: name.to_owned(),
-            request_path: request_path.to_owned(),
-            expected_path,
-            request,
-            cluster,
-        })
+        Ok(Fixture { name: name.to_owned(), request_path: request_path.to_owned(), expected_path, request, cluster })
     }
 
     /// Runs `R` on the request, through the same path as the component.
@@ -173,32 +152,22 @@ pub fn load_dir(dir: &Path, manifest: &raw::Manifest) -> Result<Vec<Fixture>, St
     let mut paths: Vec<PathBuf> = entries
         .filter_map(|entry| entry.ok().map(|entry| entry.path()))
         .filter(|path| {
-            let name = path
-                .file_name()
-                .and_then(|name| name.to_str())
-                .unwrap_or_default();
-            [".yaml", ".yml", ".json"]
-                .iter()
-                .any(|extension| name.ends_with(extension))
+            let name = path.file_name().and_then(|name| name.to_str()).unwrap_or_default();
+            [".yaml", ".yml", ".json"].iter().any(|extension| name.ends_with(extension))
                 && !name.contains(".expected.")
                 && path.is_file()
         })
         .collect();
     paths.sort();
-    paths
-        .iter()
-        .map(|path| Fixture::load(path, manifest))
-        .collect()
+    paths.iter().map(|path| Fixture::load(path, manifest)).collect()
 }
 
 /// The result of a reconcile in the shape of an expected file.
 pub fn to_expected(result: &Result<raw::Outcome, raw::Failure>) -> Value {
     match result {
         Ok(outcome) => {
-            let parse = |json: &str| {
-                serde_json::from_str::<Value>(json)
-                    .unwrap_or_else(|_| Value::String(json.to_owned()))
-            };
+            let parse =
+                |json: &str| serde_json::from_str::<Value>(json).unwrap_or_else(|_| Value::String(json.to_owned()));
             json!({
                 "desired": outcome.desired.iter().map(|json| parse(json)).collect::<Vec<_>>(),
                 "status": outcome.status.as_deref().map(parse),
@@ -224,10 +193,8 @@ pub fn to_expected(result: &Result<raw::Outcome, raw::Failure>) -> Value {
 ///
 /// When the file cannot be read or parsed.
 pub fn read_expected(path: &Path) -> Result<Value, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|error| format!("{}: {error}", path.display()))?;
-    let mut value: Value =
-        serde_yaml::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|error| format!("{}: {error}", path.display()))?;
+    let mut value: Value = serde_yaml::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?;
     if let Value::Object(map) = &mut value
         && !map.contains_key("error")
     {
@@ -280,36 +247,19 @@ pub fn check_dir<R: Reconciler>(dir: impl AsRef<Path>) {
                 );
             }
             Err(error) => {
-                let _ = write!(
-                    report,
-                    "\n--- {}: {error}\n--- actual\n{}",
-                    fixture.name,
-                    to_yaml(&actual)
-                );
+                let _ = write!(report, "\n--- {}: {error}\n--- actual\n{}", fixture.name, to_yaml(&actual));
             }
         }
     }
-    assert!(
-        report.is_empty(),
-        "fixtures in {} differ (OPERON_BLESS=1 rewrites them):{report}",
-        dir.display()
-    );
+    assert!(report.is_empty(), "fixtures in {} differ (OPERON_BLESS=1 rewrites them):{report}", dir.display());
 }
 
 /// YAML text of a value, keys in a reading order: an outcome's keys as in
 /// the WIT record, then objects with `apiVersion`, `kind`, `metadata`, `spec`
 /// first and the rest alphabetically.
 pub fn to_yaml(value: &Value) -> String {
-    const OUTCOME: &[&str] = &[
-        "error",
-        "desired",
-        "status",
-        "events",
-        "requeueAfterMs",
-        "finalized",
-    ];
-    serde_yaml::to_string(&ordered(value, OUTCOME))
-        .unwrap_or_else(|error| format!("<not YAML: {error}>\n"))
+    const OUTCOME: &[&str] = &["error", "desired", "status", "events", "requeueAfterMs", "finalized"];
+    serde_yaml::to_string(&ordered(value, OUTCOME)).unwrap_or_else(|error| format!("<not YAML: {error}>\n"))
 }
 
 /// Reorders object keys: `first` in that order, then the rest alphabetically
@@ -323,16 +273,11 @@ fn ordered(value: &Value, first: &[&str]) -> serde_yaml::Value {
             keys.sort_by(|a, b| rank(a).cmp(&rank(b)).then_with(|| a.cmp(b)));
             let mut out = serde_yaml::Mapping::new();
             for key in keys {
-                out.insert(
-                    serde_yaml::Value::String(key.clone()),
-                    ordered(&map[key.as_str()], OBJECT),
-                );
+                out.insert(serde_yaml::Value::String(key.clone()), ordered(&map[key.as_str()], OBJECT));
             }
             serde_yaml::Value::Mapping(out)
         }
-        Value::Array(items) => {
-            serde_yaml::Value::Sequence(items.iter().map(|item| ordered(item, OBJECT)).collect())
-        }
+        Value::Array(items) => serde_yaml::Value::Sequence(items.iter().map(|item| ordered(item, OBJECT)).collect()),
         other => serde_yaml::to_value(other).unwrap_or(serde_yaml::Value::Null),
     }
 }

@@ -46,11 +46,7 @@ pub struct SelectorError {
 
 impl fmt::Display for SelectorError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "invalid label selector {:?}: {}",
-            self.selector, self.reason
-        )
+        write!(f, "invalid label selector {:?}: {}", self.selector, self.reason)
     }
 }
 
@@ -64,10 +60,7 @@ impl Selector {
     /// When the text is not a label selector (an empty key, an unclosed
     /// parenthesis, an unknown operator).
     pub fn parse(text: &str) -> Result<Selector, SelectorError> {
-        let error = |reason| SelectorError {
-            selector: text.to_owned(),
-            reason,
-        };
+        let error = |reason| SelectorError { selector: text.to_owned(), reason };
         let mut requirements = Vec::new();
         for part in split_top_level(text).map_err(error)? {
             let part = part.trim();
@@ -84,18 +77,12 @@ impl Selector {
 
     /// Whether `labels` satisfy every requirement.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.requirements
-            .iter()
-            .all(|requirement| match requirement {
-                Requirement::In(key, values) => {
-                    labels.get(key).is_some_and(|value| values.contains(value))
-                }
-                Requirement::NotIn(key, values) => {
-                    labels.get(key).is_none_or(|value| !values.contains(value))
-                }
-                Requirement::Exists(key) => labels.contains_key(key),
-                Requirement::DoesNotExist(key) => !labels.contains_key(key),
-            })
+        self.requirements.iter().all(|requirement| match requirement {
+            Requirement::In(key, values) => labels.get(key).is_some_and(|value| values.contains(value)),
+            Requirement::NotIn(key, values) => labels.get(key).is_none_or(|value| !values.contains(value)),
+            Requirement::Exists(key) => labels.contains_key(key),
+            Requirement::DoesNotExist(key) => !labels.contains_key(key),
+        })
     }
 }
 
@@ -135,17 +122,10 @@ fn parse_requirement(part: &str) -> Result<Requirement, &'static str> {
     }
     if let Some(open) = part.find('(') {
         let (head, list) = (part[..open].trim(), &part[open..]);
-        let list = list
-            .strip_prefix('(')
-            .and_then(|l| l.strip_suffix(')'))
-            .ok_or("text after the closing parenthesis")?;
-        let values = list
-            .split(',')
-            .map(value_of)
-            .collect::<Result<Vec<_>, _>>()?;
-        let (key, operator) = head
-            .rsplit_once(char::is_whitespace)
-            .ok_or("missing operator before (")?;
+        let list =
+            list.strip_prefix('(').and_then(|l| l.strip_suffix(')')).ok_or("text after the closing parenthesis")?;
+        let values = list.split(',').map(value_of).collect::<Result<Vec<_>, _>>()?;
+        let (key, operator) = head.rsplit_once(char::is_whitespace).ok_or("missing operator before (")?;
         let key = key_of(key)?;
         return match operator {
             "in" => Ok(Requirement::In(key, values)),
@@ -177,10 +157,7 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
     }
 
     fn matches(selector: &str, pairs: &[(&str, &str)]) -> bool {
@@ -223,34 +200,15 @@ mod tests {
     #[test]
     fn requirements_should_all_hold() {
         let selector = "app=web,env in (prod,staging),!legacy,tier";
-        assert!(matches(
-            selector,
-            &[("app", "web"), ("env", "prod"), ("tier", "x")]
-        ));
-        assert!(!matches(
-            selector,
-            &[
-                ("app", "web"),
-                ("env", "prod"),
-                ("tier", "x"),
-                ("legacy", "1")
-            ]
-        ));
+        assert!(matches(selector, &[("app", "web"), ("env", "prod"), ("tier", "x")]));
+        assert!(!matches(selector, &[("app", "web"), ("env", "prod"), ("tier", "x"), ("legacy", "1")]));
         assert!(matches("", &[]));
         assert!(matches("  ", &[("a", "b")]));
     }
 
     #[test]
     fn malformed_selectors_should_be_refused() {
-        for bad in [
-            "app=web,",
-            "env in (a,b",
-            "env on (a)",
-            "=web",
-            "a b",
-            ",",
-            "env in (a,(b))",
-        ] {
+        for bad in ["app=web,", "env in (a,b", "env on (a)", "=web", "a b", ",", "env in (a,(b))"] {
             assert!(Selector::parse(bad).is_err(), "{bad:?} parsed");
         }
     }

@@ -12,11 +12,7 @@ struct Component;
 export!(Component);
 
 fn gvk(group: &str, version: &str, kind: &str) -> Gvk {
-    Gvk {
-        group: group.into(),
-        version: version.into(),
-        kind: kind.into(),
-    }
+    Gvk { group: group.into(), version: version.into(), kind: kind.into() }
 }
 
 impl Guest for Component {

@@ -17,11 +17,7 @@ struct Component;
 export!(Component);
 
 fn gvk(group: &str, version: &str, kind: &str) -> Gvk {
-    Gvk {
-        group: group.into(),
-        version: version.into(),
-        kind: kind.into(),
-    }
+    Gvk { group: group.into(), version: version.into(), kind: kind.into() }
 }
 
 const DEFAULT_TOTAL: usize = 20 << 20;
@@ -31,9 +27,7 @@ const PER_OBJECT: usize = 1 << 20;
 fn requested_total(object: &str) -> Option<usize> {
     let at = object.find("\"totalBytes\"")? + "\"totalBytes\"".len();
     let rest = object[at..].trim_start().strip_prefix(':')?.trim_start();
-    let digits = rest
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(rest.len());
+    let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
     rest[..digits].parse().ok()
 }
 
@@ -72,12 +66,6 @@ impl Guest for Component {
             remaining = remaining.saturating_sub(object.len());
             desired.push(object);
         }
-        Ok(Outcome {
-            desired,
-            status: None,
-            events: vec![],
-            requeue_after_ms: None,
-            finalized: false,
-        })
+        Ok(Outcome { desired, status: None, events: vec![], requeue_after_ms: None, finalized: false })
     }
 }

@@ -10,11 +10,7 @@ struct Component;
 export!(Component);
 
 fn gvk(group: &str, version: &str, kind: &str) -> Gvk {
-    Gvk {
-        group: group.into(),
-        version: version.into(),
-        kind: kind.into(),
-    }
+    Gvk { group: group.into(), version: version.into(), kind: kind.into() }
 }
 
 impl Guest for Component {
@@ -30,9 +26,6 @@ impl Guest for Component {
     }
 
     fn reconcile(request: Request) -> Result<Outcome, Failure> {
-        panic!(
-            "misbehave-panic: deliberate panic in reconcile (attempt {})",
-            request.attempt
-        );
+        panic!("misbehave-panic: deliberate panic in reconcile (attempt {})", request.attempt);
     }
 }

@@ -20,11 +20,7 @@ struct Component;
 export!(Component);
 
 fn gvk(group: &str, version: &str, kind: &str) -> Gvk {
-    Gvk {
-        group: group.into(),
-        version: version.into(),
-        kind: kind.into(),
-    }
+    Gvk { group: group.into(), version: version.into(), kind: kind.into() }
 }
 
 impl Guest for Component {
@@ -40,17 +36,10 @@ impl Guest for Component {
     }
 
     fn reconcile(request: Request) -> Result<Outcome, Failure> {
-        let parent: serde_json::Value = serde_json::from_str(&request.object)
-            .map_err(|e| Failure::Terminal(format!("parent is not JSON: {e}")))?;
-        let mode = parent
-            .pointer("/spec/read")
-            .and_then(|v| v.as_str())
-            .unwrap_or("get");
-        host::log(
-            Level::Info,
-            "misbehave-reader",
-            &[("mode".into(), mode.into())],
-        );
+        let parent: serde_json::Value =
+            serde_json::from_str(&request.object).map_err(|e| Failure::Terminal(format!("parent is not JSON: {e}")))?;
+        let mode = parent.pointer("/spec/read").and_then(|v| v.as_str()).unwrap_or("get");
+        host::log(Level::Info, "misbehave-reader", &[("mode".into(), mode.into())]);
 
         if mode == "list" {
             let configmaps = host::list(&gvk("", "v1", "ConfigMap"), None, None)
@@ -65,16 +54,10 @@ impl Guest for Component {
             });
         }
 
-        let secret = ObjectRef {
-            kind: gvk("", "v1", "Secret"),
-            namespace: None,
-            name: "forbidden".into(),
-        };
+        let secret = ObjectRef { kind: gvk("", "v1", "Secret"), namespace: None, name: "forbidden".into() };
         match host::get(&secret) {
             Err(e) => Err(Failure::Transient(e)),
-            Ok(_) => Err(Failure::Terminal(
-                "host.get of undeclared kind v1/Secret was allowed".into(),
-            )),
+            Ok(_) => Err(Failure::Terminal("host.get of undeclared kind v1/Secret was allowed".into())),
         }
     }
 }
