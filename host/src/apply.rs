@@ -25,6 +25,9 @@ use std::sync::{Arc, Mutex};
 /// Largest object the host will write (etcd's limit is 1.5 MiB).
 pub const MAX_OBJECT_BYTES: usize = 1 << 20;
 
+/// Most children whose last apply is remembered (see `Applier::applied`).
+const MEMO_LIMIT: usize = 100_000;
+
 /// Why an outcome was refused before anything was written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("outcome refused, nothing written: {0}")]
@@ -294,7 +297,14 @@ impl Applier {
                 .await
                 .map_err(|source| Error::Api { operation: "apply", target: target(&child.kind, &child.key), source })?;
             if let Some(rv) = written.metadata.resource_version {
-                self.applied.lock().unwrap_or_else(|p| p.into_inner()).insert(memo, (hash, rv));
+                let mut applied = self.applied.lock().unwrap_or_else(|p| p.into_inner());
+                // Children the garbage collector removed never leave this map;
+                // forgetting everything now and then costs only one redundant
+                // apply per child.
+                if applied.len() >= MEMO_LIMIT {
+                    applied.clear();
+                }
+                applied.insert(memo, (hash, rv));
             }
             report.applied += 1;
         }
