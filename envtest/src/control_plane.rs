@@ -229,7 +229,9 @@ impl ControlPlane {
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
                 format!("--service-account-key-file={}", pki.service_account_pub.display()),
                 format!("--service-account-signing-key-file={}", pki.service_account_key.display()),
-                "--service-cluster-ip-range=10.0.0.0/24".into(),
+                // A /16: room for a Service per object in tests and benchmarks
+                // with thousands of parents.
+                "--service-cluster-ip-range=10.0.0.0/16".into(),
                 "--allow-privileged=true".into(),
                 // Needs the service-account controller, which does not run.
                 "--disable-admission-plugins=ServiceAccount".into(),

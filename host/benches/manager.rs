@@ -15,8 +15,9 @@
 //!    once, 32 creates in flight, in a namespace of their own. The clock runs
 //!    from the first create until the benchmark's own watches have seen every
 //!    parent with a Deployment, a Service and a status whose
-//!    `observedGeneration` equals its `generation` and which carries the
-//!    `Ready` condition (False: nothing makes the Deployments ready). Both
+//!    `observedGeneration` equals its `generation` and whose `Ready`
+//!    condition was computed with the Deployment present (False: nothing
+//!    makes the Deployments ready): the steady state. Both
 //!    controllers run with the same number of workers and do the same API
 //!    writes per parent: the finalizer (server-side apply, its own field
 //!    manager), the two children (server-side apply, skipped when the last
@@ -50,7 +51,10 @@ use anyhow::{Context as _, Result, bail};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event as K8sEvent;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+    Preconditions,
+};
 use kube::runtime::controller::{self, Action};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -90,10 +94,7 @@ fn main() -> Result<()> {
     let args = parse_args()?;
     let started = Instant::now();
     eprintln!("bench: starting a control plane (etcd, kube-apiserver, kube-controller-manager)");
-    let assets = wide_service_range_assets()?;
-    let mut options = Options::with_controller_manager().crd(webapp_crd()?);
-    options.assets = Some(assets.path().to_path_buf());
-    let plane = ControlPlane::start(options)?;
+    let plane = ControlPlane::start(Options::with_controller_manager().crd(webapp_crd()?))?;
     eprintln!("bench: control plane up in {:.1?}", started.elapsed());
 
     let starts = ReconcileStarts::install();
@@ -104,27 +105,9 @@ fn main() -> Result<()> {
     }
     drop(rt);
     drop(plane);
-    drop(assets);
     result?;
     println!("total time {:.0?}", started.elapsed());
     Ok(())
-}
-
-/// The envtest binaries, with kube-apiserver wrapped to serve a /16 service
-/// range: envtest's /24 holds 254 ClusterIPs, and every WebApp has a
-/// Service. (pflag keeps the last value of a repeated flag.)
-fn wide_service_range_assets() -> Result<tempfile::TempDir> {
-    use std::os::unix::fs::{PermissionsExt, symlink};
-    let real = operon_envtest::assets::find(true)?;
-    let dir = tempfile::Builder::new().prefix("operon-bench-assets-").tempdir()?;
-    for name in ["etcd", "kube-controller-manager"] {
-        symlink(real.join(name), dir.path().join(name))?;
-    }
-    let wrapper = dir.path().join("kube-apiserver");
-    let script = format!("#!/bin/sh\nexec '{}' \"$@\" --service-cluster-ip-range=10.96.0.0/16\n", real.join("kube-apiserver").display());
-    std::fs::write(&wrapper, script)?;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755))?;
-    Ok(dir)
 }
 
 fn parse_args() -> Result<Args> {
@@ -132,7 +115,10 @@ fn parse_args() -> Result<Args> {
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut value = |name: &str| -> Result<usize> {
-            it.next().with_context(|| format!("{name} needs a value"))?.parse().with_context(|| format!("{name}: not a number"))
+            it.next()
+                .with_context(|| format!("{name} needs a value"))?
+                .parse()
+                .with_context(|| format!("{name}: not a number"))
         };
         match arg.as_str() {
             "--parents" => args.parents = value("--parents")?,
@@ -197,7 +183,11 @@ async fn run(plane: &ControlPlane, args: &Args, starts: Arc<ReconcileStarts>) ->
     let mut memory = None;
     for (i, &kind) in order.iter().enumerate() {
         let first_of_kind = !order[..i].contains(&kind);
-        let namespace = operon_envtest::create_namespace(&client, &format!("bench-{}", if kind == Kind::Operon { "operon" } else { "native" })).await?;
+        let namespace = operon_envtest::create_namespace(
+            &client,
+            &format!("bench-{}", if kind == Kind::Operon { "operon" } else { "native" }),
+        )
+        .await?;
         let tracker = Tracker::start(client.clone(), &namespace).await;
         let rss_before = first_of_kind.then(rss);
         eprintln!("bench: {} in namespace {namespace}", kind.label());
@@ -223,7 +213,8 @@ async fn run(plane: &ControlPlane, args: &Args, starts: Arc<ReconcileStarts>) ->
             tokio::time::sleep(Duration::from_secs(2)).await;
             let queue_before = running.queue_histogram();
             let samples = latency(&client, &namespace, args.samples, &tracker, &starts).await?;
-            let queue = running.queue_histogram().map(|after| histogram_delta(&after, &queue_before.unwrap_or_default()));
+            let queue =
+                running.queue_histogram().map(|after| histogram_delta(&after, &queue_before.unwrap_or_default()));
             latencies.push((kind, samples, queue));
         }
         running.stop().await?;
@@ -255,11 +246,18 @@ async fn converge(client: &kube::Client, namespace: &str, n: usize, tracker: &Tr
     let deadline = Duration::from_secs(600);
     tracker
         .wait(deadline, |s| {
-            (s.deployments.len() >= n && s.services.len() >= n && s.webapps.values().filter(|w| w.done()).count() >= n).then_some(())
+            (s.deployments.len() >= n && s.services.len() >= n && s.webapps.values().filter(|w| w.done()).count() >= n)
+                .then_some(())
         })
         .await
         .context("waiting for every WebApp to have children and a status")?;
-    Ok(Convergence { kind: Kind::Operon, created, converged: started.elapsed(), reconciles: 0, writes: Writes::default() })
+    Ok(Convergence {
+        kind: Kind::Operon,
+        created,
+        converged: started.elapsed(),
+        reconciles: 0,
+        writes: Writes::default(),
+    })
 }
 
 /// Create some WebApps with no controller running, so that the first
@@ -284,6 +282,10 @@ async fn warm_up(client: &kube::Client, n: usize) -> Result<()> {
 
 // ---------------------------------------------------------------------------
 // 2. Event → reconcile start
+
+/// One controller's latency samples, and Operon's queue-wait histogram
+/// (bucket upper bound, cumulative count) over the same phase.
+type Latencies = (Kind, Vec<Sample>, Option<Vec<(f64, u64)>>);
 
 /// One patched WebApp's timestamps, relative to the patch's response.
 struct Sample {
@@ -311,9 +313,8 @@ async fn latency(
         let name = name_of(i);
         let replicas = 2;
         let sent = Instant::now();
-        let patched = api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": replicas}})))
-            .await?;
+        let patched =
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": replicas}}))).await?;
         let returned = Instant::now();
         let generation = patched.metadata.generation.context("a WebApp without a generation")?;
         let (n, g) = (name.clone(), generation);
@@ -328,7 +329,12 @@ async fn latency(
             .with_context(|| format!("waiting for {name} to follow its patch"))?;
         let start = starts.first_after(&name, sent).context("no reconcile start was recorded")?;
         let ms = |t: Instant| signed_ms(t, returned);
-        out.push(Sample { response: ms(returned) - ms(sent), watch: ms(watch_seen), start: ms(start), child: ms(child_seen) });
+        out.push(Sample {
+            response: ms(returned) - ms(sent),
+            watch: ms(watch_seen),
+            start: ms(start),
+            child: ms(child_seen),
+        });
         // Idle between samples.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -350,9 +356,11 @@ struct ReconcileStarts {
 impl ReconcileStarts {
     fn install() -> Arc<ReconcileStarts> {
         let starts = Arc::new(ReconcileStarts::default());
-        let subscriber = tracing_subscriber::registry()
-            .with(StartLayer(starts.clone()))
-            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(tracing_subscriber::filter::LevelFilter::WARN));
+        let subscriber = tracing_subscriber::registry().with(StartLayer(starts.clone())).with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(tracing_subscriber::filter::LevelFilter::WARN),
+        );
         tracing::subscriber::set_global_default(subscriber).expect("no other subscriber");
         starts
     }
@@ -368,7 +376,10 @@ impl ReconcileStarts {
     fn first_after(&self, name: &str, after: Instant) -> Option<Instant> {
         let needle = format!("/{name}");
         let seen = self.seen.lock().unwrap();
-        seen.iter().filter(|(o, t)| *t >= after && (o.ends_with(&needle) || o.contains(&format!("{needle}.")))).map(|(_, t)| *t).min()
+        seen.iter()
+            .filter(|(o, t)| *t >= after && (o.ends_with(&needle) || o.contains(&format!("{needle}."))))
+            .map(|(_, t)| *t)
+            .min()
     }
 }
 
@@ -377,7 +388,12 @@ use tracing_subscriber::Layer as _;
 struct StartLayer(Arc<ReconcileStarts>);
 
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for StartLayer {
-    fn on_new_span(&self, attrs: &tracing::span::Attributes<'_>, _: &tracing::span::Id, _: tracing_subscriber::layer::Context<'_, S>) {
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        _: &tracing::span::Id,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) {
         if !self.0.armed.load(Ordering::Relaxed) {
             return;
         }
@@ -425,7 +441,13 @@ enum Running {
 }
 
 impl Running {
-    async fn start(kind: Kind, client: kube::Client, namespace: &str, module: Module, workers: usize) -> Result<Running> {
+    async fn start(
+        kind: Kind,
+        client: kube::Client,
+        namespace: &str,
+        module: Module,
+        workers: usize,
+    ) -> Result<Running> {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let running = match kind {
             Kind::Operon => {
@@ -505,7 +527,9 @@ impl Running {
         let text = metrics.encode().ok()?;
         let buckets = text
             .lines()
-            .filter(|l| l.starts_with("workqueue_queue_duration_seconds_bucket{") && l.contains("controller=\"webapp\""))
+            .filter(|l| {
+                l.starts_with("workqueue_queue_duration_seconds_bucket{") && l.contains("controller=\"webapp\"")
+            })
             .filter_map(|l| {
                 let le = l.split("le=\"").nth(1)?.split('"').next()?;
                 let count = l.rsplit(' ').next()?.parse().ok()?;
@@ -570,9 +594,15 @@ impl Native {
         workers: usize,
         shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
     ) -> Result<(Arc<Native>, tokio::task::JoinHandle<()>)> {
-        let ar = |group: &str, version: &str, kind: &str| ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
-        let (webapp, deployment, service, ingress) =
-            (ar(GROUP, VERSION, "WebApp"), ar("apps", "v1", "Deployment"), ar("", "v1", "Service"), ar("networking.k8s.io", "v1", "Ingress"));
+        let ar = |group: &str, version: &str, kind: &str| {
+            ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind))
+        };
+        let (webapp, deployment, service, ingress) = (
+            ar(GROUP, VERSION, "WebApp"),
+            ar("apps", "v1", "Deployment"),
+            ar("", "v1", "Service"),
+            ar("networking.k8s.io", "v1", "Ingress"),
+        );
         let reflect = |resource: &ApiResource| {
             let writer = reflector::store::Writer::<DynamicObject>::new(resource.clone());
             let store = writer.as_reader();
@@ -605,23 +635,34 @@ impl Native {
             apply_writes: AtomicU64::new(0),
             status_writes: AtomicU64::new(0),
         });
-        let controller = Controller::for_stream_with(parent_stream.predicate_filter(parent_predicate, PredicateConfig::default()), parents.clone(), webapp)
-            .owns_stream_with(deployment_stream, deployment)
-            .owns_stream_with(service_stream, service)
-            .owns_stream_with(ingress_stream, ingress)
-            .with_config(controller::Config::default().concurrency(workers as u16))
-            .graceful_shutdown_on(shutdown);
-        let task = tokio::spawn(controller.run(native_reconcile, native_error_policy, ctx.clone()).for_each(|_| async {}));
+        let controller = Controller::for_stream_with(
+            parent_stream.predicate_filter(parent_predicate, PredicateConfig::default()),
+            parents.clone(),
+            webapp,
+        )
+        .owns_stream_with(deployment_stream, deployment)
+        .owns_stream_with(service_stream, service)
+        .owns_stream_with(ingress_stream, ingress)
+        .with_config(controller::Config::default().concurrency(workers as u16))
+        .graceful_shutdown_on(shutdown);
+        let task =
+            tokio::spawn(controller.run(native_reconcile, native_error_policy, ctx.clone()).for_each(|_| async {}));
         for store in [&parents, &deployments, &services, &ingresses] {
             tokio::time::timeout(Duration::from_secs(30), store.wait_until_ready()).await??;
         }
         Ok((ctx, task))
     }
 
-    fn owned(&self, store: &Store<DynamicObject>, resource: &ApiResource, name: &str, uid: &str) -> Option<Arc<DynamicObject>> {
-        store
-            .get(&ObjectRef::new_with(name, resource.clone()).within(&self.namespace))
-            .filter(|c| c.metadata.owner_references.iter().flatten().any(|o| o.controller == Some(true) && o.uid == uid))
+    fn owned(
+        &self,
+        store: &Store<DynamicObject>,
+        resource: &ApiResource,
+        name: &str,
+        uid: &str,
+    ) -> Option<Arc<DynamicObject>> {
+        store.get(&ObjectRef::new_with(name, resource.clone()).within(&self.namespace)).filter(|c| {
+            c.metadata.owner_references.iter().flatten().any(|o| o.controller == Some(true) && o.uid == uid)
+        })
     }
 
     fn api(&self, resource: &ApiResource) -> Api<DynamicObject> {
@@ -634,7 +675,8 @@ impl Native {
 fn parent_predicate(o: &DynamicObject) -> Option<u64> {
     let m = &o.metadata;
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    (m.generation, &m.labels, &m.annotations, &m.finalizers, m.deletion_timestamp.as_ref().map(|t| t.0.to_string())).hash(&mut h);
+    (m.generation, &m.labels, &m.annotations, &m.finalizers, m.deletion_timestamp.as_ref().map(|t| t.0.to_string()))
+        .hash(&mut h);
     Some(h.finish())
 }
 
@@ -657,7 +699,9 @@ async fn native_reconcile(parent: Arc<DynamicObject>, ctx: Arc<Native>) -> Resul
     if !parent.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER) {
         let body = json!({"apiVersion": format!("{GROUP}/{VERSION}"), "kind": "WebApp",
                           "metadata": {"name": name, "namespace": ctx.namespace, "finalizers": [FINALIZER]}});
-        parents.patch(&name, &PatchParams::apply(&format!("{FIELD_MANAGER}-finalizer")).force(), &Patch::Apply(&body)).await?;
+        parents
+            .patch(&name, &PatchParams::apply(&format!("{FIELD_MANAGER}-finalizer")).force(), &Patch::Apply(&body))
+            .await?;
         ctx.finalizer_writes.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -677,10 +721,20 @@ async fn native_reconcile(parent: Arc<DynamicObject>, ctx: Arc<Native>) -> Resul
             cluster.insert(&*c);
             existing.push((resource, c));
         }
-        children.push(raw::Children { kind: raw::Gvk { group: group.into(), version: version.into(), kind: kind.into() }, objects });
+        children.push(raw::Children {
+            kind: raw::Gvk { group: group.into(), version: version.into(), kind: kind.into() },
+            objects,
+        });
     }
-    let request = raw::Request { object: serde_json::to_string(&*parent)?, children, related: Vec::new(), finalizing: false, attempt: 0 };
-    let outcome = operon_sdk::run::reconcile::<WebAppReconciler>(&cluster, request).map_err(|f| NativeError::Guest(format!("{f:?}")))?;
+    let request = raw::Request {
+        object: serde_json::to_string(&*parent)?,
+        children,
+        related: Vec::new(),
+        finalizing: false,
+        attempt: 0,
+    };
+    let outcome = operon_sdk::run::reconcile::<WebAppReconciler>(&cluster, request)
+        .map_err(|f| NativeError::Guest(format!("{f:?}")))?;
 
     // Children: server-side apply, skipped when our last apply is current.
     let owner = json!({"apiVersion": format!("{GROUP}/{VERSION}"), "kind": "WebApp", "name": name, "uid": uid,
@@ -848,7 +902,9 @@ impl Tracker {
                             let status = object.data.get("status");
                             let tracked = TrackedWebApp {
                                 generation: object.metadata.generation,
-                                observed_generation: status.and_then(|s| s.get("observedGeneration")).and_then(Value::as_i64),
+                                observed_generation: status
+                                    .and_then(|s| s.get("observedGeneration"))
+                                    .and_then(Value::as_i64),
                                 reflects_children: status
                                     .and_then(|s| s.get("conditions"))
                                     .and_then(Value::as_array)
@@ -909,7 +965,12 @@ impl Tracker {
 // ---------------------------------------------------------------------------
 // Report
 
-fn report(args: &Args, convergences: &[Convergence], latencies: &[(Kind, Vec<Sample>, Option<Vec<(f64, u64)>>)], memory: Option<((u64, u64), (u64, u64))>) {
+fn report(
+    args: &Args,
+    convergences: &[Convergence],
+    latencies: &[Latencies],
+    memory: Option<((u64, u64), (u64, u64))>,
+) {
     let n = args.parents;
     println!();
     println!(
@@ -920,10 +981,12 @@ fn report(args: &Args, convergences: &[Convergence], latencies: &[(Kind, Vec<Sam
         operon_envtest::assets::ETCD_VERSION,
     );
     println!();
-    println!("1. {n} WebApps created at once ({CREATE_CONCURRENCY} creates in flight) -> every one has its Deployment, Service and Ready status");
     println!(
-        "   {:<22} {:>11} {:>13} {:>11}   {}",
-        "", "created in", "converged in", "reconciles", "writes: finalizer / children / status / events"
+        "1. {n} WebApps created at once ({CREATE_CONCURRENCY} creates in flight) -> every one has its Deployment, Service and Ready status"
+    );
+    println!(
+        "   {:<22} {:>11} {:>13} {:>11}   writes: finalizer / children / status / events",
+        "", "created in", "converged in", "reconciles"
     );
     for c in convergences {
         println!(
@@ -952,19 +1015,31 @@ fn report(args: &Args, convergences: &[Convergence], latencies: &[(Kind, Vec<Sam
         );
     }
     println!();
-    println!("2. Event -> reconcile start on an idle system: {} spec patches, one at a time (ms; from the patch's response)", args.samples);
+    println!(
+        "2. Event -> reconcile start on an idle system: {} spec patches, one at a time (ms; from the patch's response)",
+        args.samples
+    );
     println!("   {:<58} {:>8} {:>8} {:>8}", "", "p50", "p99", "max");
     for (kind, samples, queue) in latencies {
         let row = |what: &str, values: Vec<f64>| {
             let mut v = values;
             v.sort_by(f64::total_cmp);
-            println!("   {:<58} {:>8.2} {:>8.2} {:>8.2}", format!("{}: {what}", short(*kind)), pct(&v, 50.0), pct(&v, 99.0), v.last().copied().unwrap_or(f64::NAN));
+            println!(
+                "   {:<58} {:>8.2} {:>8.2} {:>8.2}",
+                format!("{}: {what}", short(*kind)),
+                pct(&v, 50.0),
+                pct(&v, 99.0),
+                v.last().copied().unwrap_or(f64::NAN)
+            );
             pct(&v, 99.0)
         };
         row("patch sent -> response (API server write)", samples.iter().map(|s| s.response).collect());
         row("watch delivers the new generation (bench's watch)", samples.iter().map(|s| s.watch).collect());
         row("reconcile starts", samples.iter().map(|s| s.start).collect());
-        let p99 = row("reconcile start - watch delivery (event -> start)", samples.iter().map(|s| s.start - s.watch).collect());
+        let p99 = row(
+            "reconcile start - watch delivery (event -> start)",
+            samples.iter().map(|s| s.start - s.watch).collect(),
+        );
         row("Deployment updated (bench's watch)", samples.iter().map(|s| s.child).collect());
         if let Some(q) = queue {
             let total = q.last().map_or(0, |b| b.1);
@@ -989,7 +1064,11 @@ fn report(args: &Args, convergences: &[Convergence], latencies: &[(Kind, Vec<Sam
         let objects = 3 * n as u64;
         println!("3. Memory of this process (operon manager; VmRSS)");
         println!("   before the manager starts (runtime and module loaded)   {:>8.1} MiB", mib(rss0));
-        println!("   {n} WebApps + {n} Deployments + {n} Services cached      {:>8.1} MiB   (VmHWM {:.1} MiB)", mib(rss1), mib(hwm1));
+        println!(
+            "   {n} WebApps + {n} Deployments + {n} Services cached      {:>8.1} MiB   (VmHWM {:.1} MiB)",
+            mib(rss1),
+            mib(hwm1)
+        );
         println!(
             "   growth per cached object ({objects} objects)                 {:>8.1} KiB",
             rss1.saturating_sub(rss0) as f64 / 1024.0 / objects as f64
@@ -1030,10 +1109,7 @@ fn bucket_pct(buckets: &[(f64, u64)], p: f64) -> String {
 }
 
 fn histogram_delta(after: &[(f64, u64)], before: &[(f64, u64)]) -> Vec<(f64, u64)> {
-    after
-        .iter()
-        .map(|(le, c)| (*le, c - before.iter().find(|b| b.0 == *le).map_or(0, |b| b.1)))
-        .collect()
+    after.iter().map(|(le, c)| (*le, c - before.iter().find(|b| b.0 == *le).map_or(0, |b| b.1))).collect()
 }
 
 /// (VmRSS, VmHWM) in bytes.
@@ -1062,7 +1138,11 @@ fn name_of(i: usize) -> String {
 }
 
 fn webapps(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
-    Api::namespaced_with(client.clone(), namespace, &ApiResource::from_gvk(&GroupVersionKind::gvk(GROUP, VERSION, "WebApp")))
+    Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk(GROUP, VERSION, "WebApp")),
+    )
 }
 
 /// A WebApp of about 4 KB of JSON once the API server has added its
@@ -1096,7 +1176,8 @@ fn webapp(name: &str) -> Value {
     })
 }
 
-fn webapp_crd() -> Result<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> {
+fn webapp_crd() -> Result<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>
+{
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/rust-webapp/crd.yaml");
     Ok(serde_yaml::from_str(&std::fs::read_to_string(&path).with_context(|| path.display().to_string())?)?)
 }

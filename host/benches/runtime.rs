@@ -59,9 +59,8 @@ const TARGET_RATIO: f64 = 2.0;
 
 fn main() {
     let wasm_path = guests_dir().join("rust-webapp.wasm");
-    let bytes = std::fs::read(&wasm_path).unwrap_or_else(|e| {
-        panic!("{}: {e}; build it with `cargo xtask guests rust-webapp`", wasm_path.display())
-    });
+    let bytes = std::fs::read(&wasm_path)
+        .unwrap_or_else(|e| panic!("{}: {e}; build it with `cargo xtask guests rust-webapp`", wasm_path.display()));
     let rt = Runtime::new(runtime::Config { artifact_dir: None, ..Default::default() }).expect("engine");
     let fresh = rt.load(&bytes, Limits::default()).expect("load (fresh)");
     let pooled = rt
@@ -103,11 +102,12 @@ fn main() {
     let elapsed = started.elapsed();
 
     let [native, pooled_v, fresh_v] = &variants;
-    let ratio = |v: &Variant| median_f64(v.p50s.iter().zip(&native.p50s).map(|(w, n)| w.as_secs_f64() / n.as_secs_f64()));
+    let ratio =
+        |v: &Variant| median_f64(v.p50s.iter().zip(&native.p50s).map(|(w, n)| w.as_secs_f64() / n.as_secs_f64()));
     let instantiate = median_dur(fresh_v.p50s.iter().zip(&pooled_v.p50s).map(|(f, p)| f.saturating_sub(*p)));
 
-    let outcome_bytes: usize =
-        native_outcome.desired.iter().map(String::len).sum::<usize>() + native_outcome.status.as_ref().map_or(0, String::len);
+    let outcome_bytes: usize = native_outcome.desired.iter().map(String::len).sum::<usize>()
+        + native_outcome.status.as_ref().map_or(0, String::len);
     println!();
     println!("Operon runtime benchmark: WebApp reconcile, wasm guest vs the same logic native");
     println!(
@@ -163,7 +163,10 @@ fn main() {
     println!("  parse request (JSON -> WebApp, children)  {:>10}", p(&phases.parse));
     println!("  reconcile logic                           {:>10}", p(&phases.logic));
     println!("  serialize outcome (-> JSON)               {:>10}", p(&phases.serialize));
-    println!("  host check of the outcome (JSON parse)    {:>10}   (convert_outcome's work, on the host in both wasm variants)", p(&phases.check));
+    println!(
+        "  host check of the outcome (JSON parse)    {:>10}   (convert_outcome's work, on the host in both wasm variants)",
+        p(&phases.check)
+    );
     println!();
 }
 
@@ -261,7 +264,8 @@ impl Phases {
         if warm_up {
             return;
         }
-        for (out, mut v) in [&mut self.parse, &mut self.logic, &mut self.serialize, &mut self.check].into_iter().zip(t) {
+        for (out, mut v) in [&mut self.parse, &mut self.logic, &mut self.serialize, &mut self.check].into_iter().zip(t)
+        {
             v.sort_unstable();
             out.push(percentile(&v, 50.0));
         }
@@ -285,7 +289,8 @@ fn webapp_request() -> raw::Request {
     d["metadata"]["annotations"] = json!({"deployment.kubernetes.io/revision": "1"});
     d["spec"]["progressDeadlineSeconds"] = json!(600);
     d["spec"]["revisionHistoryLimit"] = json!(10);
-    d["spec"]["strategy"] = json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}});
+    d["spec"]["strategy"] =
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}});
     let pod = &mut d["spec"]["template"]["spec"];
     pod["dnsPolicy"] = json!("ClusterFirst");
     pod["restartPolicy"] = json!("Always");
@@ -322,9 +327,8 @@ fn webapp_request() -> raw::Request {
 
     // Second reconcile with the children: its status is what the parent
     // would now carry, making this request a steady state (no events).
-    let with_children = |parent: &Value| {
-        testing::request(parent).child(&deployment).child(&service).build::<WebAppReconciler>()
-    };
+    let with_children =
+        |parent: &Value| testing::request(parent).child(&deployment).child(&service).build::<WebAppReconciler>();
     let second = native_call(&with_children(&parent)).expect("second reconcile");
     parent["status"] = serde_json::from_str(second.status.as_deref().unwrap()).unwrap();
     with_children(&parent)
