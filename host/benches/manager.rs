@@ -231,17 +231,7 @@ async fn run(plane: &ControlPlane, args: &Args, starts: Arc<ReconcileStarts>) ->
 async fn converge(client: &kube::Client, namespace: &str, n: usize, tracker: &Tracker) -> Result<Convergence> {
     let api = webapps(client, namespace);
     let started = Instant::now();
-    futures::stream::iter(0..n)
-        .map(|i| {
-            let api = api.clone();
-            async move {
-                let parent: DynamicObject = serde_json::from_value(webapp(&name_of(i)))?;
-                api.create(&PostParams::default(), &parent).await.map(drop).context("creating a WebApp")
-            }
-        })
-        .buffer_unordered(CREATE_CONCURRENCY)
-        .try_collect::<()>()
-        .await?;
+    create_webapps(&api, n).await?;
     let created = started.elapsed();
     let deadline = Duration::from_secs(600);
     tracker
@@ -260,11 +250,8 @@ async fn converge(client: &kube::Client, namespace: &str, n: usize, tracker: &Tr
     })
 }
 
-/// Create some WebApps with no controller running, so that the first
-/// measured run does not pay for the API server's and etcd's cold paths.
-async fn warm_up(client: &kube::Client, n: usize) -> Result<()> {
-    let namespace = operon_envtest::create_namespace(client, "bench-warm-up").await?;
-    let api = webapps(client, &namespace);
+/// Create WebApps `0..n`, `CREATE_CONCURRENCY` at a time.
+async fn create_webapps(api: &Api<DynamicObject>, n: usize) -> Result<()> {
     futures::stream::iter(0..n)
         .map(|i| {
             let api = api.clone();
@@ -275,7 +262,15 @@ async fn warm_up(client: &kube::Client, n: usize) -> Result<()> {
         })
         .buffer_unordered(CREATE_CONCURRENCY)
         .try_collect::<()>()
-        .await?;
+        .await
+}
+
+/// Create some WebApps with no controller running, so that the first
+/// measured run does not pay for the API server's and etcd's cold paths.
+async fn warm_up(client: &kube::Client, n: usize) -> Result<()> {
+    let namespace = operon_envtest::create_namespace(client, "bench-warm-up").await?;
+    let api = webapps(client, &namespace);
+    create_webapps(&api, n).await?;
     api.list(&ListParams::default()).await?;
     Ok(())
 }
