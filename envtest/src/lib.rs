@@ -1,6 +1,8 @@
 //! A real Kubernetes control plane on loopback for tests, in the manner of
 //! controller-runtime's envtest: etcd, kube-apiserver and, if asked,
-//! kube-controller-manager, as child processes of the test.
+//! kube-controller-manager, as child processes of the test. With
+//! [`Options::with_workloads`] also kube-scheduler and kwok with fake Nodes,
+//! so Deployments get Pods that become Running and Ready.
 //!
 //! Anything that claims Kubernetes behaviour (server-side apply, status
 //! subresources, watches, garbage collection) is tested against this, not
@@ -26,6 +28,20 @@
 //! its own (to stop it, or to start it differently), a test calls
 //! [`ControlPlane::start`] and drops the result.
 //!
+//! A test binary whose tests need Deployments to become Available (an
+//! operator that waits for its children to be ready) starts the shared
+//! control plane with `shared_with(Options::with_workloads)`; a Deployment
+//! of two replicas is then Available within a second or so.
+//!
+//! # Scale
+//!
+//! The control plane is set up to hold tens of thousands of objects: an
+//! 8 GiB etcd quota, a /16 Service range (65 534 ClusterIPs), more
+//! concurrent requests, and controllers that may send 1000 requests a second.
+//! Kubernetes 1.34 allocates ClusterIPs one at a time, though (a lock around
+//! an IPAddress create), so Services with a ClusterIP are created at about
+//! a hundred a second whatever the client does; `tests/scale.rs` measures it.
+//!
 //! # Binaries
 //!
 //! Tests never download or build: they use `KUBEBUILDER_ASSETS` or the cache
@@ -35,7 +51,8 @@
 //! # Environment
 //!
 //! - `KUBEBUILDER_ASSETS`: a directory holding `etcd`, `kube-apiserver`
-//!   (and `kube-controller-manager`), used instead of the cache.
+//!   (and `kube-controller-manager`; and `kube-scheduler` and `kwok` for
+//!   workloads), used instead of the cache.
 //! - `OPERON_ENVTEST_KEEP=1`: keep each control plane's directory (logs,
 //!   certificates, kubeconfig) after it stops.
 //!

@@ -29,12 +29,13 @@ pub(crate) struct Process {
 }
 
 impl Process {
-    /// Starts `program` with `args`, output to `<log_dir>/<name>.log`, and
-    /// tells `watchdog` about it.
+    /// Starts `program` with `args` and the extra environment variables
+    /// `env`, output to `<log_dir>/<name>.log`, and tells `watchdog` about it.
     pub fn spawn(
         name: &'static str,
         program: &Path,
         args: &[String],
+        env: &[(String, String)],
         log_dir: &Path,
         watchdog: &mut Watchdog,
     ) -> Result<Self> {
@@ -43,6 +44,7 @@ impl Process {
         let err = out.try_clone()?;
         let child = Command::new(program)
             .args(args)
+            .envs(env.iter().map(|(key, value)| (key, value)))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)

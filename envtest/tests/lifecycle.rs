@@ -56,7 +56,7 @@ fn processes_die_with_a_killed_test_process() {
         }
     }
     let dir = dir.expect("the child reports its control plane");
-    assert_eq!(pids.len(), 3);
+    assert_eq!(pids.len(), 5, "etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok");
     assert!(pids.iter().all(|&pid| alive(pid)));
 
     // SIGKILL: no destructor, no panic handler, nothing runs in the child.
@@ -79,15 +79,16 @@ fn processes_die_with_a_killed_test_process() {
     }
 }
 
-/// Starts a control plane, reports it, and waits to be killed. Only
-/// meaningful as the child of `processes_die_with_a_killed_test_process`.
+/// Starts a control plane with every process (workloads), reports it, and
+/// waits to be killed. Only meaningful as the child of
+/// `processes_die_with_a_killed_test_process`.
 #[test]
 #[ignore = "run by processes_die_with_a_killed_test_process"]
 fn abandon_a_control_plane() {
     if std::env::var_os(ABANDON_ENV).is_none() {
         return;
     }
-    let plane = ControlPlane::start(Options::with_controller_manager()).unwrap();
+    let plane = ControlPlane::start(Options::with_workloads()).unwrap();
     let pids: Vec<String> = plane.pids().iter().map(u32::to_string).collect();
     println!("pids={}", pids.join(","));
     println!("dir={}", plane.dir().display());

@@ -1,253 +1,531 @@
-//! Manager benchmark: Operon's in-process `Manager` running the WebApp wasm
-//! guest, beside the same logic as a native kube-rs controller, against one
-//! real control plane (etcd, kube-apiserver, and kube-controller-manager's
-//! garbage collector; no deployment controller, no kubelet) in the same run.
+//! Manager benchmark: Operon (the real `operon run` binary with the WebApp
+//! wasm guest) beside the same logic as a native kube-rs controller and as an
+//! ordinary controller-runtime controller in Go, each its own process,
+//! against one real control plane (etcd, kube-apiserver, and
+//! kube-controller-manager's garbage collector and namespace controller; no
+//! deployment controller, no kubelet) in the same run, at one or more
+//! numbers of parents.
 //!
 //! Run with `cargo xtask bench manager` (builds the guest and checks the
 //! control plane binaries first), or `cargo bench -p operon --bench manager`.
-//! Options after `--`: `--parents N` (default 1000), `--workers N` (4),
-//! `--samples N` (200), `--rounds N` (2: the order is operon, native,
-//! native, operon, so that drift over the run weighs on both alike). Prints figures; asserts nothing about time.
+//! Options after `--`: `--parents N[,N...]` (default 1000), `--workers N`
+//! (4), `--samples N` (200), `--rounds N` (2), `--contenders
+//! operon,native,go` (all three), `--out DIR` (`target/bench`: the plot
+//! `manager.svg`, the figures `manager.json` and each process's log). Prints
+//! figures; asserts nothing about time.
 //!
-//! # What is measured
+//! # The contenders
+//!
+//! - **operon**: `operon run --module target/guests/rust-webapp.wasm
+//!   --namespace NS --max-concurrent-reconciles W` (fresh instances, default
+//!   limits), built by cargo for this bench (`CARGO_BIN_EXE_operon`).
+//! - **native**: this program re-executed with `__native-controller` (see
+//!   `manager/native.rs`): `kube::runtime::Controller` calling the guest's
+//!   Rust code natively, with the writes Operon's applier makes.
+//! - **go**: `host/benches/peers/go-webapp`, controller-runtime v0.22 with
+//!   Kubernetes 1.34 client libraries, built here with `go build` into
+//!   `target/peers/go-webapp`: typed WebApp, `For(WebApp, predicate)`,
+//!   `Owns` Deployment/Service/Ingress, finalizer by Update, children by
+//!   `CreateOrUpdate`, `Status().Update`, events by the manager's recorder.
+//!
+//! # What is measured, per number of parents N
+//!
+//! A fresh control plane per N. The contenders run one at a time, each in a
+//! fresh namespace, in the order a, b, c, c, b, a (for two rounds) so that
+//! drift weighs on all alike; after each run the contender is stopped, the
+//! finalizers are removed and the namespace is deleted, and the next run
+//! waits until it is gone.
 //!
 //! 1. **Convergence.** N WebApps (about 4 KB of JSON each) are created at
-//!    once, 32 creates in flight, in a namespace of their own. The clock runs
-//!    from the first create until the benchmark's own watches have seen every
-//!    parent with a Deployment, a Service and a status whose
-//!    `observedGeneration` equals its `generation` and whose `Ready`
-//!    condition was computed with the Deployment present (False: nothing
-//!    makes the Deployments ready): the steady state. Both
-//!    controllers run with the same number of workers and do the same API
-//!    writes per parent: the finalizer (server-side apply, its own field
-//!    manager), the two children (server-side apply, skipped when the last
-//!    apply is known to be current, as Operon's applier does), the status
-//!    (server-side apply on the status subresource, skipped when the cached
-//!    status already holds it) and the guest's events (events.k8s.io). The
-//!    native controller is `kube::runtime::Controller` with reflector stores
-//!    for the WebApps and the three owned kinds (managedFields stripped, as
-//!    Operon's cache does), the same parent predicate as Operon's (generation,
-//!    labels, annotations, finalizers, deletionTimestamp), and calls
-//!    `operon_sdk::run::reconcile::<WebAppReconciler>` inline with a
-//!    `FakeCluster` seeded with the cached children.
-//! 2. **Event → reconcile start**, on an idle system: one WebApp's
-//!    `spec.replicas` is patched at a time. Timestamps: the patch's response
-//!    arriving; the benchmark's own watch on WebApps seeing the new
-//!    generation (a second watch connection, served by the same API server
-//!    at about the moment the controller's is); the reconcile starting for
-//!    that object, observed by a `tracing` layer at the creation of the
-//!    controller's per-reconcile span (Operon's `reconcile` span, opened when
-//!    a worker takes the key; kube-rs's `reconciling object` span); the
-//!    Deployment with the new replicas seen by the benchmark's watch.
-//!    Operon's `workqueue_queue_duration_seconds` histogram (queue add →
-//!    worker get) is reported too, as bucket bounds.
-//! 3. **Memory**: VmRSS/VmHWM of this process (from `/proc/self/status`)
-//!    before Operon's manager starts and once its cache holds the N parents
-//!    and their 2N children. The process also holds the benchmark's own
-//!    client and watches (which keep names only), so the per-object figure
-//!    is an upper bound for the host.
+//!    once, 32 creates in flight. The clock runs from the first create until
+//!    the benchmark's own watches have seen every parent with a Deployment, a
+//!    Service and a status whose `observedGeneration` equals its `generation`
+//!    and whose `Ready` condition was computed with the Deployment present:
+//!    the steady state.
+//! 2. **Event → reconcile start**, on an idle system, in the first run of
+//!    each contender: one WebApp's `spec.replicas` is patched at a time.
+//!    Wall-clock timestamps (all processes share the clock): the patch's
+//!    response; the benchmark's own watch seeing the new generation; the
+//!    reconcile starting, as the contender reports it: Operon's `reconcile`
+//!    span start (opened when a worker takes the key; exported over OTLP to a
+//!    receiver in this program), kube-rs's `reconciling object` span
+//!    (printed by the native process), the Go controller's first line in
+//!    `Reconcile` (a debug log line with a nanosecond timestamp); and the
+//!    Deployment with the new replicas seen by the benchmark's watch. That
+//!    instrumentation is on only in these runs.
+//! 3. **Resources** of each contender's process, from `/proc/<pid>`: VmRSS
+//!    once its caches synced on the empty namespace and again at
+//!    convergence (growth per cached object: the difference over 3N), VmHWM,
+//!    and utime+stime over the convergence divided by the reconciles it
+//!    reports (`controller_runtime_reconcile_total` on its `/metrics`, or the
+//!    native process's count). Taken from each contender's last run (without
+//!    instrumentation when there are two rounds or more). The API server's
+//!    and etcd's CPU over the same interval are printed too.
+
+#[path = "manager/native.rs"]
+mod native;
+#[path = "manager/plot.rs"]
+mod plot;
+#[path = "manager/procs.rs"]
+mod procs;
 
 use anyhow::{Context as _, Result, bail};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event as K8sEvent;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
-    Preconditions,
-};
-use kube::runtime::controller::{self, Action};
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
-use operon::manager::{self, Manager};
-use operon::runtime::{self, Limits, Module, Runtime};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use operon_envtest::{ControlPlane, Options};
-use operon_sdk::raw;
-use operon_sdk::testing::FakeCluster;
-use rust_webapp::WebAppReconciler;
+use procs::{Bins, Contender, Launch, ProcStats, Starts, Watchdog, now_ns, proc_stats};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
-use std::hash::{Hash, Hasher};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tracing_subscriber::layer::SubscriberExt;
 
 const GROUP: &str = "example.operon.dev";
 const VERSION: &str = "v1alpha1";
 const FINALIZER: &str = rust_webapp::FINALIZER;
+/// The hidden first argument that turns this program into the native
+/// controller.
+const NATIVE_MODE: &str = "__native-controller";
 /// Creates in flight while the parents are created.
 const CREATE_CONCURRENCY: usize = 32;
-/// Targets from the design.
-const TARGET_RATIO: f64 = 1.2;
+/// Targets: convergence time against the faster peer, event → reconcile
+/// start p99.
+const TARGET_RATIO: f64 = 1.0;
 const TARGET_P99: Duration = Duration::from_millis(5);
 
 struct Args {
-    parents: usize,
+    parents: Vec<usize>,
     workers: usize,
     samples: usize,
     rounds: usize,
-}
-
-fn main() -> Result<()> {
-    let args = parse_args()?;
-    let started = Instant::now();
-    eprintln!("bench: starting a control plane (etcd, kube-apiserver, kube-controller-manager)");
-    let plane = ControlPlane::start(Options::with_controller_manager().crd(webapp_crd()?))?;
-    eprintln!("bench: control plane up in {:.1?}", started.elapsed());
-
-    let starts = ReconcileStarts::install();
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let result = rt.block_on(run(&plane, &args, starts));
-    if result.is_err() {
-        eprintln!("{}", plane.logs(20));
-    }
-    drop(rt);
-    drop(plane);
-    result?;
-    println!("total time {:.0?}", started.elapsed());
-    Ok(())
-}
-
-fn parse_args() -> Result<Args> {
-    let mut args = Args { parents: 1000, workers: 4, samples: 200, rounds: 2 };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let mut value = |name: &str| -> Result<usize> {
-            it.next()
-                .with_context(|| format!("{name} needs a value"))?
-                .parse()
-                .with_context(|| format!("{name}: not a number"))
-        };
-        match arg.as_str() {
-            "--parents" => args.parents = value("--parents")?,
-            "--workers" => args.workers = value("--workers")?,
-            "--samples" => args.samples = value("--samples")?,
-            "--rounds" => args.rounds = value("--rounds")?.max(1),
-            // cargo bench passes `--bench` to every bench program.
-            "--bench" => {}
-            other => bail!("unknown argument {other}; use --parents N --workers N --samples N --rounds N"),
-        }
-    }
-    args.samples = args.samples.min(args.parents);
-    Ok(args)
+    contenders: Vec<Kind>,
+    out: PathBuf,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Kind {
     Operon,
     Native,
+    Go,
 }
 
 impl Kind {
+    const ALL: [Kind; 3] = [Kind::Operon, Kind::Native, Kind::Go];
+
     fn label(self) -> &'static str {
         match self {
             Kind::Operon => "operon (wasm guest)",
-            Kind::Native => "native kube-rs",
+            Kind::Native => "kube-rs (native)",
+            Kind::Go => "controller-runtime (Go)",
+        }
+    }
+
+    fn short(self) -> &'static str {
+        match self {
+            Kind::Operon => "operon",
+            Kind::Native => "native",
+            Kind::Go => "go",
+        }
+    }
+
+    fn color(self) -> &'static str {
+        match self {
+            Kind::Operon => "#7b3fbf",
+            Kind::Native => "#d9822b",
+            Kind::Go => "#00a0c8",
         }
     }
 }
 
-/// What one convergence run measured.
-struct Convergence {
-    kind: Kind,
-    created: Duration,
-    converged: Duration,
-    reconciles: u64,
-    writes: Writes,
+fn main() -> Result<()> {
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some(NATIVE_MODE) {
+        return native::main(&argv[2..]);
+    }
+    let args = parse_args()?;
+    let started = Instant::now();
+    std::fs::create_dir_all(args.out.join("manager-logs"))?;
+    let bins = prepare()?;
+    let starts = Arc::new(Starts::default());
+    let otlp = procs::otlp_receiver(starts.clone())?;
+    let mut watchdog = Watchdog::start()?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let machine = machine();
+    eprintln!("bench: {machine}");
+
+    let mut sizes = Vec::new();
+    for &n in &args.parents {
+        let mut size = SizeResult { parents: n, ..SizeResult::default() };
+        let size_started = Instant::now();
+        eprintln!("bench: {n} parents: starting a control plane (etcd, kube-apiserver, kube-controller-manager)");
+        match ControlPlane::start(Options::with_controller_manager().crd(webapp_crd()?)) {
+            Ok(plane) => {
+                size.plane_start = size_started.elapsed().as_secs_f64();
+                let ctx = Ctx { args: &args, bins: &bins, starts: &starts, otlp: &otlp };
+                let result = rt.block_on(run_size(&plane, &ctx, &mut watchdog, &mut size));
+                if let Err(e) = result {
+                    eprintln!("bench: {n} parents FAILED: {e:#}\n{}", plane.logs(30));
+                    size.error = Some(format!("{e:#}"));
+                }
+            }
+            Err(e) => size.error = Some(format!("starting the control plane: {e:#}")),
+        }
+        size.total = size_started.elapsed().as_secs_f64();
+        report_size(&args, &size);
+        sizes.push(size);
+        write_results(&args, &machine, &sizes)?;
+    }
+    report_scale(&sizes);
+    let plot = args.out.join("manager.svg");
+    std::fs::write(&plot, plot_svg(&args, &sizes, &machine))?;
+    println!("wrote {} and {}", plot.display(), args.out.join("manager.json").display());
+    println!("total time {:.0?}", started.elapsed());
+    drop(rt);
+    drop(watchdog);
+    if sizes.iter().any(|s| s.error.is_some()) {
+        bail!("some sizes failed; see above");
+    }
+    Ok(())
 }
 
-#[derive(Default, Debug, Clone)]
-struct Writes {
+fn parse_args() -> Result<Args> {
+    let target = target_dir();
+    let mut args = Args {
+        parents: vec![1000],
+        workers: 4,
+        samples: 200,
+        rounds: 2,
+        contenders: Kind::ALL.to_vec(),
+        out: target.join("bench"),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| it.next().with_context(|| format!("{name} needs a value"));
+        let number = |name: &str, v: String| v.parse::<usize>().with_context(|| format!("{name}: not a number"));
+        match arg.as_str() {
+            "--parents" => {
+                let v = value("--parents")?;
+                args.parents = v.split(',').map(|p| number("--parents", p.trim().into())).collect::<Result<_>>()?;
+            }
+            "--workers" => args.workers = number("--workers", value("--workers")?)?,
+            "--samples" => args.samples = number("--samples", value("--samples")?)?,
+            "--rounds" => args.rounds = number("--rounds", value("--rounds")?)?.max(1),
+            "--contenders" => {
+                let v = value("--contenders")?;
+                args.contenders = v
+                    .split(',')
+                    .map(|c| {
+                        Kind::ALL.into_iter().find(|k| k.short() == c.trim()).with_context(|| format!("unknown contender {c}"))
+                    })
+                    .collect::<Result<_>>()?;
+            }
+            "--out" => args.out = PathBuf::from(value("--out")?),
+            // cargo bench passes `--bench` to every bench program.
+            "--bench" => {}
+            other => bail!(
+                "unknown argument {other}; use --parents N[,N...] --workers N --samples N --rounds N \
+                 --contenders operon,native,go --out DIR"
+            ),
+        }
+    }
+    if args.parents.is_empty() || args.contenders.is_empty() {
+        bail!("--parents and --contenders need at least one value");
+    }
+    Ok(args)
+}
+
+/// `$CARGO_TARGET_DIR`, or the workspace's `target/`.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
+/// The programs: the guest (built by `cargo xtask guests`), `operon` (built
+/// by cargo with this bench), this executable, and the Go controller (built
+/// here when its sources are newer than the binary).
+fn prepare() -> Result<Bins> {
+    let wasm = guests_dir().join("rust-webapp.wasm");
+    if !wasm.exists() {
+        bail!("{} is missing; build it with `cargo xtask guests rust-webapp`", wasm.display());
+    }
+    Ok(Bins {
+        operon: PathBuf::from(env!("CARGO_BIN_EXE_operon")),
+        wasm,
+        native: std::env::current_exe()?,
+        go: build_go()?,
+    })
+}
+
+fn go_source() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/peers/go-webapp")
+}
+
+fn build_go() -> Result<PathBuf> {
+    let src = go_source();
+    let out = target_dir().join("peers/go-webapp");
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let newest_source = std::fs::read_dir(&src)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "go" || e == "mod" || e == "sum"))
+        .filter_map(|p| modified(&p))
+        .max();
+    if let (Some(built), Some(source)) = (modified(&out), newest_source)
+        && built > source
+    {
+        return Ok(out);
+    }
+    eprintln!("bench: go build {} -> {}", src.display(), out.display());
+    let status = std::process::Command::new("go")
+        .args(["build", "-trimpath", "-o"])
+        .arg(&out)
+        .arg(".")
+        .current_dir(&src)
+        .status()
+        .context("running `go build` (Go 1.24 or later must be on PATH)")?;
+    if !status.success() {
+        bail!("`go build` of {} failed ({status})", src.display());
+    }
+    Ok(out)
+}
+
+/// CPUs, memory, kernel; versions of the peers.
+fn machine() -> String {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let cpuinfo = read("/proc/cpuinfo");
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map_or("?".into(), |(_, m)| m.trim().to_string());
+    let mem_kib: u64 = read("/proc/meminfo")
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let go_version = std::process::Command::new("go")
+        .arg("version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().trim_start_matches("go version ").to_string())
+        .unwrap_or_default();
+    let runtime_version = std::fs::read_to_string(go_source().join("go.mod"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("sigs.k8s.io/controller-runtime ").map(str::to_string))
+        .unwrap_or_default();
+    format!(
+        "{} CPUs ({model}), {:.1} GiB RAM, Linux {}; kube-apiserver {}, etcd {}; controller-runtime {runtime_version}, {go_version}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        mem_kib as f64 / 1024.0 / 1024.0,
+        read("/proc/sys/kernel/osrelease").trim(),
+        operon_envtest::assets::KUBERNETES_VERSION,
+        operon_envtest::assets::ETCD_VERSION,
+    )
+}
+
+// ---------------------------------------------------------------------------
+// Results
+
+#[derive(Default)]
+struct SizeResult {
+    parents: usize,
+    runs: Vec<RunResult>,
+    latencies: Vec<(Kind, Vec<Sample>)>,
+    /// Seconds to start the control plane, and for the whole size.
+    plane_start: f64,
+    total: f64,
+    error: Option<String>,
+}
+
+/// One convergence run.
+struct RunResult {
+    kind: Kind,
+    instrumented: bool,
+    created: f64,
+    converged: f64,
+    reconciles: u64,
+    errors: u64,
     finalizer: u64,
     apply: u64,
     status: u64,
     events: u64,
+    /// The contender once ready on the empty namespace, and at convergence.
+    before: ProcStats,
+    after: ProcStats,
+    /// kube-apiserver and etcd CPU seconds over the convergence.
+    apiserver_cpu: f64,
+    etcd_cpu: f64,
+    /// Namespace deletion after the run, seconds.
+    cleanup: f64,
 }
 
-async fn run(plane: &ControlPlane, args: &Args, starts: Arc<ReconcileStarts>) -> Result<()> {
-    let client = plane.client().await;
-    let bytes = std::fs::read(guests_dir().join("rust-webapp.wasm"))
-        .context("target/guests/rust-webapp.wasm; build it with `cargo xtask guests rust-webapp`")?;
-    let wasm = Runtime::new(runtime::Config { artifact_dir: None, ..Default::default() })?;
-    let module = wasm.load(&bytes, Limits::default())?;
-
-    warm_up(&client, (args.parents / 10).max(20)).await?;
-
-    let order: Vec<Kind> = (0..args.rounds)
-        .flat_map(|r| if r % 2 == 0 { [Kind::Operon, Kind::Native] } else { [Kind::Native, Kind::Operon] })
-        .collect();
-    let mut convergences = Vec::new();
-    let mut latencies = Vec::new();
-    let mut memory = None;
-    for (i, &kind) in order.iter().enumerate() {
-        let first_of_kind = !order[..i].contains(&kind);
-        let namespace = operon_envtest::create_namespace(
-            &client,
-            &format!("bench-{}", if kind == Kind::Operon { "operon" } else { "native" }),
-        )
-        .await?;
-        let tracker = Tracker::start(client.clone(), &namespace).await;
-        let rss_before = first_of_kind.then(rss);
-        eprintln!("bench: {} in namespace {namespace}", kind.label());
-        let running = Running::start(kind, plane.client().await, &namespace, module.clone(), args.workers).await?;
-
-        let mut convergence = converge(&client, &namespace, args.parents, &tracker).await?;
-        convergence.kind = kind;
-        convergence.reconciles = running.reconciles();
-        convergence.writes = running.writes(&client, &namespace).await?;
-        eprintln!(
-            "bench: {} converged in {:.1?} ({} reconciles, writes {:?})",
-            kind.label(),
-            convergence.converged,
-            convergence.reconciles,
-            convergence.writes
-        );
-        convergences.push(convergence);
-        if kind == Kind::Operon && first_of_kind {
-            memory = Some((rss_before.unwrap_or_default(), rss()));
-        }
-        if first_of_kind {
-            // Let trailing events (children's watch events, status writes) settle.
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            let queue_before = running.queue_histogram();
-            let samples = latency(&client, &namespace, args.samples, &tracker, &starts).await?;
-            let queue =
-                running.queue_histogram().map(|after| histogram_delta(&after, &queue_before.unwrap_or_default()));
-            latencies.push((kind, samples, queue));
-        }
-        running.stop().await?;
-        tracker.stop();
+impl RunResult {
+    fn cpu(&self) -> f64 {
+        self.after.cpu - self.before.cpu
     }
 
-    report(args, &convergences, &latencies, memory);
+    /// RSS growth per cached object (the parents and their two children).
+    fn per_object(&self, n: usize) -> f64 {
+        self.after.rss.saturating_sub(self.before.rss) as f64 / (3 * n) as f64
+    }
+}
+
+impl SizeResult {
+    fn mean_converged(&self, kind: Kind) -> Option<f64> {
+        let v: Vec<f64> = self.runs.iter().filter(|r| r.kind == kind).map(|r| r.converged).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    }
+
+    /// The run whose resources are reported: the last of its kind.
+    fn resource_run(&self, kind: Kind) -> Option<&RunResult> {
+        self.runs.iter().rev().find(|r| r.kind == kind)
+    }
+}
+
+/// One patched WebApp's wall-clock timestamps (ns).
+struct Sample {
+    name: String,
+    sent: i128,
+    returned: i128,
+    watch: i128,
+    start: Option<i128>,
+    child: i128,
+}
+
+// ---------------------------------------------------------------------------
+// One size
+
+struct Ctx<'a> {
+    args: &'a Args,
+    bins: &'a Bins,
+    starts: &'a Arc<Starts>,
+    otlp: &'a str,
+}
+
+async fn run_size(plane: &ControlPlane, ctx: &Ctx<'_>, watchdog: &mut Watchdog, size: &mut SizeResult) -> Result<()> {
+    let (args, n) = (ctx.args, size.parents);
+    let client = plane.client().await;
+    warm_up(&client, (n / 10).clamp(20, 500)).await?;
+    // kube-apiserver and etcd, by name from the control plane's start order.
+    let pids = plane.pids();
+    let (etcd, apiserver) = (pids.first().copied().unwrap_or(0), pids.get(1).copied().unwrap_or(0));
+
+    let order: Vec<Kind> = (0..args.rounds)
+        .flat_map(|r| {
+            let mut round = args.contenders.clone();
+            if r % 2 == 1 {
+                round.reverse();
+            }
+            round
+        })
+        .collect();
+    eprintln!("bench: {n} parents, order {:?}", order.iter().map(|k| k.short()).collect::<Vec<_>>());
+    for (i, &kind) in order.iter().enumerate() {
+        let instrumented = !order[..i].contains(&kind) && args.samples > 0;
+        let namespace = operon_envtest::create_namespace(&client, &format!("bench-{}", kind.short())).await?;
+        let tracker = Tracker::start(client.clone(), &namespace).await;
+        eprintln!("bench: run {}/{}: {} in namespace {namespace}", i + 1, order.len(), kind.label());
+        let launch = Launch {
+            kind,
+            namespace: &namespace,
+            workers: args.workers,
+            kubeconfig: plane.kubeconfig_path(),
+            instrumented,
+            log: args.out.join("manager-logs").join(format!("{n}-{}-{}.log", i + 1, kind.short())),
+            starts: ctx.starts.clone(),
+            otlp: ctx.otlp,
+        };
+        let mut contender = Contender::spawn(launch, ctx.bins, watchdog)?;
+        tokio::task::block_in_place(|| contender.wait_ready(Duration::from_secs(120)))?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+
+        let before = contender.stats();
+        let (api0, etcd0) = (proc_stats(apiserver).cpu, proc_stats(etcd).cpu);
+        let (created, converged) = converge(&client, &namespace, n, &tracker).await?;
+        let after = contender.stats();
+        let (api1, etcd1) = (proc_stats(apiserver).cpu, proc_stats(etcd).cpu);
+        let counts = tokio::task::block_in_place(|| contender.counts())?;
+        let finalizer = match counts.finalizer {
+            Some(f) => f,
+            None => tracker.state.lock().unwrap().webapps.values().filter(|w| w.has_finalizer).count() as u64,
+        };
+        let mut run = RunResult {
+            kind,
+            instrumented,
+            created,
+            converged,
+            reconciles: counts.reconciles,
+            errors: counts.errors,
+            finalizer,
+            apply: counts.apply,
+            status: counts.status,
+            events: count_events(&client, &namespace).await?,
+            before,
+            after,
+            apiserver_cpu: api1 - api0,
+            etcd_cpu: etcd1 - etcd0,
+            cleanup: 0.0,
+        };
+        eprintln!(
+            "bench: {} converged in {converged:.1} s ({} reconciles, {} errors; writes {} / {} / {} / {}; \
+             RSS {:.1} -> {:.1} MiB; CPU {:.1} s)",
+            kind.label(),
+            run.reconciles,
+            run.errors,
+            run.finalizer,
+            run.apply,
+            run.status,
+            run.events,
+            mib(before.rss),
+            mib(after.rss),
+            run.cpu()
+        );
+        if instrumented {
+            // Let trailing events (children's watch events, status writes) settle.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let samples = latency(&client, &namespace, args.samples.min(n), &tracker, ctx.starts).await?;
+            size.latencies.push((kind, samples));
+        }
+        tokio::task::block_in_place(|| contender.stop())?;
+        tracker.stop();
+        let cleanup_started = Instant::now();
+        cleanup(&client, &namespace, n).await?;
+        run.cleanup = cleanup_started.elapsed().as_secs_f64();
+        eprintln!("bench: namespace {namespace} deleted in {:.1} s", run.cleanup);
+        size.runs.push(run);
+    }
     Ok(())
 }
 
 // ---------------------------------------------------------------------------
 // 1. Convergence
 
-async fn converge(client: &kube::Client, namespace: &str, n: usize, tracker: &Tracker) -> Result<Convergence> {
+/// (seconds to create the N parents, seconds to the steady state).
+async fn converge(client: &kube::Client, namespace: &str, n: usize, tracker: &Tracker) -> Result<(f64, f64)> {
     let api = webapps(client, namespace);
     let started = Instant::now();
     create_webapps(&api, n).await?;
-    let created = started.elapsed();
-    let deadline = Duration::from_secs(600);
+    let created = started.elapsed().as_secs_f64();
+    let deadline = Duration::from_secs(600).max(Duration::from_millis(200 * n as u64));
     tracker
         .wait(deadline, |s| {
-            (s.deployments.len() >= n && s.services.len() >= n && s.webapps.values().filter(|w| w.done()).count() >= n)
-                .then_some(())
+            (s.deployments.len() >= n && s.services.len() >= n && s.done >= n).then_some(())
         })
         .await
-        .context("waiting for every WebApp to have children and a status")?;
-    Ok(Convergence {
-        kind: Kind::Operon,
-        created,
-        converged: started.elapsed(),
-        reconciles: 0,
-        writes: Writes::default(),
-    })
+        .with_context(|| {
+            let s = tracker.state.lock().unwrap();
+            format!(
+                "waiting for every WebApp to have children and a status (seen: {} Deployments, {} Services, {} WebApps done of {n})",
+                s.deployments.len(),
+                s.services.len(),
+                s.done
+            )
+        })?;
+    Ok((created, started.elapsed().as_secs_f64()))
 }
 
 /// Create WebApps `0..n`, `CREATE_CONCURRENCY` at a time.
@@ -257,7 +535,7 @@ async fn create_webapps(api: &Api<DynamicObject>, n: usize) -> Result<()> {
             let api = api.clone();
             async move {
                 let parent: DynamicObject = serde_json::from_value(webapp(&name_of(i)))?;
-                api.create(&PostParams::default(), &parent).await.map(drop).context("creating a WebApp")
+                api.create(&kube::api::PostParams::default(), &parent).await.map(drop).context("creating a WebApp")
             }
         })
         .buffer_unordered(CREATE_CONCURRENCY)
@@ -275,45 +553,66 @@ async fn warm_up(client: &kube::Client, n: usize) -> Result<()> {
     Ok(())
 }
 
+/// Events in the namespace (a series counts its occurrences).
+async fn count_events(client: &kube::Client, namespace: &str) -> Result<u64> {
+    let events = Api::<K8sEvent>::namespaced(client.clone(), namespace).list(&ListParams::default()).await?;
+    Ok(events.items.iter().map(|e| e.series.as_ref().map_or(1, |s| s.count.max(1) as u64)).sum())
+}
+
+/// Remove the finalizers (the contender is stopped), delete the namespace
+/// and wait until it is gone, so that the next run starts on a quiet
+/// control plane and the Service IP range is free again.
+async fn cleanup(client: &kube::Client, namespace: &str, n: usize) -> Result<()> {
+    let api = webapps(client, namespace);
+    let patch = json!({"metadata": {"finalizers": null}});
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let (api, patch) = (api.clone(), patch.clone());
+            async move {
+                match api.patch(&name_of(i), &PatchParams::default(), &Patch::Merge(&patch)).await {
+                    Ok(_) | Err(kube::Error::Api(_)) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+        })
+        .buffer_unordered(CREATE_CONCURRENCY)
+        .try_collect::<()>()
+        .await
+        .context("removing the finalizers")?;
+    let namespaces = Api::<Namespace>::all(client.clone());
+    namespaces.delete(namespace, &DeleteParams::default()).await.context("deleting the namespace")?;
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    while namespaces.get_opt(namespace).await?.is_some() {
+        if Instant::now() > deadline {
+            bail!("namespace {namespace} still exists 30 minutes after its deletion");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------
 // 2. Event → reconcile start
-
-/// One controller's latency samples, and Operon's queue-wait histogram
-/// (bucket upper bound, cumulative count) over the same phase.
-type Latencies = (Kind, Vec<Sample>, Option<Vec<(f64, u64)>>);
-
-/// One patched WebApp's timestamps, relative to the patch's response.
-struct Sample {
-    /// Patch sent → its response.
-    response: f64,
-    /// Patch response → the benchmark's watch sees the new generation.
-    watch: f64,
-    /// Patch response → the controller starts reconciling it.
-    start: f64,
-    /// Patch response → the benchmark's watch sees the updated Deployment.
-    child: f64,
-}
 
 async fn latency(
     client: &kube::Client,
     namespace: &str,
     samples: usize,
     tracker: &Tracker,
-    starts: &ReconcileStarts,
+    starts: &Starts,
 ) -> Result<Vec<Sample>> {
     let api = webapps(client, namespace);
     let mut out = Vec::with_capacity(samples);
-    starts.arm(true);
     for i in 0..samples {
         let name = name_of(i);
         let replicas = 2;
-        let sent = Instant::now();
+        let sent = now_ns();
         let patched =
             api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": replicas}}))).await?;
-        let returned = Instant::now();
+        let returned = now_ns();
         let generation = patched.metadata.generation.context("a WebApp without a generation")?;
         let (n, g) = (name.clone(), generation);
-        let (watch_seen, child_seen) = tracker
+        let (watch, child) = tracker
             .wait(Duration::from_secs(30), move |s| {
                 let w = s.first_seen.get(&format!("webapp/{n}/{g}"))?;
                 let d = s.first_seen.get(&format!("deployment/{n}/{replicas}"))?;
@@ -322,509 +621,26 @@ async fn latency(
             })
             .await
             .with_context(|| format!("waiting for {name} to follow its patch"))?;
-        let start = starts.first_after(&name, sent).context("no reconcile start was recorded")?;
-        let ms = |t: Instant| signed_ms(t, returned);
-        out.push(Sample {
-            response: ms(returned) - ms(sent),
-            watch: ms(watch_seen),
-            start: ms(start),
-            child: ms(child_seen),
-        });
+        out.push(Sample { name, sent, returned, watch, start: None, child });
         // Idle between samples.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    starts.arm(false);
+    // Operon's spans arrive in batches once they end: wait for them.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        for s in out.iter_mut().filter(|s| s.start.is_none()) {
+            s.start = starts.first_after(&s.name, s.sent);
+        }
+        if out.iter().all(|s| s.start.is_some()) || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let missing = out.iter().filter(|s| s.start.is_none()).count();
+    if missing > 0 {
+        eprintln!("bench: no reconcile start recorded for {missing} of {samples} samples ({} starts seen)", starts.len());
+    }
     Ok(out)
-}
-
-fn signed_ms(t: Instant, from: Instant) -> f64 {
-    if t >= from { (t - from).as_secs_f64() * 1e3 } else { -((from - t).as_secs_f64() * 1e3) }
-}
-
-/// Records when controllers open their per-reconcile span, by object.
-#[derive(Default)]
-struct ReconcileStarts {
-    armed: AtomicBool,
-    seen: Mutex<Vec<(String, Instant)>>,
-}
-
-impl ReconcileStarts {
-    fn install() -> Arc<ReconcileStarts> {
-        let starts = Arc::new(ReconcileStarts::default());
-        let subscriber = tracing_subscriber::registry().with(StartLayer(starts.clone())).with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_filter(tracing_subscriber::filter::LevelFilter::WARN),
-        );
-        tracing::subscriber::set_global_default(subscriber).expect("no other subscriber");
-        starts
-    }
-
-    fn arm(&self, on: bool) {
-        self.seen.lock().unwrap().clear();
-        self.armed.store(on, Ordering::SeqCst);
-    }
-
-    /// The first reconcile start of `name` at or after `after`. Operon's
-    /// span names the object `namespace/name`, kube-rs's
-    /// `WebApp.v1alpha1.example.operon.dev/name.namespace`.
-    fn first_after(&self, name: &str, after: Instant) -> Option<Instant> {
-        let needle = format!("/{name}");
-        let seen = self.seen.lock().unwrap();
-        seen.iter()
-            .filter(|(o, t)| *t >= after && (o.ends_with(&needle) || o.contains(&format!("{needle}."))))
-            .map(|(_, t)| *t)
-            .min()
-    }
-}
-
-use tracing_subscriber::Layer as _;
-
-struct StartLayer(Arc<ReconcileStarts>);
-
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for StartLayer {
-    fn on_new_span(
-        &self,
-        attrs: &tracing::span::Attributes<'_>,
-        _: &tracing::span::Id,
-        _: tracing_subscriber::layer::Context<'_, S>,
-    ) {
-        if !self.0.armed.load(Ordering::Relaxed) {
-            return;
-        }
-        let field = match attrs.metadata().name() {
-            "reconcile" => "object",
-            "reconciling object" => "object.ref",
-            _ => return,
-        };
-        let now = Instant::now();
-        let mut visitor = FieldValue { field, value: None };
-        attrs.record(&mut visitor);
-        if let Some(object) = visitor.value {
-            self.0.seen.lock().unwrap().push((object, now));
-        }
-    }
-}
-
-struct FieldValue {
-    field: &'static str,
-    value: Option<String>,
-}
-
-impl tracing::field::Visit for FieldValue {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        if field.name() == self.field {
-            self.value = Some(format!("{value:?}"));
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------
-// The controllers under test
-
-enum Running {
-    Operon {
-        metrics: Arc<operon::metrics::Metrics>,
-        stop: tokio::sync::oneshot::Sender<()>,
-        task: tokio::task::JoinHandle<Result<(), manager::Error>>,
-    },
-    Native {
-        ctx: Arc<Native>,
-        stop: tokio::sync::oneshot::Sender<()>,
-        task: tokio::task::JoinHandle<()>,
-    },
-}
-
-impl Running {
-    async fn start(
-        kind: Kind,
-        client: kube::Client,
-        namespace: &str,
-        module: Module,
-        workers: usize,
-    ) -> Result<Running> {
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let running = match kind {
-            Kind::Operon => {
-                let mut mgr = Manager::new(
-                    client,
-                    manager::Config {
-                        controller: operon::controller::Config {
-                            namespace: Some(namespace.to_string()),
-                            max_concurrent_reconciles: workers,
-                            ..Default::default()
-                        },
-                        server_addr: None,
-                        ..Default::default()
-                    },
-                );
-                let controller = mgr.add(module);
-                let metrics = mgr.metrics().clone();
-                controller.wait_synced(Duration::from_secs(30)).await?;
-                let task = tokio::spawn(mgr.run(async move {
-                    let _ = stopped.await;
-                }));
-                Running::Operon { metrics, stop, task }
-            }
-            Kind::Native => {
-                let (ctx, task) = Native::start(client, namespace, workers, async move {
-                    let _ = stopped.await;
-                })
-                .await?;
-                Running::Native { ctx, stop, task }
-            }
-        };
-        // Both start from an empty namespace: give the workers a moment to be up.
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        Ok(running)
-    }
-
-    fn reconciles(&self) -> u64 {
-        match self {
-            Running::Operon { metrics, .. } => ["success", "error", "requeue", "requeue_after"]
-                .iter()
-                .map(|r| metrics.reconcile_total.with_label_values(&["webapp", r]).get())
-                .sum(),
-            Running::Native { ctx, .. } => ctx.reconciles.load(Ordering::Relaxed),
-        }
-    }
-
-    /// Writes made: children and status from the controllers' own counts,
-    /// finalizers and events from the API server (finalizer field manager
-    /// in managedFields, events listed).
-    async fn writes(&self, client: &kube::Client, namespace: &str) -> Result<Writes> {
-        let events = Api::<K8sEvent>::namespaced(client.clone(), namespace).list(&ListParams::default()).await?;
-        let events: u64 = events.items.iter().map(|e| e.series.as_ref().map_or(1, |s| s.count.max(1) as u64)).sum();
-        Ok(match self {
-            Running::Operon { metrics, .. } => {
-                let apply = |op: &str| metrics.apply_total.with_label_values(&["webapp", op]).get();
-                let parents = webapps(client, namespace).list(&ListParams::default()).await?;
-                let finalizer = parents
-                    .items
-                    .iter()
-                    .filter(|p| p.metadata.finalizers.as_ref().is_some_and(|f| f.iter().any(|f| f == FINALIZER)))
-                    .count() as u64;
-                Writes { finalizer, apply: apply("apply"), status: apply("status"), events }
-            }
-            Running::Native { ctx, .. } => Writes {
-                finalizer: ctx.finalizer_writes.load(Ordering::Relaxed),
-                apply: ctx.apply_writes.load(Ordering::Relaxed),
-                status: ctx.status_writes.load(Ordering::Relaxed),
-                events,
-            },
-        })
-    }
-
-    /// Operon's `workqueue_queue_duration_seconds` buckets (upper bound,
-    /// cumulative count), from the metrics text.
-    fn queue_histogram(&self) -> Option<Vec<(f64, u64)>> {
-        let Running::Operon { metrics, .. } = self else { return None };
-        let text = metrics.encode().ok()?;
-        let buckets = text
-            .lines()
-            .filter(|l| {
-                l.starts_with("workqueue_queue_duration_seconds_bucket{") && l.contains("controller=\"webapp\"")
-            })
-            .filter_map(|l| {
-                let le = l.split("le=\"").nth(1)?.split('"').next()?;
-                let count = l.rsplit(' ').next()?.parse().ok()?;
-                Some((if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? }, count))
-            })
-            .collect();
-        Some(buckets)
-    }
-
-    async fn stop(self) -> Result<()> {
-        match self {
-            Running::Operon { stop, task, .. } => {
-                let _ = stop.send(());
-                task.await??;
-            }
-            Running::Native { stop, task, .. } => {
-                let _ = stop.send(());
-                task.await?;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The native controller's shared state.
-struct Native {
-    client: kube::Client,
-    namespace: String,
-    webapp: ApiResource,
-    deployment: ApiResource,
-    service: ApiResource,
-    ingress: ApiResource,
-    deployments: Store<DynamicObject>,
-    services: Store<DynamicObject>,
-    ingresses: Store<DynamicObject>,
-    recorder: Recorder,
-    /// As Operon's applier: hash of the last applied object and the
-    /// resourceVersion the API server answered, per child.
-    applied: Mutex<HashMap<(String, String), (u64, String)>>,
-    reconciles: AtomicU64,
-    finalizer_writes: AtomicU64,
-    apply_writes: AtomicU64,
-    status_writes: AtomicU64,
-}
-
-#[derive(Debug, thiserror::Error)]
-enum NativeError {
-    #[error(transparent)]
-    Kube(#[from] kube::Error),
-    #[error("guest logic: {0}")]
-    Guest(String),
-    #[error(transparent)]
-    Json(#[from] serde_json::Error),
-}
-
-const FIELD_MANAGER: &str = "native/webapp";
-
-impl Native {
-    async fn start(
-        client: kube::Client,
-        namespace: &str,
-        workers: usize,
-        shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-    ) -> Result<(Arc<Native>, tokio::task::JoinHandle<()>)> {
-        let ar = |group: &str, version: &str, kind: &str| {
-            ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind))
-        };
-        let (webapp, deployment, service, ingress) = (
-            ar(GROUP, VERSION, "WebApp"),
-            ar("apps", "v1", "Deployment"),
-            ar("", "v1", "Service"),
-            ar("networking.k8s.io", "v1", "Ingress"),
-        );
-        let reflect = |resource: &ApiResource| {
-            let writer = reflector::store::Writer::<DynamicObject>::new(resource.clone());
-            let store = writer.as_reader();
-            let api = Api::<DynamicObject>::namespaced_with(client.clone(), namespace, resource);
-            let stream = watcher(api, watcher::Config::default())
-                .default_backoff()
-                .modify(|o: &mut DynamicObject| o.metadata.managed_fields = None)
-                .reflect(writer)
-                .touched_objects();
-            (store, stream)
-        };
-        let (parents, parent_stream) = reflect(&webapp);
-        let (deployments, deployment_stream) = reflect(&deployment);
-        let (services, service_stream) = reflect(&service);
-        let (ingresses, ingress_stream) = reflect(&ingress);
-        let ctx = Arc::new(Native {
-            recorder: Recorder::new(client.clone(), Reporter { controller: FIELD_MANAGER.into(), instance: None }),
-            client,
-            namespace: namespace.to_string(),
-            webapp: webapp.clone(),
-            deployment: deployment.clone(),
-            service: service.clone(),
-            ingress: ingress.clone(),
-            deployments: deployments.clone(),
-            services: services.clone(),
-            ingresses: ingresses.clone(),
-            applied: Mutex::new(HashMap::new()),
-            reconciles: AtomicU64::new(0),
-            finalizer_writes: AtomicU64::new(0),
-            apply_writes: AtomicU64::new(0),
-            status_writes: AtomicU64::new(0),
-        });
-        let controller = Controller::for_stream_with(
-            parent_stream.predicate_filter(parent_predicate, PredicateConfig::default()),
-            parents.clone(),
-            webapp,
-        )
-        .owns_stream_with(deployment_stream, deployment)
-        .owns_stream_with(service_stream, service)
-        .owns_stream_with(ingress_stream, ingress)
-        .with_config(controller::Config::default().concurrency(workers as u16))
-        .graceful_shutdown_on(shutdown);
-        let task =
-            tokio::spawn(controller.run(native_reconcile, native_error_policy, ctx.clone()).for_each(|_| async {}));
-        for store in [&parents, &deployments, &services, &ingresses] {
-            tokio::time::timeout(Duration::from_secs(30), store.wait_until_ready()).await??;
-        }
-        Ok((ctx, task))
-    }
-
-    fn owned(
-        &self,
-        store: &Store<DynamicObject>,
-        resource: &ApiResource,
-        name: &str,
-        uid: &str,
-    ) -> Option<Arc<DynamicObject>> {
-        store.get(&ObjectRef::new_with(name, resource.clone()).within(&self.namespace)).filter(|c| {
-            c.metadata.owner_references.iter().flatten().any(|o| o.controller == Some(true) && o.uid == uid)
-        })
-    }
-
-    fn api(&self, resource: &ApiResource) -> Api<DynamicObject> {
-        Api::namespaced_with(self.client.clone(), &self.namespace, resource)
-    }
-}
-
-/// Operon's default predicate for parents: generation, labels,
-/// annotations, finalizers, deletionTimestamp.
-fn parent_predicate(o: &DynamicObject) -> Option<u64> {
-    let m = &o.metadata;
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (m.generation, &m.labels, &m.annotations, &m.finalizers, m.deletion_timestamp.as_ref().map(|t| t.0.to_string()))
-        .hash(&mut h);
-    Some(h.finish())
-}
-
-fn native_error_policy(_: Arc<DynamicObject>, error: &NativeError, _: Arc<Native>) -> Action {
-    tracing::warn!(%error, "native reconcile failed");
-    Action::requeue(Duration::from_millis(50))
-}
-
-/// The native reconcile: what Operon's controller does around the guest
-/// call, with the guest's logic called directly.
-async fn native_reconcile(parent: Arc<DynamicObject>, ctx: Arc<Native>) -> Result<Action, NativeError> {
-    ctx.reconciles.fetch_add(1, Ordering::Relaxed);
-    if parent.metadata.deletion_timestamp.is_some() {
-        return Ok(Action::await_change());
-    }
-    let name = parent.metadata.name.clone().unwrap_or_default();
-    let uid = parent.metadata.uid.clone().unwrap_or_default();
-    let parents = ctx.api(&ctx.webapp);
-
-    if !parent.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER) {
-        let body = json!({"apiVersion": format!("{GROUP}/{VERSION}"), "kind": "WebApp",
-                          "metadata": {"name": name, "namespace": ctx.namespace, "finalizers": [FINALIZER]}});
-        parents
-            .patch(&name, &PatchParams::apply(&format!("{FIELD_MANAGER}-finalizer")).force(), &Patch::Apply(&body))
-            .await?;
-        ctx.finalizer_writes.fetch_add(1, Ordering::Relaxed);
-    }
-
-    // The request, from the caches, as the host builds it.
-    let kinds = [
-        (&ctx.deployment, &ctx.deployments, ("apps", "v1", "Deployment")),
-        (&ctx.service, &ctx.services, ("", "v1", "Service")),
-        (&ctx.ingress, &ctx.ingresses, ("networking.k8s.io", "v1", "Ingress")),
-    ];
-    let mut cluster = FakeCluster::new();
-    let mut children = Vec::new();
-    let mut existing = Vec::new();
-    for (resource, store, (group, version, kind)) in kinds {
-        let child = ctx.owned(store, resource, &name, &uid);
-        let objects = child.iter().map(|c| serde_json::to_string(&**c)).collect::<Result<Vec<_>, _>>()?;
-        if let Some(c) = child {
-            cluster.insert(&*c);
-            existing.push((resource, c));
-        }
-        children.push(raw::Children {
-            kind: raw::Gvk { group: group.into(), version: version.into(), kind: kind.into() },
-            objects,
-        });
-    }
-    let request = raw::Request {
-        object: serde_json::to_string(&*parent)?,
-        children,
-        related: Vec::new(),
-        finalizing: false,
-        attempt: 0,
-    };
-    let outcome = operon_sdk::run::reconcile::<WebAppReconciler>(&cluster, request)
-        .map_err(|f| NativeError::Guest(format!("{f:?}")))?;
-
-    // Children: server-side apply, skipped when our last apply is current.
-    let owner = json!({"apiVersion": format!("{GROUP}/{VERSION}"), "kind": "WebApp", "name": name, "uid": uid,
-                       "controller": true, "blockOwnerDeletion": true});
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    let mut wanted = HashSet::new();
-    for text in &outcome.desired {
-        let mut child: Value = serde_json::from_str(text)?;
-        let kind = child["kind"].as_str().unwrap_or_default().to_string();
-        let child_name = child["metadata"]["name"].as_str().unwrap_or_default().to_string();
-        let resource = [&ctx.deployment, &ctx.service, &ctx.ingress]
-            .into_iter()
-            .find(|r| r.kind == kind)
-            .ok_or_else(|| NativeError::Guest(format!("unexpected child kind {kind}")))?;
-        if let Some(meta) = child["metadata"].as_object_mut() {
-            for server_owned in ["resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"] {
-                meta.remove(server_owned);
-            }
-            meta.insert("namespace".into(), ctx.namespace.clone().into());
-            meta.insert("ownerReferences".into(), json!([owner]));
-        }
-        wanted.insert((kind.clone(), child_name.clone()));
-        let hash = {
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            child.to_string().hash(&mut h);
-            h.finish()
-        };
-        let current_rv = existing
-            .iter()
-            .find(|(r, c)| r.kind == kind && c.metadata.name.as_deref() == Some(&child_name))
-            .and_then(|(_, c)| c.metadata.resource_version.clone());
-        let memo = (kind.clone(), child_name.clone());
-        let last = ctx.applied.lock().unwrap().get(&memo).cloned();
-        if let (Some((h, rv)), Some(current)) = (last, current_rv)
-            && h == hash
-            && rv == current
-        {
-            continue;
-        }
-        let written = ctx.api(resource).patch(&child_name, &params, &Patch::Apply(&child)).await?;
-        ctx.apply_writes.fetch_add(1, Ordering::Relaxed);
-        if let Some(rv) = written.metadata.resource_version {
-            ctx.applied.lock().unwrap().insert(memo, (hash, rv));
-        }
-    }
-    // Prune children no longer wanted (never, in this benchmark; kept for equivalence).
-    for (resource, child) in &existing {
-        let child_name = child.metadata.name.clone().unwrap_or_default();
-        if wanted.contains(&(resource.kind.clone(), child_name.clone())) {
-            continue;
-        }
-        let params = DeleteParams {
-            preconditions: Some(Preconditions { uid: child.metadata.uid.clone(), resource_version: None }),
-            ..DeleteParams::background()
-        };
-        match ctx.api(resource).delete(&child_name, &params).await {
-            Ok(_) | Err(kube::Error::Api(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-
-    // Status: server-side apply on the subresource unless already there.
-    if let Some(text) = &outcome.status {
-        let status: Value = serde_json::from_str(text)?;
-        let current = parent.data.get("status").cloned().unwrap_or(Value::Null);
-        if !operon::apply::is_subset(&status, &current) {
-            let body = json!({"apiVersion": format!("{GROUP}/{VERSION}"), "kind": "WebApp",
-                              "metadata": {"name": name, "namespace": ctx.namespace}, "status": status});
-            parents.patch_status(&name, &params, &Patch::Apply(&body)).await?;
-            ctx.status_writes.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-    // Events, as Operon's applier records them.
-    let reference = ObjectReference {
-        api_version: Some(format!("{GROUP}/{VERSION}")),
-        kind: Some("WebApp".into()),
-        name: Some(name.clone()),
-        namespace: Some(ctx.namespace.clone()),
-        uid: Some(uid.clone()),
-        resource_version: parent.metadata.resource_version.clone(),
-        field_path: None,
-    };
-    for e in &outcome.events {
-        let event = KubeEvent {
-            type_: if e.warning { EventType::Warning } else { EventType::Normal },
-            reason: e.reason.clone(),
-            note: Some(e.message.chars().take(1000).collect()),
-            action: "Reconcile".into(),
-            secondary: None,
-        };
-        if let Err(error) = ctx.recorder.publish(&event, &reference).await {
-            tracing::warn!(%error, "could not record event");
-        }
-    }
-    Ok(Action::await_change())
 }
 
 // ---------------------------------------------------------------------------
@@ -837,6 +653,7 @@ struct TrackedWebApp {
     /// The status has the `Ready` condition, computed with the Deployment
     /// present (the guest's message no longer says it does not exist).
     reflects_children: bool,
+    has_finalizer: bool,
 }
 
 impl TrackedWebApp {
@@ -850,11 +667,15 @@ impl TrackedWebApp {
 #[derive(Default)]
 struct TrackState {
     webapps: HashMap<String, TrackedWebApp>,
+    /// WebApps that are `done()`, kept as they change (a scan per event
+    /// would cost O(N) at every one of the run's O(N) events).
+    done: usize,
     deployments: HashSet<String>,
     services: HashSet<String>,
     /// When a WebApp generation (`webapp/<name>/<generation>`) or a
-    /// Deployment's replicas (`deployment/<name>/<replicas>`) was first seen.
-    first_seen: HashMap<String, Instant>,
+    /// Deployment's replicas (`deployment/<name>/<replicas>`) was first seen
+    /// (wall clock, ns).
+    first_seen: HashMap<String, i128>,
 }
 
 /// Watches of WebApps, Deployments and Services in one namespace, keeping
@@ -881,7 +702,7 @@ impl Tracker {
             tasks.push(tokio::spawn(async move {
                 let mut stream = watcher(api, watcher::Config::default()).default_backoff().boxed();
                 while let Some(event) = stream.next().await {
-                    let now = Instant::now();
+                    let now = now_ns();
                     let object = match event {
                         Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => o,
                         Ok(watcher::Event::InitDone) => {
@@ -906,11 +727,14 @@ impl Tracker {
                                     .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
                                     .and_then(|c| c["message"].as_str())
                                     .is_some_and(|m| !m.ends_with("does not exist yet")),
+                                has_finalizer: object.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER),
                             };
                             if let Some(g) = tracked.generation {
                                 s.first_seen.entry(format!("webapp/{name}/{g}")).or_insert(now);
                             }
-                            s.webapps.insert(name, tracked);
+                            let now_done = tracked.done();
+                            let was_done = s.webapps.insert(name, tracked).is_some_and(|w| w.done());
+                            s.done = s.done + usize::from(now_done) - usize::from(was_done);
                         }
                         "Deployment" => {
                             if let Some(r) = object.data.pointer("/spec/replicas").and_then(Value::as_i64) {
@@ -960,123 +784,196 @@ impl Tracker {
 // ---------------------------------------------------------------------------
 // Report
 
-fn report(
-    args: &Args,
-    convergences: &[Convergence],
-    latencies: &[Latencies],
-    memory: Option<((u64, u64), (u64, u64))>,
-) {
-    let n = args.parents;
+fn report_size(args: &Args, size: &SizeResult) {
+    let n = size.parents;
     println!();
     println!(
-        "Operon manager benchmark: {n} WebApps, {} workers per controller, {} CPUs, envtest control plane (kube-apiserver {}, etcd {})",
+        "== {n} WebApps ({} objects with their Deployments and Services), {} workers per controller; control plane up in {:.1} s; {:.0} s in all ==",
+        3 * n,
         args.workers,
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
-        operon_envtest::assets::KUBERNETES_VERSION,
-        operon_envtest::assets::ETCD_VERSION,
+        size.plane_start,
+        size.total
     );
-    println!();
-    println!(
-        "1. {n} WebApps created at once ({CREATE_CONCURRENCY} creates in flight) -> every one has its Deployment, Service and Ready status"
-    );
-    println!(
-        "   {:<22} {:>11} {:>13} {:>11}   writes: finalizer / children / status / events",
-        "", "created in", "converged in", "reconciles"
-    );
-    for c in convergences {
-        println!(
-            "   {:<22} {:>9.2} s {:>11.2} s {:>11}   {} / {} / {} / {}",
-            c.kind.label(),
-            c.created.as_secs_f64(),
-            c.converged.as_secs_f64(),
-            c.reconciles,
-            c.writes.finalizer,
-            c.writes.apply,
-            c.writes.status,
-            c.writes.events
-        );
+    if let Some(e) = &size.error {
+        println!("   FAILED: {e}");
     }
-    // Mean over runs: with rounds in the order operon, native, native,
-    // operon, a drift over the run (etcd growing) weighs on both alike.
-    let mean = |kind: Kind| {
-        let v: Vec<f64> = convergences.iter().filter(|c| c.kind == kind).map(|c| c.converged.as_secs_f64()).collect();
-        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-    };
-    if let (Some(o), Some(nat)) = (mean(Kind::Operon), mean(Kind::Native)) {
-        let ratio = o / nat;
-        println!(
-            "   operon / native convergence time (mean of runs): {ratio:.2}x   (target <= {TARGET_RATIO}x: {})",
-            if ratio <= TARGET_RATIO { "met" } else { "MISSED" }
-        );
+    if size.runs.is_empty() {
+        return;
     }
     println!();
     println!(
-        "2. Event -> reconcile start on an idle system: {} spec patches, one at a time (ms; from the patch's response)",
-        args.samples
+        "1. Convergence: {n} WebApps created at once ({CREATE_CONCURRENCY} creates in flight) -> every one has its Deployment, Service and Ready status"
     );
-    println!("   {:<58} {:>8} {:>8} {:>8}", "", "p50", "p99", "max");
-    for (kind, samples, queue) in latencies {
-        let row = |what: &str, values: Vec<f64>| {
-            let mut v = values;
-            v.sort_by(f64::total_cmp);
-            println!(
-                "   {:<58} {:>8.2} {:>8.2} {:>8.2}",
-                format!("{}: {what}", short(*kind)),
-                pct(&v, 50.0),
-                pct(&v, 99.0),
-                v.last().copied().unwrap_or(f64::NAN)
-            );
-            pct(&v, 99.0)
-        };
-        row("patch sent -> response (API server write)", samples.iter().map(|s| s.response).collect());
-        row("watch delivers the new generation (bench's watch)", samples.iter().map(|s| s.watch).collect());
-        row("reconcile starts", samples.iter().map(|s| s.start).collect());
-        let p99 = row(
-            "reconcile start - watch delivery (event -> start)",
-            samples.iter().map(|s| s.start - s.watch).collect(),
+    println!(
+        "   {:<3} {:<25} {:>9} {:>10} {:>10} {:>7}  {:<30} {:>9} {:>9} {:>9} {:>8}",
+        "#",
+        "",
+        "created",
+        "converged",
+        "reconciles",
+        "errors",
+        "writes: fin./children/status/events",
+        "ctrl CPU",
+        "apiserver",
+        "etcd CPU",
+        "cleanup"
+    );
+    for (i, r) in size.runs.iter().enumerate() {
+        println!(
+            "   {:<3} {:<25} {:>7.2} s {:>8.2} s {:>10} {:>7}  {:<35} {:>7.1} s {:>7.1} s {:>7.1} s {:>6.0} s",
+            i + 1,
+            format!("{}{}", r.kind.label(), if r.instrumented { "*" } else { "" }),
+            r.created,
+            r.converged,
+            r.reconciles,
+            r.errors,
+            format!("{} / {} / {} / {}", r.finalizer, r.apply, r.status, r.events),
+            r.cpu(),
+            r.apiserver_cpu,
+            r.etcd_cpu,
+            r.cleanup
         );
-        row("Deployment updated (bench's watch)", samples.iter().map(|s| s.child).collect());
-        if let Some(q) = queue {
-            let total = q.last().map_or(0, |b| b.1);
-            println!(
-                "   {:<58} p50 <= {}, p99 <= {}  ({total} queue gets, workqueue_queue_duration_seconds buckets)",
-                format!("{}: queue add -> worker get", short(*kind)),
-                bucket_pct(q, 50.0),
-                bucket_pct(q, 99.0)
-            );
+    }
+    println!("   (* instrumented run: reconcile starts reported, see 2.)");
+    let means: Vec<(Kind, f64)> = Kind::ALL.iter().filter_map(|&k| Some((k, size.mean_converged(k)?))).collect();
+    println!(
+        "   mean convergence: {}",
+        means.iter().map(|(k, m)| format!("{} {m:.2} s", k.short())).collect::<Vec<_>>().join(", ")
+    );
+    if let Some(o) = size.mean_converged(Kind::Operon) {
+        for (k, m) in means.iter().filter(|(k, _)| *k != Kind::Operon) {
+            println!("   operon / {}: {:.2}x", k.short(), o / m);
         }
-        if *kind == Kind::Operon {
+        let faster = means.iter().filter(|(k, _)| *k != Kind::Operon).min_by(|a, b| a.1.total_cmp(&b.1));
+        if let Some((k, m)) = faster {
+            let ratio = o / m;
             println!(
-                "   operon: event (watch delivery) -> reconcile start p99 {:.2} ms   (target <= {} ms: {})",
-                p99,
-                TARGET_P99.as_millis(),
-                if p99 <= TARGET_P99.as_secs_f64() * 1e3 { "met" } else { "MISSED" }
+                "   operon / faster peer ({}): {ratio:.2}x   (target <= {TARGET_RATIO:.1}x: {})",
+                k.short(),
+                if ratio <= TARGET_RATIO { "met" } else { "MISSED" }
             );
         }
     }
-    println!();
-    if let Some(((rss0, _), (rss1, hwm1))) = memory {
-        let objects = 3 * n as u64;
-        println!("3. Memory of this process (operon manager; VmRSS)");
-        println!("   before the manager starts (runtime and module loaded)   {:>8.1} MiB", mib(rss0));
+
+    if !size.latencies.is_empty() {
+        println!();
         println!(
-            "   {n} WebApps + {n} Deployments + {n} Services cached      {:>8.1} MiB   (VmHWM {:.1} MiB)",
-            mib(rss1),
-            mib(hwm1)
+            "2. Event -> reconcile start on an idle system: {} spec patches, one at a time (ms, relative to the patch's response)",
+            size.latencies.first().map_or(0, |l| l.1.len())
         );
+        println!("   {:<60} {:>8} {:>8} {:>8}", "", "p50", "p99", "max");
+        for (kind, samples) in &size.latencies {
+            let ms = |t: i128, from: i128| (t - from) as f64 / 1e6;
+            let row = |what: &str, values: Vec<f64>| {
+                let mut v = values;
+                v.sort_by(f64::total_cmp);
+                println!(
+                    "   {:<60} {:>8.2} {:>8.2} {:>8.2}",
+                    format!("{}: {what}", kind.short()),
+                    pct(&v, 50.0),
+                    pct(&v, 99.0),
+                    v.last().copied().unwrap_or(f64::NAN)
+                );
+                pct(&v, 99.0)
+            };
+            row("patch sent -> response (API server write)", samples.iter().map(|s| ms(s.returned, s.sent)).collect());
+            row("watch delivers the new generation (bench's watch)", samples.iter().map(|s| ms(s.watch, s.returned)).collect());
+            row(
+                "reconcile starts (as the controller reports it)",
+                samples.iter().filter_map(|s| Some(ms(s.start?, s.returned))).collect(),
+            );
+            let p99 = row(
+                "reconcile start - watch delivery (event -> start)",
+                samples.iter().filter_map(|s| Some(ms(s.start?, s.watch))).collect(),
+            );
+            row("Deployment updated (bench's watch)", samples.iter().map(|s| ms(s.child, s.returned)).collect());
+            if *kind == Kind::Operon {
+                println!(
+                    "   operon: event (watch delivery) -> reconcile start p99 {p99:.2} ms   (target <= {} ms: {})",
+                    TARGET_P99.as_millis(),
+                    if p99 <= TARGET_P99.as_secs_f64() * 1e3 { "met" } else { "MISSED" }
+                );
+            }
+        }
+    }
+
+    println!();
+    println!("3. Resources of each controller process (/proc/<pid>; each one's last run)");
+    println!(
+        "   {:<25} {:>13} {:>15} {:>11} {:>14} {:>10} {:>14}",
+        "", "RSS synced", "RSS converged", "VmHWM", "per object", "CPU", "CPU/reconcile"
+    );
+    let mut per_object = Vec::new();
+    for kind in Kind::ALL {
+        let Some(r) = size.resource_run(kind) else { continue };
+        let cpu_per = r.cpu() / r.reconciles.max(1) as f64 * 1e3;
+        per_object.push((kind, r.per_object(n), cpu_per));
         println!(
-            "   growth per cached object ({objects} objects)                 {:>8.1} KiB",
-            rss1.saturating_sub(rss0) as f64 / 1024.0 / objects as f64
+            "   {:<25} {:>9.1} MiB {:>11.1} MiB {:>7.1} MiB {:>10.1} KiB {:>8.2} s {:>11.3} ms{}",
+            kind.label(),
+            mib(r.before.rss),
+            mib(r.after.rss),
+            mib(r.after.hwm),
+            r.per_object(n) / 1024.0,
+            r.cpu(),
+            cpu_per,
+            if r.instrumented { "  (instrumented run)" } else { "" }
+        );
+    }
+    if let Some(&(_, o_mem, o_cpu)) = per_object.iter().find(|p| p.0 == Kind::Operon) {
+        for (k, mem, cpu) in per_object.iter().filter(|p| p.0 != Kind::Operon) {
+            println!(
+                "   operon / {}: memory per cached object {:.2}x, CPU per reconcile {:.2}x",
+                k.short(),
+                o_mem / mem,
+                o_cpu / cpu
+            );
+        }
+        let lower = per_object.iter().filter(|p| p.0 != Kind::Operon).all(|p| o_mem < p.1);
+        println!(
+            "   operon memory per cached object lower than every peer's: {}",
+            if lower { "met" } else { "MISSED" }
         );
     }
     println!();
 }
 
-fn short(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Operon => "operon",
-        Kind::Native => "native",
+fn report_scale(sizes: &[SizeResult]) {
+    let done: Vec<&SizeResult> = sizes.iter().filter(|s| !s.runs.is_empty()).collect();
+    if done.len() < 2 {
+        return;
     }
+    println!("== Scale: how convergence time and memory grow with the number of parents ==");
+    println!(
+        "   {:<25} {:>8} {:>11} {:>13} {:>14} {:>16} {:>18}",
+        "", "parents", "converged", "s per 1000", "RSS converged", "RSS growth/1000", "marginal s / MiB"
+    );
+    for kind in Kind::ALL {
+        let mut previous: Option<(usize, f64, f64)> = None;
+        for s in &done {
+            let (Some(t), Some(r)) = (s.mean_converged(kind), s.resource_run(kind)) else { continue };
+            let k = s.parents as f64 / 1000.0;
+            let rss = mib(r.after.rss);
+            let growth = mib(r.after.rss.saturating_sub(r.before.rss)) / k;
+            let marginal = previous.map_or(String::new(), |(pn, pt, prss)| {
+                let dk = (s.parents - pn) as f64 / 1000.0;
+                format!("{:.2} s, {:.1} MiB", (t - pt) / dk, (rss - prss) / dk)
+            });
+            println!(
+                "   {:<25} {:>8} {:>9.1} s {:>11.2} s {:>10.1} MiB {:>12.1} MiB {:>18}",
+                kind.label(),
+                s.parents,
+                t,
+                t / k,
+                rss,
+                growth,
+                marginal
+            );
+            previous = Some((s.parents, t, rss));
+        }
+    }
+    println!("   (marginal: growth per 1000 more parents between this size and the previous one)");
+    println!();
 }
 
 fn pct(sorted: &[f64], p: f64) -> f64 {
@@ -1087,42 +984,84 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-/// The upper bound of the bucket holding the p-th percentile.
-fn bucket_pct(buckets: &[(f64, u64)], p: f64) -> String {
-    let total = buckets.last().map_or(0, |b| b.1);
-    if total == 0 {
-        return "-".into();
-    }
-    let rank = ((p / 100.0) * total as f64).ceil() as u64;
-    let le = buckets.iter().find(|b| b.1 >= rank).map_or(f64::INFINITY, |b| b.0);
-    match le {
-        x if x.is_infinite() => "+Inf".into(),
-        x if x < 1e-3 => format!("{:.0} µs", x * 1e6),
-        x if x < 1.0 => format!("{:.0} ms", x * 1e3),
-        x => format!("{x:.0} s"),
-    }
-}
-
-fn histogram_delta(after: &[(f64, u64)], before: &[(f64, u64)]) -> Vec<(f64, u64)> {
-    after.iter().map(|(le, c)| (*le, c - before.iter().find(|b| b.0 == *le).map_or(0, |b| b.1))).collect()
-}
-
-/// (VmRSS, VmHWM) in bytes.
-fn rss() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|kb| kb.parse::<u64>().ok())
-            .map_or(0, |kb| kb * 1024)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
+}
+
+/// Every figure, as JSON, to `OUT/manager.json` (rewritten after each size).
+fn write_results(args: &Args, machine: &str, sizes: &[SizeResult]) -> Result<()> {
+    let sizes: Vec<Value> = sizes
+        .iter()
+        .map(|s| {
+            let runs: Vec<Value> = s
+                .runs
+                .iter()
+                .map(|r| {
+                    json!({
+                        "controller": r.kind.short(), "instrumented": r.instrumented,
+                        "created_s": r.created, "converged_s": r.converged,
+                        "reconciles": r.reconciles, "reconcile_errors": r.errors,
+                        "writes": {"finalizer": r.finalizer, "children": r.apply, "status": r.status, "events": r.events},
+                        "rss_synced_bytes": r.before.rss, "rss_converged_bytes": r.after.rss, "hwm_bytes": r.after.hwm,
+                        "rss_per_object_bytes": r.per_object(s.parents),
+                        "cpu_s": r.cpu(), "apiserver_cpu_s": r.apiserver_cpu, "etcd_cpu_s": r.etcd_cpu,
+                        "cleanup_s": r.cleanup,
+                    })
+                })
+                .collect();
+            let latencies: Vec<Value> = s
+                .latencies
+                .iter()
+                .map(|(k, samples)| {
+                    let mut v: Vec<f64> =
+                        samples.iter().filter_map(|x| Some((x.start? - x.watch) as f64 / 1e6)).collect();
+                    v.sort_by(f64::total_cmp);
+                    json!({"controller": k.short(), "samples": samples.len(), "recorded": v.len(),
+                           "event_to_start_ms": {"p50": pct(&v, 50.0), "p99": pct(&v, 99.0), "max": v.last()}})
+                })
+                .collect();
+            json!({"parents": s.parents, "control_plane_start_s": s.plane_start, "total_s": s.total,
+                   "error": s.error, "runs": runs, "latency": latencies})
+        })
+        .collect();
+    let doc = json!({
+        "machine": machine, "workers": args.workers, "rounds": args.rounds,
+        "command": std::env::args().collect::<Vec<_>>().join(" "), "sizes": sizes,
+    });
+    std::fs::write(args.out.join("manager.json"), serde_json::to_string_pretty(&doc)?)?;
+    Ok(())
+}
+
+/// Convergence time and RSS at convergence against the number of parents.
+fn plot_svg(args: &Args, sizes: &[SizeResult], machine: &str) -> String {
+    let series = |f: &dyn Fn(&SizeResult, Kind) -> Option<f64>| -> Vec<plot::Series> {
+        args.contenders
+            .iter()
+            .map(|&k| plot::Series {
+                label: k.label().to_string(),
+                color: k.color(),
+                points: sizes.iter().filter_map(|s| Some((s.parents as f64, f(s, k)?))).collect(),
+            })
+            .collect()
+    };
+    let panels = [
+        plot::Panel {
+            title: "Convergence time (mean of runs)".into(),
+            y_label: "seconds".into(),
+            series: series(&|s, k| s.mean_converged(k)),
+        },
+        plot::Panel {
+            title: "RSS of the controller at convergence".into(),
+            y_label: "MiB".into(),
+            series: series(&|s, k| Some(mib(s.resource_run(k)?.after.rss))),
+        },
+    ];
+    plot::svg(
+        &format!("WebApp controllers, {} workers each, one envtest control plane per size", args.workers),
+        "WebApps (each with a Deployment and a Service)",
+        &panels,
+        machine,
+    )
 }
 
 // ---------------------------------------------------------------------------
@@ -1173,13 +1112,11 @@ fn webapp(name: &str) -> Value {
 
 fn webapp_crd() -> Result<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>
 {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/rust-webapp/crd.yaml");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/webapp/crd.yaml");
     Ok(serde_yaml::from_str(&std::fs::read_to_string(&path).with_context(|| path.display().to_string())?)?)
 }
 
 /// `target/guests`, or `$OPERON_GUESTS_DIR`.
 fn guests_dir() -> PathBuf {
-    std::env::var_os("OPERON_GUESTS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/guests"))
+    std::env::var_os("OPERON_GUESTS_DIR").map(PathBuf::from).unwrap_or_else(|| target_dir().join("guests"))
 }

@@ -9,8 +9,8 @@
 //! (`desired`, `status`, `events`, `requeueAfterMs`, `finalized`) or
 //! `error: {transient|terminal|sandbox: message}`.
 
-use crate::runtime::{Gvk, Module, ObjectReader, Outcome, Request};
-use crate::selector::Selector;
+use crate::contract::{Gvk, Outcome, Request, Selector};
+use crate::runtime::{Module, ObjectReader};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::io::Write;

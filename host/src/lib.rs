@@ -3,6 +3,8 @@
 //!
 //! See `ARCHITECTURE.md` at the repository root for a map of this crate.
 
+pub use operon_contract as contract;
+
 pub mod apply;
 pub mod cache;
 pub mod cli;
@@ -11,8 +13,8 @@ pub mod fixtures;
 pub mod leader;
 pub mod manager;
 pub mod metrics;
+pub mod project;
 pub mod queue;
 pub mod runtime;
-pub mod selector;
 pub mod server;
 pub mod telemetry;

@@ -7,7 +7,7 @@
 
 use crate::cache::{self, Cache};
 use crate::controller::{self, Controller};
-use crate::leader::{self, LeaderElector};
+use crate::leader::{self, Fence, LeaderElector};
 use crate::metrics::Metrics;
 use crate::runtime::Module;
 use crate::server::{self, Readiness, Server};
@@ -94,6 +94,7 @@ impl Manager {
             module,
             &self.cache,
             self.client.clone(),
+            self.client.clone(),
             self.metrics.clone(),
             self.config.controller.clone(),
         );
@@ -142,6 +143,8 @@ impl Manager {
         let (_always, mut leading, elector_name) = match self.config.leader.clone() {
             Some(config) => {
                 let name = config.name.clone();
+                // A standby says so (0) rather than saying nothing.
+                self.metrics.leader_status(&name, false);
                 let elector = LeaderElector::new(self.client.clone(), config)?;
                 let rx = elector.subscribe();
                 background.spawn(elector.run(stopped(stop_rx.clone())));
@@ -181,14 +184,20 @@ impl Manager {
             tracing::info!(lease = %name, "leading: starting controllers");
         }
         let (stop_tx, stop_rx) = watch::channel(false);
+        // Every write checks this: it closes the moment the elector says we
+        // no longer lead, before the tasks below are even aborted.
+        let fence = Fence::new(leading.clone(), lease.unwrap_or("(no election)"));
         let mut running = tokio::task::JoinSet::new();
         for c in &self.controllers {
-            let (c, mut stop) = (c.clone(), stop_rx.clone());
+            let (c, mut stop, fence) = (c.clone(), stop_rx.clone(), fence.clone());
             running.spawn(async move {
                 wait_synced(&c).await;
-                c.run(async move {
-                    let _ = stop.wait_for(|s| *s).await;
-                })
+                c.run(
+                    async move {
+                        let _ = stop.wait_for(|s| *s).await;
+                    },
+                    fence,
+                )
                 .await;
             });
         }

@@ -163,6 +163,25 @@ pub struct Metrics {
     pub reconcile_errors_total: IntCounterVec,
     /// `controller_runtime_terminal_reconcile_errors_total{controller}`.
     pub terminal_reconcile_errors_total: IntCounterVec,
+    /// `controller_runtime_reconcile_panics_total{controller}`: guest traps
+    /// (a guest's panic is a trap).
+    pub reconcile_panics_total: IntCounterVec,
+    /// `controller_runtime_reconcile_timeouts_total{controller}`: reconciles
+    /// that ran past their deadline (the guest call's, or the whole
+    /// pipeline's).
+    pub reconcile_timeouts_total: IntCounterVec,
+    /// `operon_outcomes_refused_total{controller}`: outcomes refused before
+    /// any write (not granted, too large, malformed).
+    pub outcomes_refused_total: IntCounterVec,
+    /// `operon_requeue_raised_total{controller}`: requeue-after values below
+    /// the floor, raised to it.
+    pub requeue_raised_total: IntCounterVec,
+    /// `operon_module_swaps_total{controller,result}`: swapped, refused,
+    /// rolled_back.
+    pub module_swaps_total: IntCounterVec,
+    /// `operon_shadow_comparisons_total{controller,result}`: same, differ,
+    /// error.
+    pub shadow_comparisons_total: IntCounterVec,
     /// `controller_runtime_reconcile_time_seconds{controller}`.
     pub reconcile_time_seconds: HistogramVec,
     /// `controller_runtime_max_concurrent_reconciles{controller}`.
@@ -258,6 +277,36 @@ impl Metrics {
                 "controller_runtime_terminal_reconcile_errors_total",
                 "Total number of terminal reconciliation errors per controller",
                 C,
+            ),
+            reconcile_panics_total: counter(
+                "controller_runtime_reconcile_panics_total",
+                "Total number of reconciliation panics per controller (for Operon: guest traps)",
+                C,
+            ),
+            reconcile_timeouts_total: counter(
+                "controller_runtime_reconcile_timeouts_total",
+                "Total number of reconciliation timeouts per controller",
+                C,
+            ),
+            outcomes_refused_total: counter(
+                "operon_outcomes_refused_total",
+                "Total number of guest outcomes refused before any write, per controller",
+                C,
+            ),
+            requeue_raised_total: counter(
+                "operon_requeue_raised_total",
+                "Total number of requeue-after values below the floor that were raised to it, per controller",
+                C,
+            ),
+            module_swaps_total: counter(
+                "operon_module_swaps_total",
+                "Total number of module version changes per controller and result (swapped, refused, rolled_back)",
+                &["controller", "result"],
+            ),
+            shadow_comparisons_total: counter(
+                "operon_shadow_comparisons_total",
+                "Total number of shadow comparisons of a candidate module per controller and result (same, differ, error)",
+                &["controller", "result"],
             ),
             reconcile_time_seconds: histogram(
                 "controller_runtime_reconcile_time_seconds",
@@ -379,8 +428,16 @@ impl Metrics {
         for result in RESULTS {
             self.reconcile_total.with_label_values(&[controller, result.label()]);
         }
-        self.reconcile_errors_total.with_label_values(&[controller]);
-        self.terminal_reconcile_errors_total.with_label_values(&[controller]);
+        for vec in [
+            &self.reconcile_errors_total,
+            &self.terminal_reconcile_errors_total,
+            &self.reconcile_panics_total,
+            &self.reconcile_timeouts_total,
+            &self.outcomes_refused_total,
+            &self.requeue_raised_total,
+        ] {
+            vec.with_label_values(&[controller]);
+        }
         for kind in GuestErrorKind::ALL {
             self.guest_errors_total.with_label_values(&[controller, kind.label()]);
         }
@@ -396,8 +453,21 @@ impl Metrics {
         for result in RESULTS {
             let _ = self.reconcile_total.remove_label_values(&[controller, result.label()]);
         }
-        for vec in [&self.reconcile_errors_total, &self.terminal_reconcile_errors_total] {
+        for vec in [
+            &self.reconcile_errors_total,
+            &self.terminal_reconcile_errors_total,
+            &self.reconcile_panics_total,
+            &self.reconcile_timeouts_total,
+            &self.outcomes_refused_total,
+            &self.requeue_raised_total,
+        ] {
             let _ = vec.remove_label_values(&[controller]);
+        }
+        for result in ["swapped", "refused", "rolled_back"] {
+            let _ = self.module_swaps_total.remove_label_values(&[controller, result]);
+        }
+        for result in ["same", "differ", "error"] {
+            let _ = self.shadow_comparisons_total.remove_label_values(&[controller, result]);
         }
         for vec in [&self.reconcile_time_seconds, &self.guest_call_seconds, &self.module_load_seconds] {
             let _ = vec.remove_label_values(&[controller]);
@@ -466,6 +536,36 @@ impl Metrics {
             unfinished_work: self.workqueue_unfinished_work_seconds.with_label_values(labels),
             longest_running_processor: self.workqueue_longest_running_processor_seconds.with_label_values(labels),
         }
+    }
+
+    /// A guest trapped (`controller_runtime_reconcile_panics_total`).
+    pub fn reconcile_panicked(&self, controller: &str) {
+        self.reconcile_panics_total.with_label_values(&[controller]).inc();
+    }
+
+    /// A reconcile ran past its deadline.
+    pub fn reconcile_timed_out(&self, controller: &str) {
+        self.reconcile_timeouts_total.with_label_values(&[controller]).inc();
+    }
+
+    /// An outcome was refused before any write.
+    pub fn outcome_refused(&self, controller: &str) {
+        self.outcomes_refused_total.with_label_values(&[controller]).inc();
+    }
+
+    /// A requeue-after below the floor was raised to it.
+    pub fn requeue_raised(&self, controller: &str) {
+        self.requeue_raised_total.with_label_values(&[controller]).inc();
+    }
+
+    /// A module version change: `swapped`, `refused` or `rolled_back`.
+    pub fn module_swap(&self, controller: &str, result: &str) {
+        self.module_swaps_total.with_label_values(&[controller, result]).inc();
+    }
+
+    /// A shadow comparison: `same`, `differ` or `error`.
+    pub fn shadow_compared(&self, controller: &str, result: &str) {
+        self.shadow_comparisons_total.with_label_values(&[controller, result]).inc();
     }
 
     /// Whether this process holds the lease `name`.

@@ -14,8 +14,11 @@
 //!   waiting, so a restart over thousands of objects does not delay the
 //!   changes that happen meanwhile.
 //! - **Delays and backoff.** [`Queue::add_after`] for requeue-after,
-//!   [`Queue::add_rate_limited`] for retries: per-key exponential backoff,
-//!   reset by [`Queue::forget`] on success.
+//!   [`Queue::add_rate_limited`] for retries: the larger of per-key
+//!   exponential backoff (reset by [`Queue::forget`] on success) and an
+//!   overall token bucket (10 retries/s, burst 100), as controller-runtime's
+//!   default rate limiter does, so a storm of failing keys cannot turn into
+//!   a storm of API calls.
 //!
 //! Time is tokio's, so tests run with `tokio::time::pause` and take no
 //! wall-clock time.
@@ -66,15 +69,27 @@ pub struct Config {
     pub base_delay: Duration,
     /// The longest retry delay.
     pub max_delay: Duration,
+    /// Rate of the overall token bucket that retries draw from, per second;
+    /// `0` turns it off.
+    pub qps: f64,
+    /// How many retries the bucket lets through at once.
+    pub burst: u32,
     /// Where the queue records its `workqueue_*` series, if anywhere
     /// (`Metrics::workqueue(controller)`).
     pub metrics: Option<metrics::Workqueue>,
 }
 
 impl Default for Config {
-    /// client-go's per-item defaults: 5 ms doubling to 1000 s.
+    /// client-go's defaults (`DefaultControllerRateLimiter`): 5 ms doubling
+    /// to 1000 s per key, and a bucket of 10 per second, burst 100.
     fn default() -> Self {
-        Self { base_delay: Duration::from_millis(5), max_delay: Duration::from_secs(1000), metrics: None }
+        Self {
+            base_delay: Duration::from_millis(5),
+            max_delay: Duration::from_secs(1000),
+            qps: 10.0,
+            burst: 100,
+            metrics: None,
+        }
     }
 }
 
@@ -120,7 +135,35 @@ struct Inner<K> {
     changed: Notify,
     base_delay: Duration,
     max_delay: Duration,
+    bucket: Option<Mutex<TokenBucket>>,
     metrics: Option<metrics::Workqueue>,
+}
+
+/// golang.org/x/time/rate's limiter as client-go's `BucketRateLimiter` uses
+/// it: every retry reserves a token, and waits as long as the bucket needs
+/// to refill that far (reservations may run the balance negative).
+#[derive(Debug)]
+struct TokenBucket {
+    qps: f64,
+    burst: f64,
+    tokens: f64,
+    last: Instant,
+}
+
+impl TokenBucket {
+    fn new(qps: f64, burst: u32) -> TokenBucket {
+        let burst = f64::from(burst.max(1));
+        TokenBucket { qps, burst, tokens: burst, last: Instant::now() }
+    }
+
+    /// Take one token; how long until it is really available.
+    fn reserve(&mut self, now: Instant) -> Duration {
+        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * self.qps).min(self.burst);
+        self.last = now;
+        self.tokens -= 1.0;
+        if self.tokens >= 0.0 { Duration::ZERO } else { Duration::from_secs_f64(-self.tokens / self.qps) }
+    }
 }
 
 /// A key's priority; the derived order is the serving order's reverse.
@@ -221,6 +264,7 @@ where
             changed: Notify::new(),
             base_delay: config.base_delay,
             max_delay: config.max_delay,
+            bucket: (config.qps > 0.0).then(|| Mutex::new(TokenBucket::new(config.qps, config.burst))),
             metrics: config.metrics,
         });
         if inner.metrics.is_some()
@@ -278,8 +322,9 @@ where
         self.inner.changed.notify_waiters();
     }
 
-    /// Queues `key` after its backoff — `base_delay × 2^failures`, at most
-    /// `max_delay` — and counts one more failure. Returns the delay.
+    /// Queues `key` after its backoff — the larger of `base_delay ×
+    /// 2^failures` (at most `max_delay`) and the wait for a token of the
+    /// overall bucket — and counts one more failure. Returns the delay.
     #[doc(alias = "AddRateLimited")]
     pub fn add_rate_limited(&self, key: K) -> Duration {
         let delay = {
@@ -289,6 +334,10 @@ where
             *failures = failures.saturating_add(1);
             backoff(self.inner.base_delay, self.inner.max_delay, exponent)
         };
+        let bucket = self.inner.bucket.as_ref().map_or(Duration::ZERO, |b| {
+            b.lock().unwrap_or_else(PoisonError::into_inner).reserve(Instant::now())
+        });
+        let delay = delay.max(bucket);
         self.add_after(key, delay);
         delay
     }

@@ -16,7 +16,7 @@ fn webapp_module() -> String {
 }
 
 fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/rust-webapp/fixtures")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/webapp/fixtures")
 }
 
 fn copy_dir(from: &Path, to: &Path) {

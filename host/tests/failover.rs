@@ -42,21 +42,34 @@ impl Operon {
         Operon { child, metrics: format!("http://127.0.0.1:{port}/metrics") }
     }
 
-    /// Whether this process says it leads (`leader_election_master_status`).
-    async fn leads(&self) -> bool {
-        let Ok(resp) = reqwest::get(&self.metrics).await else { return false };
-        let text = resp.text().await.unwrap_or_default();
-        text.lines().any(|l| l.starts_with("leader_election_master_status{") && l.ends_with(" 1"))
+    /// The metrics text, or `None` if the process cannot be scraped (not up
+    /// yet, or gone): never mistaken for "not leading" or "no reconciles".
+    async fn scrape(&self) -> Option<String> {
+        let resp = reqwest::get(&self.metrics).await.ok()?;
+        if !resp.status().is_success() {
+            return None;
+        }
+        resp.text().await.ok()
     }
 
-    /// How many reconciles this process finished.
-    async fn reconciles(&self) -> u64 {
-        let Ok(resp) = reqwest::get(&self.metrics).await else { return 0 };
-        let text = resp.text().await.unwrap_or_default();
-        text.lines()
+    /// Whether this process says it leads (`leader_election_master_status`,
+    /// which a standby reports as 0); `None` when that cannot be observed.
+    async fn leads(&self) -> Option<bool> {
+        let text = self.scrape().await?;
+        let line = text.lines().find(|l| l.starts_with("leader_election_master_status{"))?;
+        Some(line.ends_with(" 1"))
+    }
+
+    /// How many reconciles this process finished; `None` when that cannot
+    /// be observed (no scrape, or no reconcile series yet).
+    async fn reconciles(&self) -> Option<u64> {
+        let text = self.scrape().await?;
+        let values: Vec<f64> = text
+            .lines()
             .filter(|l| l.starts_with("controller_runtime_reconcile_total{"))
             .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
-            .sum::<f64>() as u64
+            .collect();
+        (!values.is_empty()).then(|| values.iter().sum::<f64>() as u64)
     }
 
     fn kill9(&mut self) {
@@ -96,11 +109,11 @@ async fn only_the_leader_reconciles_and_a_killed_leader_is_replaced() {
     let mut b = Operon::start(&ns);
 
     let first = eventually("a leader", Duration::from_secs(60), || async {
-        match (a.leads().await, b.leads().await) {
+        match (a.leads().await?, b.leads().await?) {
             (true, false) => Some('a'),
             (false, true) => Some('b'),
             (true, true) => panic!("both replicas lead"),
-            _ => None,
+            (false, false) => None,
         }
     })
     .await;
@@ -110,8 +123,8 @@ async fn only_the_leader_reconciles_and_a_killed_leader_is_replaced() {
     })
     .await;
     let (leader, standby) = if first == 'a' { (&mut a, &mut b) } else { (&mut b, &mut a) };
-    assert!(!standby.leads().await, "the standby must not lead");
-    assert_eq!(standby.reconciles().await, 0, "the standby must not reconcile");
+    assert_eq!(standby.leads().await, Some(false), "the standby must be observed not leading");
+    assert_eq!(standby.reconciles().await, Some(0), "the standby must be observed not reconciling");
 
     leader.kill9();
     let killed = Instant::now();
@@ -119,8 +132,10 @@ async fn only_the_leader_reconciles_and_a_killed_leader_is_replaced() {
     for i in 0..5 {
         create_webapp(&client, &ns, &format!("backlog-{i}")).await;
     }
-    eventually("the standby takes over", Duration::from_secs(60), || async { standby.leads().await.then_some(()) })
-        .await;
+    eventually("the standby takes over", Duration::from_secs(60), || async {
+        standby.leads().await.filter(|l| *l).map(|_| ())
+    })
+    .await;
     let takeover = killed.elapsed();
     // The standby may have seen the last renewal up to one retry late, and
     // our polling adds up to 100 ms plus a scrape.
@@ -144,7 +159,7 @@ async fn sigterm_exits_cleanly_and_releases_the_lease() {
     let client = plane().client().await;
     let ns = operon_envtest::create_namespace(&client, "sigterm").await.unwrap();
     let mut operon = Operon::start(&ns);
-    eventually("leading", Duration::from_secs(60), || async { operon.leads().await.then_some(()) }).await;
+    eventually("leading", Duration::from_secs(60), || async { operon.leads().await.filter(|l| *l).map(|_| ()) }).await;
     let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
     let held = leases.get("operon-leader").await.unwrap();
     assert!(held.spec.unwrap().holder_identity.is_some_and(|h| !h.is_empty()));

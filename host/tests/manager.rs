@@ -101,16 +101,56 @@ impl Running {
         self.task.await.unwrap().unwrap();
     }
 
+    /// Events about `name`.
+    async fn events(&self, name: &str) -> Vec<Event> {
+        let events = self.api::<Event>().list(&ListParams::default()).await.unwrap();
+        events.items.into_iter().filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)).collect()
+    }
+
     /// Warning events about `name`, as `reason: note`.
     async fn warnings(&self, name: &str) -> Vec<String> {
-        let events = self.api::<Event>().list(&ListParams::default()).await.unwrap();
-        events
-            .items
+        self.events(name)
+            .await
             .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
             .filter(|e| e.type_.as_deref() == Some("Warning"))
             .map(|e| format!("{}: {}", e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
             .collect()
+    }
+
+    /// The metrics text. Panics if it cannot be scraped: a test must not
+    /// read "no metric" as "zero".
+    async fn scrape(&self) -> String {
+        let url = format!("{}/metrics", self.metrics);
+        let resp = reqwest::get(&url).await.unwrap_or_else(|e| panic!("scraping {url}: {e}"));
+        assert!(resp.status().is_success(), "scraping {url}: {}", resp.status());
+        resp.text().await.unwrap()
+    }
+
+    /// One series' value. Panics when the series is missing.
+    async fn metric(&self, series: &str) -> f64 {
+        let text = self.scrape().await;
+        text.lines()
+            .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
+            .unwrap_or_else(|| panic!("no series {series} in the metrics"))
+    }
+
+    /// Finished reconciles of `controller`, of every result.
+    async fn reconciles(&self, controller: &str) -> f64 {
+        let text = self.scrape().await;
+        let prefix = format!("controller_runtime_reconcile_total{{controller=\"{controller}\",");
+        let values: Vec<f64> = text
+            .lines()
+            .filter(|l| l.starts_with(&prefix))
+            .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse().ok()))
+            .collect();
+        assert!(!values.is_empty(), "no controller_runtime_reconcile_total series for {controller}");
+        values.iter().sum()
+    }
+
+    /// `status.count` of a Thing (0 before the first status).
+    async fn count(&self, name: &str) -> u64 {
+        let p = self.custom("Thing").get(name).await.unwrap();
+        p.data.pointer("/status/count").and_then(Value::as_u64).unwrap_or(0)
     }
 }
 
@@ -223,13 +263,134 @@ async fn requeue_after_is_honoured() {
     let r = Running::start("requeue-counter", "requeue").await;
     r.create("Thing", "tick", json!({"everyMs": 200})).await;
     // Only requeues drive this guest (its status writes pass no predicate).
-    let count = eventually("five requeued reconciles", WAIT, || async {
-        let p = r.custom("Thing").get("tick").await.unwrap();
-        let count = p.data.pointer("/status/count").and_then(Value::as_u64).unwrap_or(0);
-        (count >= 5).then_some(count)
+    let started = std::time::Instant::now();
+    eventually("five requeued reconciles", WAIT, || async { (r.count("tick").await >= 5).then_some(()) }).await;
+    assert!(started.elapsed() >= Duration::from_millis(4 * 200), "five reconciles 200 ms apart took {:?}", started.elapsed());
+    // And no faster than asked: a hot loop would make thousands.
+    let before = r.reconciles("requeue-counter").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let during = r.reconciles("requeue-counter").await - before;
+    assert!((5.0..=14.0).contains(&during), "{during} reconciles in 2 s with requeue-after 200 ms");
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn a_requeue_after_below_the_floor_is_raised_to_it() {
+    let r = Running::start("echo", "requeue-floor").await;
+    r.create("Thing", "spin", json!({"count": true, "requeueAfterMs": 0})).await;
+    eventually("the first reconciles", WAIT, || async { (r.count("spin").await >= 2).then_some(()) }).await;
+    let before = r.reconciles("echo").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let during = r.reconciles("echo").await - before;
+    // The floor is 100 ms: at most ~20 in 2 s (before the floor, a zero
+    // requeue-after re-ran the guest as fast as the CPU allowed).
+    assert!((5.0..=24.0).contains(&during), "{during} reconciles in 2 s with requeue-after 0");
+    let raised = r.metric(r#"operon_requeue_raised_total{controller="echo"}"#).await;
+    assert!(raised >= 5.0, "raised {raised}");
+    let warnings = eventually("one RequeueTooSoon event", WAIT, || async {
+        let w = r.warnings("spin").await;
+        w.iter().any(|e| e.starts_with("RequeueTooSoon")).then_some(w)
     })
     .await;
-    assert!(count >= 5);
+    let count = warnings.iter().filter(|e| e.starts_with("RequeueTooSoon")).count();
+    assert_eq!(count, 1, "one event per parent, not one per reconcile: {warnings:?}");
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn every_distinct_event_message_reaches_the_cluster_and_repeats_are_not_doubled() {
+    let r = Running::start("echo", "events").await;
+    let events = json!([
+        {"reason": "Step", "message": "one"},
+        {"reason": "Step", "message": "two"},
+        {"reason": "Step", "message": "three", "warning": true},
+    ]);
+    r.create("Thing", "chatty", json!({"events": events})).await;
+    let notes = |all: Vec<Event>| -> Vec<(String, i32)> {
+        let mut v: Vec<(String, i32)> = all
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("Step"))
+            .map(|e| (e.note.unwrap_or_default(), e.series.map_or(1, |s| s.count)))
+            .collect();
+        v.sort();
+        v
+    };
+    let first = eventually("three Step events", WAIT, || async {
+        let v = notes(r.events("chatty").await);
+        (v.len() == 3).then_some(v)
+    })
+    .await;
+    let texts: Vec<&str> = first.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(texts, ["one", "three", "two"], "every message of one reason is kept");
+    // A reconcile that says the same again (a label change triggers one).
+    let patch = json!({"metadata": {"labels": {"again": "yes"}}});
+    r.custom("Thing").patch("chatty", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    let again = eventually("the repeat counted in the series", WAIT, || async {
+        let v = notes(r.events("chatty").await);
+        v.iter().all(|(_, count)| *count >= 2).then_some(v)
+    })
+    .await;
+    assert_eq!(again.len(), 3, "repeats update the series, they do not add events: {again:?}");
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn an_outcome_beyond_the_bounds_is_refused_naming_the_limit() {
+    let r = Running::start("echo", "bounds").await;
+    let many: Vec<Value> = (0..501)
+        .map(|i| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("cm-{i}")}}))
+        .collect();
+    r.create("Thing", "flood", json!({"desired": many})).await;
+    let warnings = eventually("an InvalidOutcome event", WAIT, || async {
+        let w = r.warnings("flood").await;
+        w.iter().any(|e| e.starts_with("InvalidOutcome")).then_some(w)
+    })
+    .await;
+    let event = warnings.iter().find(|e| e.starts_with("InvalidOutcome")).unwrap();
+    assert!(event.contains("501 desired objects exceed the limit of 500"), "{event}");
+    let written = r.api::<k8s_openapi::api::core::v1::ConfigMap>().list(&ListParams::default()).await.unwrap();
+    assert!(written.items.iter().all(|c| !c.metadata.name.as_deref().unwrap_or_default().starts_with("cm-")));
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn a_refused_outcome_is_not_retried_until_the_object_changes() {
+    let r = Running::start("misbehave-escape", "terminal").await;
+    r.create("Thing", "sly", json!({"escape": "secret"})).await;
+    eventually("a terminal error", WAIT, || async {
+        (r.metric(r#"controller_runtime_terminal_reconcile_errors_total{controller="misbehave-escape"}"#).await
+            >= 1.0)
+            .then_some(())
+    })
+    .await;
+    // Backoff would have retried it several times within 3 s (5 ms, 10 ms, ...).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let errors = r.metric(r#"controller_runtime_reconcile_errors_total{controller="misbehave-escape"}"#).await;
+    assert_eq!(errors, 1.0, "a refused outcome must not be retried while the object is unchanged");
+    let refused = r.metric(r#"operon_outcomes_refused_total{controller="misbehave-escape"}"#).await;
+    assert_eq!(refused, 1.0);
+    // A change of the object is a new chance.
+    let patch = json!({"spec": {"escape": "secret", "n": 2}});
+    r.custom("Thing").patch("sly", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    eventually("reconciled again after the change", WAIT, || async {
+        (r.metric(r#"controller_runtime_reconcile_errors_total{controller="misbehave-escape"}"#).await >= 2.0)
+            .then_some(())
+    })
+    .await;
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn guest_traps_count_as_panics_in_the_metrics() {
+    let r = Running::start("misbehave-trap", "panics").await;
+    r.create("Thing", "boom", json!({})).await;
+    eventually("a counted panic", WAIT, || async {
+        let text = r.scrape().await;
+        text.lines()
+            .any(|l| l.starts_with("controller_runtime_reconcile_panics_total{") && !l.ends_with(" 0"))
+            .then_some(())
+    })
+    .await;
     r.stop().await;
 }
 
@@ -243,7 +404,7 @@ async fn an_outcome_with_a_kind_not_owned_writes_nothing() {
     })
     .await;
     let event = warnings.iter().find(|e| e.starts_with("InvalidOutcome")).unwrap();
-    assert!(event.contains("v1 Secret sly-stolen") && event.contains("not in the manifest's owns"), "{event}");
+    assert!(event.contains("v1 Secret sly-stolen") && event.contains("not among the kinds"), "{event}");
     assert!(get(&r.api::<Deployment>(), "sly").await.is_none(), "the valid Deployment must not be written either");
     assert!(get(&r.api::<Secret>(), "sly-stolen").await.is_none());
     r.stop().await;
@@ -326,7 +487,7 @@ async fn shipped_manifests_are_accepted_by_the_api_server() {
     let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "operon-system"}});
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     namespaces.patch("operon-system", &PatchParams::apply("test"), &Patch::Apply(&ns)).await.unwrap();
-    let files = ["deploy/rbac.yaml", "deploy/operon.yaml", "guest-examples/rust-webapp/example.yaml"];
+    let files = ["deploy/rbac.yaml", "deploy/operon.yaml", "guest-examples/webapp/example.yaml"];
     let mut checked = 0;
     for file in files {
         let text = std::fs::read_to_string(root.join(file)).unwrap();

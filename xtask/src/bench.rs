@@ -5,12 +5,16 @@
 //! - `runtime`: the WebApp guest's reconcile call (fresh and pooled
 //!   instances) beside the same logic compiled natively. Needs
 //!   `target/guests/rust-webapp.wasm`.
-//! - `manager`: the in-process manager against a real control plane, beside
-//!   a native kube-rs controller. Also needs the envtest binaries
-//!   (`cargo xtask envtest`, or `KUBEBUILDER_ASSETS`).
+//! - `manager`: `operon run` against a real control plane, beside a native
+//!   kube-rs controller and a controller-runtime controller in Go, each its
+//!   own process. Also needs the envtest binaries (`cargo xtask envtest`, or
+//!   `KUBEBUILDER_ASSETS`) and `go` on PATH: the program builds the Go peer
+//!   (`host/benches/peers/go-webapp`) into `target/peers/` itself. Cargo
+//!   builds the `operon` binary with the bench. Writes `target/bench/`
+//!   (`manager.svg`, `manager.json`, the processes' logs).
 //!
 //! Arguments after the benchmark's name go to the program, e.g.
-//! `cargo xtask bench manager --parents 200`.
+//! `cargo xtask bench manager --parents 1000,3000,10000`.
 
 use anyhow::{Context, Result, bail};
 use std::process::Command;

@@ -3,6 +3,13 @@
 //! `up` provisions the binaries (as `cargo xtask envtest`), builds the
 //! `operon-envtest` binary and starts `operon-envtest serve` detached, in a
 //! process group of its own so Ctrl-C in this terminal leaves it running.
+//!
+//! The dev cluster runs workloads by default (`--workloads`: the deployment
+//! and replicaset controllers, kube-scheduler and kwok with fake Nodes; see
+//! `operon_envtest::Options::workloads`): an operator's Deployments become
+//! Available and its status can say so, as on a real cluster, for about two
+//! more processes' worth of memory and a second more at start.
+//! `--no-workloads` gives the bare control plane the tests use by default.
 //! State lives in `target/operon-dev/` (logs in `serve.log` and
 //! `<binary>.log`, the pid in `pid`); the kubeconfig is copied to
 //! `target/operon-dev.kubeconfig`. `down` sends SIGTERM and waits.
@@ -14,15 +21,55 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: cargo xtask cluster up|down";
+const USAGE: &str = "\
+usage: cargo xtask cluster up [--workloads | --no-workloads] [--nodes N]
+       cargo xtask cluster down
+
+  --workloads     (the default) also run the deployment and replicaset
+                  controllers, kube-scheduler and kwok, so Deployments become
+                  Available on fake Nodes
+  --no-workloads  only etcd, kube-apiserver and the garbage-collector and
+                  namespace controllers
+  --nodes N       how many fake Nodes (default 3)";
 
 pub fn run(args: &[&str]) -> Result<()> {
     let paths = Paths::new();
     match args {
-        ["up"] => up(&paths),
+        ["up", flags @ ..] => up(&paths, &serve_flags(flags)?),
         ["down"] => down(&paths),
         _ => bail!("{USAGE}"),
     }
+}
+
+/// The `operon-envtest serve` flags for `up`'s flags.
+fn serve_flags(flags: &[&str]) -> Result<Vec<String>> {
+    let mut workloads = true;
+    let mut nodes = None;
+    let mut flags = flags.iter();
+    while let Some(&flag) = flags.next() {
+        match flag {
+            "--workloads" => workloads = true,
+            "--no-workloads" => workloads = false,
+            "--nodes" => {
+                let count = flags.next().with_context(|| format!("--nodes needs a number\n\n{USAGE}"))?;
+                let count: usize = count.parse().with_context(|| format!("--nodes {count}: not a number"))?;
+                nodes = Some(count);
+            }
+            _ => bail!("unexpected argument {flag:?}\n\n{USAGE}"),
+        }
+    }
+    let mut serve = Vec::new();
+    match (workloads, nodes) {
+        (true, nodes) => {
+            serve.push("--workloads".to_owned());
+            if let Some(count) = nodes {
+                serve.extend(["--nodes".to_owned(), count.to_string()]);
+            }
+        }
+        (false, None) => {}
+        (false, Some(_)) => bail!("--nodes needs workloads; drop --no-workloads\n\n{USAGE}"),
+    }
+    Ok(serve)
 }
 
 struct Paths {
@@ -41,9 +88,9 @@ impl Paths {
     }
 }
 
-fn up(paths: &Paths) -> Result<()> {
+fn up(paths: &Paths, serve_flags: &[String]) -> Result<()> {
     if let Some(pid) = running(paths)? {
-        println!("already running (pid {pid})");
+        println!("already running (pid {pid}); `cargo xtask cluster down` first to start it with other flags");
         print_usage(paths);
         return Ok(());
     }
@@ -71,6 +118,7 @@ fn up(paths: &Paths) -> Result<()> {
         .arg("serve")
         .arg("--state-dir")
         .arg(&paths.state)
+        .args(serve_flags)
         .env(assets::ASSETS_ENV, &assets)
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)

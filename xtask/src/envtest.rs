@@ -1,5 +1,6 @@
 //! `cargo xtask envtest`: provision the control-plane binaries for
-//! operon-envtest (building them with Go the first time) and print their
+//! operon-envtest (etcd, kube-apiserver, kube-controller-manager,
+//! kube-scheduler and kwok, built with Go the first time) and print their
 //! directory, for `KUBEBUILDER_ASSETS` or a look inside.
 
 use anyhow::{Result, bail};
@@ -13,9 +14,10 @@ pub fn run(args: &[&str]) -> Result<()> {
     let started = Instant::now();
     let dir = assets::ensure(&mut |line| eprintln!("envtest: {line}"))?;
     eprintln!(
-        "envtest: Kubernetes {} and etcd {} ready in {:.1?}",
+        "envtest: Kubernetes {}, etcd {} and kwok {} ready in {:.1?}",
         assets::KUBERNETES_VERSION,
         assets::ETCD_VERSION,
+        assets::KWOK_VERSION,
         started.elapsed()
     );
     println!("{}", dir.display());

@@ -23,10 +23,8 @@ pub fn run(args: &[&str]) -> Result<()> {
     crate::guests::run(EXAMPLES)?;
     let kubeconfig = root.join("target/operon-dev.kubeconfig");
 
-    let files: Vec<PathBuf> = EXAMPLES
-        .iter()
-        .flat_map(|e| ["crd.yaml", "example.yaml"].map(|f| root.join("guest-examples").join(e).join(f)))
-        .collect();
+    // The WebApp's CRD and samples are shared by every language's example.
+    let files: Vec<PathBuf> = ["crd.yaml", "example.yaml"].map(|f| root.join("guest-examples/webapp").join(f)).to_vec();
     tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(apply_files(&kubeconfig, &files))?;
 
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());

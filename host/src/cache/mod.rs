@@ -8,14 +8,15 @@
 //!
 //! **Invariant: reconciles read only from here, never from the API server.**
 
+mod object;
 mod store;
 
+pub use object::{CachedObject, ControllerRef, MalformedObject, RawObject};
 pub use store::Store;
 
-use crate::runtime::Gvk;
+use crate::contract::Gvk;
 use futures::StreamExt;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, TypeMeta};
+use kube::api::{ApiResource, GroupVersionKind, TypeMeta};
 use kube::discovery::Scope;
 use kube::runtime::watcher;
 use std::collections::HashMap;
@@ -46,55 +47,6 @@ impl fmt::Display for ObjectKey {
             Some(ns) => write!(f, "{ns}/{}", self.name),
             None => f.write_str(&self.name),
         }
-    }
-}
-
-/// One object in the cache, with its JSON text rendered at most once (it is
-/// what crosses into guests).
-pub struct CachedObject {
-    /// The object, with `apiVersion`/`kind` set and `managedFields` removed.
-    pub object: DynamicObject,
-    json: OnceLock<String>,
-}
-
-impl CachedObject {
-    /// Wrap an object for the cache.
-    pub fn new(mut object: DynamicObject) -> CachedObject {
-        object.metadata.managed_fields = None;
-        CachedObject { object, json: OnceLock::new() }
-    }
-
-    /// The object as JSON text.
-    pub fn json(&self) -> &str {
-        self.json.get_or_init(|| serde_json::to_string(&self.object).unwrap_or_default())
-    }
-
-    /// Namespace and name.
-    pub fn key(&self) -> ObjectKey {
-        ObjectKey {
-            namespace: self.object.metadata.namespace.clone(),
-            name: self.object.metadata.name.clone().unwrap_or_default(),
-        }
-    }
-
-    /// The object's UID.
-    pub fn uid(&self) -> Option<&str> {
-        self.object.metadata.uid.as_deref()
-    }
-
-    /// The ownerReference with `controller: true`, if any.
-    pub fn controller_owner(&self) -> Option<&OwnerReference> {
-        self.object.metadata.owner_references.as_deref()?.iter().find(|o| o.controller == Some(true))
-    }
-
-    fn controller_uid(&self) -> Option<&str> {
-        self.controller_owner().map(|o| o.uid.as_str())
-    }
-}
-
-impl fmt::Debug for CachedObject {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "CachedObject({})", self.key())
     }
 }
 
@@ -328,7 +280,7 @@ async fn run_informer(client: kube::Client, weak: Weak<Informer>, resync: Durati
         informer.set_error(None);
     }
     tracing::debug!(informer = %key, namespaced, "watch starting");
-    let api: kube::Api<DynamicObject> = match (&key.namespace, namespaced) {
+    let api: kube::Api<RawObject> = match (&key.namespace, namespaced) {
         (Some(ns), true) => kube::Api::namespaced_with(client, ns, &resource),
         _ => kube::Api::all_with(client, &resource),
     };
@@ -336,7 +288,7 @@ async fn run_informer(client: kube::Client, weak: Weak<Informer>, resync: Durati
     if let Some(s) = &key.selector {
         config = config.labels(s);
     }
-    let types = TypeMeta { api_version: resource.api_version.clone(), kind: resource.kind.clone() };
+    let types = Arc::new(TypeMeta { api_version: resource.api_version.clone(), kind: resource.kind.clone() });
     let mut stream = watcher::watcher(api, config).boxed();
     let mut backoff = Duration::from_millis(100);
     let mut relist: Option<Store> = None;
@@ -378,30 +330,35 @@ async fn run_informer(client: kube::Client, weak: Weak<Informer>, resync: Durati
 
 fn apply_event(
     informer: &Informer,
-    event: watcher::Event<DynamicObject>,
-    types: &TypeMeta,
+    event: watcher::Event<RawObject>,
+    types: &Arc<TypeMeta>,
     relist: &mut Option<Store>,
 ) {
-    let wrap = |mut o: DynamicObject| {
-        o.types = Some(types.clone());
-        Arc::new(CachedObject::new(o))
+    let wrap = |raw: RawObject| match CachedObject::from_raw(&raw, types) {
+        Ok(o) => Some(Arc::new(o)),
+        Err(e) => {
+            tracing::warn!(informer = %informer.key, object = ?kube::Resource::meta(&raw).name, error = %e, "skipping an object the cache cannot hold");
+            None
+        }
     };
     match event {
         watcher::Event::Apply(o) => {
-            let new = wrap(o);
+            let Some(new) = wrap(o) else { return };
             let mut store = informer.store.write().unwrap_or_else(|p| p.into_inner());
             let old = store.insert(new.clone());
             informer.publish(ObjectEvent::Applied { old, new, initial: false });
         }
         watcher::Event::Delete(o) => {
-            let gone = wrap(o);
+            let Some(gone) = wrap(o) else { return };
             let mut store = informer.store.write().unwrap_or_else(|p| p.into_inner());
             store.remove(&gone.key());
             informer.publish(ObjectEvent::Deleted(gone));
         }
         watcher::Event::Init => *relist = Some(Store::default()),
         watcher::Event::InitApply(o) => {
-            relist.get_or_insert_with(Store::default).insert(wrap(o));
+            if let Some(o) = wrap(o) {
+                relist.get_or_insert_with(Store::default).insert(o);
+            }
         }
         watcher::Event::InitDone => {
             // Swap in the new list at once and tell subscribers what changed
@@ -413,9 +370,7 @@ fn apply_event(
             let old_store = std::mem::replace(&mut *store, fresh);
             for new in store.iter() {
                 let old = old_store.get(&new.key()).cloned();
-                let unchanged = old
-                    .as_ref()
-                    .is_some_and(|o| o.object.metadata.resource_version == new.object.metadata.resource_version);
+                let unchanged = old.as_ref().is_some_and(|o| o.resource_version() == new.resource_version());
                 if !unchanged {
                     informer.publish(ObjectEvent::Applied { old, new: new.clone(), initial: first });
                 }

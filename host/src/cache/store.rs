@@ -62,7 +62,7 @@ impl Store {
         if let Some(ns) = &key.namespace {
             self.by_namespace.entry(ns.clone()).or_default().insert(key.clone());
         }
-        if let Some(owner) = object.controller_uid() {
+        if let Some(owner) = object.controller_owner().map(|o| &*o.uid) {
             self.by_owner.entry(owner.to_string()).or_default().insert(key.clone());
         }
         self.objects.insert(key, object);
@@ -75,7 +75,7 @@ impl Store {
         if let Some(ns) = &key.namespace {
             remove_from(&mut self.by_namespace, ns, key);
         }
-        if let Some(owner) = old.controller_uid() {
+        if let Some(owner) = old.controller_owner().map(|o| &*o.uid) {
             remove_from(&mut self.by_owner, owner, key);
         }
         Some(old)
@@ -102,7 +102,7 @@ mod tests {
             v["metadata"]["ownerReferences"] =
                 json!([{"apiVersion": "v1", "kind": "X", "name": "p", "uid": o, "controller": true}]);
         }
-        Arc::new(CachedObject::new(serde_json::from_value(v).unwrap()))
+        Arc::new(CachedObject::from_value(v).unwrap())
     }
 
     #[test]

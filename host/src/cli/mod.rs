@@ -1,4 +1,4 @@
-//! The `operon` command line: `run`, `test`, `inspect`.
+//! The `operon` command line: `run`, `test`, `new`, `build`, `inspect`.
 
 mod run;
 
@@ -27,18 +27,49 @@ pub enum Command {
     /// swapped in; a bad new version is refused and the old one keeps running.
     Run(RunArgs),
     /// Run request fixtures through a module offline and compare outcomes
-    /// with the expected files beside them.
+    /// with the expected files beside them. Without arguments: the project
+    /// in the current directory (its built component and its fixtures).
     Test {
-        /// The module (a .wasm component).
-        module: PathBuf,
-        /// Directory of fixtures: NAME.yaml with NAME.expected.yaml beside it.
-        fixtures: PathBuf,
+        /// The module (a .wasm component); default: the project's `dist/<name>.wasm`.
+        module: Option<PathBuf>,
+        /// Directory of fixtures: NAME.yaml with NAME.expected.yaml beside it;
+        /// default: the project's fixtures.
+        fixtures: Option<PathBuf>,
+        /// The project whose component and fixtures to use.
+        #[arg(long, default_value = ".")]
+        project: PathBuf,
         /// Write the expected files from the current outcomes instead of
         /// comparing (review the result before committing it).
         #[arg(long)]
         update: bool,
         #[command(flatten)]
         limits: LimitArgs,
+    },
+    /// Create a guest project: a minimal working reconciler, a CRD, a fixture
+    /// with its expected outcome, and the language's build file.
+    New {
+        /// The language: rust, python, ts, go or c.
+        #[arg(long)]
+        lang: crate::project::Lang,
+        /// The new project's directory (its last component names the
+        /// reconciler unless --name is given).
+        dir: PathBuf,
+        /// The reconciler's name.
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Build the project in DIR (default: the current directory) into a
+    /// component, with its language's toolchain.
+    Build {
+        /// The project directory (holding operon.toml).
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        /// Where to write the component (default: DIR/dist/<name>.wasm).
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// Show every tool's command line and output.
+        #[arg(long, short)]
+        verbose: bool,
     },
     /// Print a module's manifest, WIT version, imports, size and compile time.
     Inspect {
@@ -146,11 +177,43 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             rt.block_on(run::run(args))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Test { module, fixtures, update, limits } => {
+        Command::Test { module, fixtures, project, update, limits } => {
+            let (module, fixtures) = match (module, fixtures) {
+                (Some(m), Some(f)) => (m, f),
+                (module, None) => {
+                    let p = crate::project::Project::open(&project)?;
+                    let module = module.unwrap_or_else(|| p.default_output());
+                    if !module.exists() {
+                        anyhow::bail!("{} does not exist yet; build it with `operon build`", module.display());
+                    }
+                    (module, p.fixtures())
+                }
+                (None, Some(_)) => anyhow::bail!("give the module too: operon test MODULE FIXTURES"),
+            };
             let runtime = Runtime::new(runtime::Config::default())?;
             let module = load(&runtime, &module, limits.limits())?;
             let report = crate::fixtures::run_dir(&module, &fixtures, update, &mut std::io::stdout())?;
             Ok(if report.failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        Command::New { lang, dir, name } => {
+            crate::project::scaffold(lang, &dir, name.as_deref())?;
+            println!("created a {lang} reconciler in {}", dir.display());
+            println!("next:\n  cd {}\n  operon build\n  operon test", dir.display());
+            println!("building needs: {}", lang.requirements());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Build { dir, output, verbose } => {
+            let project = crate::project::Project::open(&dir)?;
+            let options = crate::project::BuildOptions { output, verbose };
+            let built = crate::project::build(&project, &options, &mut |line| eprintln!("operon build: {line}"))?;
+            println!(
+                "{} ({} bytes{}) in {:.1}s",
+                built.path.display(),
+                built.size,
+                if built.changed { "" } else { ", unchanged" },
+                built.elapsed.as_secs_f64()
+            );
+            Ok(ExitCode::SUCCESS)
         }
         Command::Inspect { module, json } => {
             // No artifact cache: the compile time shown is the real one.

@@ -2,7 +2,7 @@
 //! the default predicate.
 
 use crate::cache::{CachedObject, ObjectEvent, ObjectKey};
-use crate::runtime::{Gvk, Mapping};
+use crate::contract::{Gvk, Mapping};
 
 /// How to enqueue a key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,25 +34,22 @@ pub fn for_event(event: &ObjectEvent) -> Option<Enqueue> {
 
 /// Whether an update passes the default predicate.
 pub fn meaningful_change(old: &CachedObject, new: &CachedObject) -> bool {
-    let (o, n) = (&old.object.metadata, &new.object.metadata);
-    o.generation != n.generation
-        || o.labels != n.labels
-        || o.annotations != n.annotations
-        || o.finalizers != n.finalizers
-        || o.deletion_timestamp != n.deletion_timestamp
+    new.meaningfully_differs_from(old)
 }
 
 /// Keys for an event on an owned kind: the controller owner, if it is of
 /// the parent kind. Every change of a child counts (its status feeds the
-/// parent's status), as with controller-runtime's `Owns`.
-pub fn owned_event(event: &ObjectEvent, parent: &Gvk) -> Option<Enqueue> {
+/// parent's status), as with controller-runtime's `Owns`. A cluster-scoped
+/// parent (`parent_namespaced` false) is keyed without a namespace, whatever
+/// the child's.
+pub fn owned_event(event: &ObjectEvent, parent: &Gvk, parent_namespaced: bool) -> Option<Enqueue> {
     let (object, initial) = event_object(event);
     let owner = object.controller_owner()?;
-    let group = owner.api_version.rsplit_once('/').map_or("", |(g, _)| g);
-    if group != parent.group || owner.kind != parent.kind {
+    if owner.group() != parent.group || *owner.kind != parent.kind {
         return None;
     }
-    let key = ObjectKey { namespace: object.object.metadata.namespace.clone(), name: owner.name.clone() };
+    let namespace = if parent_namespaced { object.namespace() } else { None };
+    let key = ObjectKey::new(namespace, &owner.name);
     Some(if initial { Enqueue::Initial(key) } else { Enqueue::Now(key) })
 }
 
@@ -64,22 +61,14 @@ pub fn watched_event(
     parents_in: impl Fn(Option<&str>) -> Vec<ObjectKey>,
 ) -> Vec<Enqueue> {
     let (object, initial) = event_object(event);
-    let meta = &object.object.metadata;
-    let ns = meta.namespace.as_deref();
+    let ns = object.namespace();
     let keys = match mapping {
-        Mapping::Label(label) => meta
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(label))
-            .map(|name| vec![ObjectKey::new(ns, name)])
-            .unwrap_or_default(),
-        Mapping::Annotation(annotation) => meta
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(annotation))
+        Mapping::Label(label) => object.label(label).map(|name| vec![ObjectKey::new(ns, name)]).unwrap_or_default(),
+        Mapping::Annotation(annotation) => object
+            .annotation(annotation)
             .map(|v| match v.split_once('/') {
                 Some((ns, name)) => vec![ObjectKey::new(Some(ns), name)],
-                None => vec![ObjectKey::new(ns, v)],
+                None => vec![ObjectKey::new(ns, &v)],
             })
             .unwrap_or_default(),
         Mapping::AllInNamespace => parents_in(ns),
@@ -90,16 +79,13 @@ pub fn watched_event(
 /// Whether a watched object maps to `parent` (the reverse of
 /// [`watched_event`]): used to gather `request.related`.
 pub fn relates_to(object: &CachedObject, mapping: &Mapping, parent: &ObjectKey) -> bool {
-    let meta = &object.object.metadata;
-    let ns = meta.namespace.as_deref();
+    let ns = object.namespace();
     match mapping {
-        Mapping::Label(label) => {
-            ns == parent.namespace.as_deref() && meta.labels.as_ref().and_then(|l| l.get(label)) == Some(&parent.name)
-        }
-        Mapping::Annotation(annotation) => match meta.annotations.as_ref().and_then(|a| a.get(annotation)) {
+        Mapping::Label(label) => ns == parent.namespace.as_deref() && object.label(label) == Some(parent.name.as_str()),
+        Mapping::Annotation(annotation) => match object.annotation(annotation) {
             Some(v) => match v.split_once('/') {
                 Some((n, name)) => Some(n) == parent.namespace.as_deref() && name == parent.name,
-                None => ns == parent.namespace.as_deref() && *v == parent.name,
+                None => ns == parent.namespace.as_deref() && v == parent.name,
             },
             None => false,
         },
@@ -114,10 +100,6 @@ fn event_object(event: &ObjectEvent) -> (&CachedObject, bool) {
     }
 }
 
-/// Whether the parent carries `finalizer`.
-pub fn has_finalizer(parent: &CachedObject, finalizer: &str) -> bool {
-    parent.object.metadata.finalizers.as_ref().is_some_and(|f| f.iter().any(|x| x == finalizer))
-}
 
 #[cfg(test)]
 mod tests {
@@ -126,7 +108,7 @@ mod tests {
     use std::sync::Arc;
 
     fn obj(v: Value) -> Arc<CachedObject> {
-        Arc::new(CachedObject::new(serde_json::from_value(v).unwrap()))
+        Arc::new(CachedObject::from_value(v).unwrap())
     }
 
     fn webapp(generation: i64, status: i64) -> Arc<CachedObject> {
@@ -158,18 +140,28 @@ mod tests {
             obj(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"namespace": "a", "name": "d",
                 "ownerReferences": [{"apiVersion": "example.operon.dev/v1beta1", "kind": kind, "name": "shop", "uid": "u", "controller": controller}]}}))
         };
-        let key = owned_event(&ObjectEvent::Deleted(child("WebApp", true)), &parent);
+        let key = owned_event(&ObjectEvent::Deleted(child("WebApp", true)), &parent, true);
         assert_eq!(
             key,
             Some(Enqueue::Now(ObjectKey::new(Some("a"), "shop"))),
             "any version of the parent's group matches"
         );
-        assert_eq!(owned_event(&ObjectEvent::Deleted(child("Other", true)), &parent), None);
+        assert_eq!(owned_event(&ObjectEvent::Deleted(child("Other", true)), &parent, true), None);
         assert_eq!(
-            owned_event(&ObjectEvent::Deleted(child("WebApp", false)), &parent),
+            owned_event(&ObjectEvent::Deleted(child("WebApp", false)), &parent, true),
             None,
             "non-controller owners do not count"
         );
+    }
+
+    #[test]
+    fn a_cluster_scoped_parent_should_hear_about_its_namespaced_children() {
+        let parent = Gvk::new("example.operon.dev", "v1alpha1", "Tenant");
+        let child = obj(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": "team-a", "name": "quota",
+            "ownerReferences": [{"apiVersion": "example.operon.dev/v1alpha1", "kind": "Tenant", "name": "acme", "uid": "u", "controller": true}]}}));
+        let ev = ObjectEvent::Applied { old: None, new: child, initial: false };
+        assert_eq!(owned_event(&ev, &parent, false), Some(Enqueue::Now(ObjectKey::new(None, "acme"))));
+        assert_eq!(owned_event(&ev, &parent, true), Some(Enqueue::Now(ObjectKey::new(Some("team-a"), "acme"))));
     }
 
     #[test]

@@ -4,48 +4,165 @@
 //!
 //! **Invariant: the queue holds keys, never objects.** Every reconcile reads
 //! the newest cached state of its parent when it starts.
+//!
+//! **Invariant: a controller writes only through its run's [`Fence`].** When
+//! the run stops (or its task is aborted), its workers stop with it: they are
+//! owned by the run, never detached.
 
 mod mapping;
 mod reader;
+mod shadow;
 
 pub use mapping::meaningful_change;
 pub use reader::CacheReader;
 
-use crate::apply::{self, Applier};
+use crate::apply::{self, Applier, Namespaces, Policy};
 use crate::cache::{Cache, CachedObject, Informer, ObjectKey, WatchKey};
+use crate::leader::Fence;
 use crate::metrics::{ApplyOperation, GuestErrorKind, Metrics, ReconcileResult};
 use crate::queue::{self, Queue};
-use crate::runtime::{CallError, Failure, Gvk, Manifest, Module, Outcome, Request, Watch};
+use crate::contract::{Failure, Gvk, Manifest, Outcome, Request, Watch};
+use crate::runtime::{CallError, Module};
 use mapping::Enqueue;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tracing::Instrument;
+
+/// What a controller may do beyond its parents' own namespace: the host's
+/// grants (a Reconciler's `spec.grants`, or the command line's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grants {
+    /// Namespaces children of cluster-scoped parents may be written in.
+    pub namespaces: Namespaces,
+    /// Whether cluster-scoped children may be written.
+    pub cluster_scoped: bool,
+    /// Whether an existing object without a controller owner may be adopted
+    /// as a child. Objects controlled by someone else are never taken over.
+    pub adopt: bool,
+}
+
+impl Default for Grants {
+    /// What `operon run --module` grants a module it was given: what its
+    /// manifest asks, in any namespace, without adoption.
+    fn default() -> Self {
+        Grants { namespaces: Namespaces::Any, cluster_scoped: true, adopt: false }
+    }
+}
+
+/// Which parents a controller reconciles (and whose objects it may read):
+/// informers are shared per kind, each controller sees its part.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Scope {
+    /// Every namespace, and cluster-scoped objects.
+    #[default]
+    All,
+    /// These namespaces (and cluster-scoped objects).
+    Namespaces(Vec<String>),
+}
+
+impl Scope {
+    /// Whether an object in `namespace` (`None`: cluster-scoped) is in scope.
+    pub fn contains(&self, namespace: Option<&str>) -> bool {
+        match (self, namespace) {
+            (Scope::All, _) | (_, None) => true,
+            (Scope::Namespaces(list), Some(ns)) => list.iter().any(|n| n == ns),
+        }
+    }
+}
+
+/// When a new module version counts as failed and is rolled back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Probation {
+    /// How many of the new version's first reconciles are watched.
+    pub calls: u32,
+    /// How many of those may fail before it is rolled back.
+    pub max_failures: u32,
+}
+
+impl Default for Probation {
+    fn default() -> Self {
+        Probation { calls: 10, max_failures: 3 }
+    }
+}
+
+/// What a controller tells its owner (the Reconciler controller).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// A new version failed its probation; the previous one is back.
+    RolledBack {
+        /// The digest that failed.
+        from: String,
+        /// The digest running again.
+        to: String,
+        /// The failures that decided it.
+        reason: String,
+    },
+    /// A shadow candidate answered differently from the live version.
+    ShadowDiffers {
+        /// The object, and where the answers differ.
+        sample: String,
+    },
+}
 
 /// Settings of one controller.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The controller's name (metrics, logs, field manager `operon/<name>`);
+    /// by default the module manifest's.
+    pub name: Option<String>,
     /// Workers: reconciles of different parents running at once.
     pub max_concurrent_reconciles: usize,
-    /// Watch and act in this namespace only; `None` for all namespaces.
+    /// The namespace informers watch; `None` for all namespaces. Informers
+    /// are shared by every controller with the same kind and namespace.
     pub namespace: Option<String>,
-    /// Backoff of the work queue.
+    /// The parents this controller reconciles, within what is watched.
+    pub scope: Scope,
+    /// When a swapped-in version is rolled back.
+    pub probation: Probation,
+    /// The first retry delay of a failing parent.
     pub backoff_base: Duration,
-    /// Longest backoff.
+    /// Longest retry delay.
     pub backoff_max: Duration,
+    /// Retries per second across all parents (controller-runtime's overall
+    /// bucket); `0` for no limit.
+    pub retry_qps: f64,
+    /// Burst of that bucket.
+    pub retry_burst: u32,
+    /// Shortest requeue-after honoured; a guest asking for less gets this.
+    pub requeue_floor: Duration,
+    /// Deadline of one whole reconcile: reads, guest call, writes.
+    pub reconcile_timeout: Duration,
     /// Reporting instance for events (e.g. the pod name).
     pub instance: Option<String>,
+    /// What the controller may write beyond the parent's namespace.
+    pub grants: Grants,
+    /// Most children per outcome.
+    pub max_desired: usize,
+    /// Most events per outcome.
+    pub max_events: usize,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
+            name: None,
             max_concurrent_reconciles: 1,
             namespace: None,
+            scope: Scope::All,
+            probation: Probation::default(),
             backoff_base: Duration::from_millis(5),
             backoff_max: Duration::from_secs(1000),
+            retry_qps: 10.0,
+            retry_burst: 100,
+            requeue_floor: Duration::from_millis(100),
+            reconcile_timeout: Duration::from_secs(60),
             instance: None,
+            grants: Grants::default(),
+            max_desired: Policy::DEFAULT_MAX_DESIRED,
+            max_events: Policy::DEFAULT_MAX_EVENTS,
         }
     }
 }
@@ -60,6 +177,44 @@ pub enum Error {
     ManifestChanged(String),
 }
 
+/// Counters a controller keeps for its owner (a Reconciler's status).
+#[derive(Debug, Default)]
+pub struct Stats {
+    reconciles: AtomicU64,
+    errors: AtomicU64,
+    last_error: Mutex<Option<String>>,
+}
+
+/// A copy of [`Stats`] at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    /// Reconciles finished.
+    pub reconciles: u64,
+    /// Of which failed.
+    pub errors: u64,
+    /// The last error's message.
+    pub last_error: Option<String>,
+}
+
+impl Stats {
+    fn record(&self, error: Option<&str>) {
+        self.reconciles.fetch_add(1, Ordering::Relaxed);
+        if let Some(e) = error {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+            *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+        }
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        StatsSnapshot {
+            reconciles: self.reconciles.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+            last_error: self.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+        }
+    }
+}
+
 /// One controller. Cheap to clone.
 #[derive(Clone)]
 pub struct Controller {
@@ -68,24 +223,46 @@ pub struct Controller {
 
 struct Shared {
     name: String,
-    module: RwLock<Module>,
+    versions: RwLock<Versions>,
     manifest: Arc<Manifest>,
     config: Config,
+    policy: Policy,
     parents: Arc<Informer>,
     owned: Vec<(Gvk, Arc<Informer>)>,
     watched: Vec<(Watch, Arc<Informer>)>,
     readable: Arc<HashMap<Gvk, Arc<Informer>>>,
     applier: Applier,
     metrics: Arc<Metrics>,
+    stats: Stats,
+    /// Parents already warned about a requeue-after below the floor (one
+    /// event per parent, not one per reconcile).
+    warned_requeue: Mutex<HashSet<ObjectKey>>,
+    notices: tokio::sync::broadcast::Sender<Notice>,
+    shadow: shadow::Counters,
+}
+
+/// The module versions of a controller.
+struct Versions {
+    /// What reconciles and writes.
+    active: Module,
+    /// The version `active` replaced, kept while `active` is on probation.
+    previous: Option<Module>,
+    /// Calls and failures of `active` since it was swapped in, while they
+    /// are watched.
+    probation: Option<(u32, u32)>,
+    /// A shadow candidate: called beside `active`, never applied.
+    candidate: Option<Module>,
 }
 
 impl Controller {
     /// Build a controller for `module` and start (or join) the informers it
-    /// needs, so caches warm up even before this replica leads.
+    /// needs, so caches warm up even before this replica leads. `client`
+    /// makes its writes; `events` records its events.
     pub fn new(
         module: Module,
         cache: &Cache,
         client: kube::Client,
+        events: kube::Client,
         metrics: Arc<Metrics>,
         config: Config,
     ) -> Controller {
@@ -107,32 +284,75 @@ impl Controller {
         for k in &manifest.reads {
             readable.entry(k.clone()).or_insert_with(|| informer(k));
         }
-        let name = manifest.name.clone();
+        let name = config.name.clone().unwrap_or_else(|| manifest.name.clone());
         metrics.controller_started(&name, config.max_concurrent_reconciles);
+        let policy = Policy {
+            controller: name.clone(),
+            owns: manifest.owns.clone(),
+            namespaces: config.grants.namespaces.clone(),
+            cluster_scoped: config.grants.cluster_scoped,
+            max_desired: config.max_desired,
+            max_events: config.max_events,
+        };
         Controller {
             shared: Arc::new(Shared {
-                applier: Applier::new(client, &name, config.instance.clone()),
+                applier: Applier::new(client, events, &name, config.instance.clone()),
                 name,
-                module: RwLock::new(module),
+                versions: RwLock::new(Versions { active: module, previous: None, probation: None, candidate: None }),
                 manifest,
                 config,
+                policy,
                 parents,
                 owned,
                 watched,
                 readable: Arc::new(readable),
                 metrics,
+                stats: Stats::default(),
+                warned_requeue: Mutex::new(HashSet::new()),
+                notices: tokio::sync::broadcast::channel(64).0,
+                shadow: shadow::Counters::default(),
             }),
         }
     }
 
-    /// The controller's name (the manifest's).
+    /// The controller's name.
     pub fn name(&self) -> &str {
         &self.shared.name
     }
 
+    /// The manifest every version of this controller shares.
+    pub fn manifest(&self) -> &Arc<Manifest> {
+        &self.shared.manifest
+    }
+
+    /// The settings it was built with.
+    pub fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
     /// The module version in use.
     pub fn module(&self) -> Module {
-        self.shared.module.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.shared.versions().active.clone()
+    }
+
+    /// The shadow candidate, if one runs.
+    pub fn candidate(&self) -> Option<Module> {
+        self.shared.versions().candidate.clone()
+    }
+
+    /// Rollbacks and shadow differences, as they happen.
+    pub fn notices(&self) -> tokio::sync::broadcast::Receiver<Notice> {
+        self.shared.notices.subscribe()
+    }
+
+    /// How the shadow candidate compared so far: (compared, differing).
+    pub fn shadow_counts(&self) -> (u64, u64) {
+        self.shared.shadow.get()
+    }
+
+    /// Counters of finished reconciles.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.shared.stats.snapshot()
     }
 
     /// Every informer this controller reads from.
@@ -140,12 +360,46 @@ impl Controller {
         self.shared.readable.values().cloned().collect()
     }
 
-    /// Replace the module. Reconciles in flight finish on the old version;
-    /// the queue is untouched.
+    /// Replace the module, atomically. Reconciles in flight finish on the
+    /// old version; the queue is untouched. The new version is on probation
+    /// for its first calls ([`Config::probation`]): if too many fail, the old
+    /// one comes back by itself ([`Notice::RolledBack`]). Any shadow
+    /// candidate is dropped.
     ///
     /// # Errors
-    /// [`Error::ManifestChanged`] if the new module declares different kinds.
+    /// [`Error::ManifestChanged`] if the new module declares different kinds
+    /// (build a new controller for it instead).
     pub fn swap_module(&self, module: Module) -> Result<(), Error> {
+        self.check_manifest(&module)?;
+        let mut v = self.shared.versions_mut();
+        let old = std::mem::replace(&mut v.active, module);
+        if old.info().digest != v.active.info().digest {
+            v.previous = Some(old);
+            v.probation = Some((0, 0));
+        }
+        v.candidate = None;
+        drop(v);
+        self.shared.metrics.module_loaded(&self.shared.name, &self.module().info().digest, self.module().info().compile_time);
+        self.shared.metrics.module_swap(&self.shared.name, "swapped");
+        Ok(())
+    }
+
+    /// Run `candidate` beside the active version on every reconcile without
+    /// applying anything of it, and compare ([`Controller::shadow_counts`],
+    /// [`Notice::ShadowDiffers`]); `None` stops. Counts restart.
+    ///
+    /// # Errors
+    /// [`Error::ManifestChanged`] if the candidate declares different kinds.
+    pub fn set_candidate(&self, candidate: Option<Module>) -> Result<(), Error> {
+        if let Some(c) = &candidate {
+            self.check_manifest(c)?;
+        }
+        self.shared.versions_mut().candidate = candidate;
+        self.shared.shadow.reset();
+        Ok(())
+    }
+
+    fn check_manifest(&self, module: &Module) -> Result<(), Error> {
         if **module.manifest() != *self.shared.manifest {
             return Err(Error::ManifestChanged(format!(
                 "running {:?}, new {:?}",
@@ -153,7 +407,6 @@ impl Controller {
                 module.manifest()
             )));
         }
-        *self.shared.module.write().unwrap_or_else(|p| p.into_inner()) = module;
         Ok(())
     }
 
@@ -170,13 +423,17 @@ impl Controller {
     }
 
     /// Reconcile until `stop` completes: subscribe to the informers (replaying
-    /// what they hold as low-priority work), then run the workers. After
-    /// `stop`, no new reconcile starts and the ones in flight finish.
-    pub async fn run(&self, stop: impl Future<Output = ()>) {
+    /// what they hold as low-priority work), then run the workers, writing
+    /// only while `fence` is open. After `stop`, no new reconcile starts and
+    /// the ones in flight finish. Dropping the returned future stops
+    /// everything at once (workers included).
+    pub async fn run(&self, stop: impl Future<Output = ()>, fence: Fence) {
         let shared = &self.shared;
         let queue = Queue::new(queue::Config {
             base_delay: shared.config.backoff_base,
             max_delay: shared.config.backoff_max,
+            qps: shared.config.retry_qps,
+            burst: shared.config.retry_burst,
             metrics: Some(shared.metrics.workqueue(&shared.name)),
         });
         let mut feeders = tokio::task::JoinSet::new();
@@ -184,18 +441,25 @@ impl Controller {
         let workers = {
             let shared = shared.clone();
             let queue = queue.clone();
-            tokio::spawn(queue::run_workers(queue.clone(), shared.config.max_concurrent_reconciles, move |key| {
+            queue::run_workers(queue.clone(), shared.config.max_concurrent_reconciles, move |key| {
                 let shared = shared.clone();
                 let queue = queue.clone();
-                async move { shared.reconcile(&queue, key).await }
-            }))
+                let fence = fence.clone();
+                async move { shared.reconcile(&queue, key, &fence).await }
+            })
         };
-        stop.await;
+        // Owned, not spawned: if this future is dropped, so are the workers
+        // (their JoinSet aborts them).
+        let mut workers = std::pin::pin!(workers);
+        tokio::select! {
+            () = stop => {}
+            () = &mut workers => {}
+        }
         feeders.abort_all();
         // Reconciles in flight finish; waiting keys are dropped (the next
         // leader lists everything again).
         queue.shut_down();
-        let _ = workers.await;
+        workers.await;
         tracing::info!(controller = %shared.name, "controller stopped");
     }
 
@@ -205,35 +469,52 @@ impl Controller {
             Enqueue::Initial(k) => queue.add_low_priority(k),
         };
         let shared = &self.shared;
+        // Keys outside the scope are dropped here (and checked again when
+        // reconciled): informers are shared, each controller sees its part.
+        let enqueue = {
+            let scope = shared.config.scope.clone();
+            move |queue: &Queue<ObjectKey>, e: Enqueue| {
+                let key = match &e {
+                    Enqueue::Now(k) | Enqueue::Initial(k) => k,
+                };
+                if scope.contains(key.namespace.as_deref()) {
+                    enqueue(queue, e);
+                }
+            }
+        };
         let mut rx = shared.parents.subscribe();
-        let q = queue.clone();
+        let (q, enq) = (queue.clone(), enqueue.clone());
         tasks.spawn(async move {
             while let Some(ev) = rx.recv().await {
                 if let Some(e) = mapping::for_event(&ev) {
-                    enqueue(&q, e);
+                    enq(&q, e);
                 }
             }
         });
         for (_, informer) in &shared.owned {
             let mut rx = informer.subscribe();
-            let (q, parent) = (queue.clone(), shared.manifest.for_kind.clone());
+            let (q, kind, parents, enq) =
+                (queue.clone(), shared.manifest.for_kind.clone(), shared.parents.clone(), enqueue.clone());
             tasks.spawn(async move {
                 while let Some(ev) = rx.recv().await {
-                    if let Some(e) = mapping::owned_event(&ev, &parent) {
-                        enqueue(&q, e);
+                    // Unknown until discovery answered: namespaced is the common case.
+                    let namespaced = parents.namespaced().unwrap_or(true);
+                    if let Some(e) = mapping::owned_event(&ev, &kind, namespaced) {
+                        enq(&q, e);
                     }
                 }
             });
         }
         for (watch, informer) in &shared.watched {
             let mut rx = informer.subscribe();
-            let (q, mapping, parents) = (queue.clone(), watch.mapping.clone(), shared.parents.clone());
+            let (q, mapping, parents, enq) =
+                (queue.clone(), watch.mapping.clone(), shared.parents.clone(), enqueue.clone());
             tasks.spawn(async move {
                 while let Some(ev) = rx.recv().await {
                     let parents_in =
                         |ns: Option<&str>| parents.store().in_namespace(ns).iter().map(|p| p.key()).collect();
                     for e in mapping::watched_event(&ev, &mapping, parents_in) {
-                        enqueue(&q, e);
+                        enq(&q, e);
                     }
                 }
             });
@@ -244,118 +525,292 @@ impl Controller {
 /// How one reconcile ended, before metrics and requeueing.
 enum Verdict {
     Done(Option<Duration>),
+    /// Retry with backoff.
     Retry(String),
+    /// Not retried until the parent changes (or the module is swapped): the
+    /// guest said so, or its outcome was refused (a deterministic guest would
+    /// answer the same again).
     Terminal(String),
 }
 
 impl Shared {
-    async fn reconcile(self: &Arc<Self>, queue: &Queue<ObjectKey>, key: ObjectKey) {
+    async fn reconcile(self: &Arc<Self>, queue: &Queue<ObjectKey>, key: ObjectKey, fence: &Fence) {
         let started = Instant::now();
         let _busy = self.metrics.worker_busy(&self.name);
         let attempt = queue.num_requeues(&key);
-        let module = self.module.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let (module, candidate) = {
+            let v = self.versions();
+            (v.active.clone(), v.candidate.clone())
+        };
         let span = tracing::info_span!("reconcile", controller = %self.name, object = %key, digest = %module.info().digest, attempt);
-        let verdict = self.reconcile_inner(&module, &key, attempt).instrument(span.clone()).await;
+        let deadline = self.config.reconcile_timeout;
+        let verdict = match tokio::time::timeout(deadline, self.reconcile_inner(&module, candidate, &key, attempt, fence))
+            .instrument(span.clone())
+            .await
+        {
+            Ok(v) => v,
+            Err(_) => {
+                self.metrics.reconcile_timed_out(&self.name);
+                Verdict::Retry(format!(
+                    "reconcile of {key} did not finish within {deadline:?} (reads, guest call and writes together)"
+                ))
+            }
+        };
         let _enter = span.enter();
-        let result = match verdict {
+        let (result, error) = match verdict {
             Verdict::Done(None) => {
                 queue.forget(&key);
-                ReconcileResult::Success
+                (ReconcileResult::Success, None)
             }
             Verdict::Done(Some(after)) => {
                 queue.forget(&key);
                 queue.add_after(key, after);
-                ReconcileResult::RequeueAfter
+                (ReconcileResult::RequeueAfter, None)
             }
             Verdict::Retry(message) => {
                 let delay = queue.add_rate_limited(key);
                 tracing::warn!(retry_in = ?delay, "reconcile failed: {message}");
-                ReconcileResult::Error
+                (ReconcileResult::Error, Some(message))
             }
             Verdict::Terminal(message) => {
                 queue.forget(&key);
                 tracing::error!("reconcile failed terminally, not retrying until the object changes: {message}");
-                ReconcileResult::TerminalError
+                (ReconcileResult::TerminalError, Some(message))
             }
         };
+        self.stats.record(error.as_deref());
         self.metrics.reconcile_finished(&self.name, result, started.elapsed());
     }
 
-    async fn reconcile_inner(&self, module: &Module, key: &ObjectKey, attempt: u32) -> Verdict {
+    async fn reconcile_inner(
+        &self,
+        module: &Module,
+        candidate: Option<Module>,
+        key: &ObjectKey,
+        attempt: u32,
+        fence: &Fence,
+    ) -> Verdict {
+        if !self.config.scope.contains(key.namespace.as_deref()) {
+            return Verdict::Done(None);
+        }
         let Some(parent) = self.parents.store().get(key).cloned() else {
             // Deleted: Kubernetes garbage-collects the children.
             return Verdict::Done(None);
         };
-        let deleting = parent.object.metadata.deletion_timestamp.is_some();
         let finalizing = match &self.manifest.finalizer {
-            Some(f) if deleting => {
-                if !mapping::has_finalizer(&parent, f) {
+            Some(f) if parent.is_deleting() => {
+                if !parent.has_finalizer(f) {
                     return Verdict::Done(None);
                 }
                 true
             }
             Some(f) => {
-                if !mapping::has_finalizer(&parent, f)
-                    && let Err(e) = self.applier.set_finalizer(&parent, f, true).await
+                if !parent.has_finalizer(f)
+                    && let Err(e) = self.applier.set_finalizer(&parent, f, true, fence).await
                 {
                     return Verdict::Retry(e.to_string());
                 }
                 false
             }
-            None if deleting => return Verdict::Done(None),
+            None if parent.is_deleting() => return Verdict::Done(None),
             None => false,
         };
 
         let children = self.children(&parent);
         let request = self.request(&parent, &children, finalizing, attempt);
-        let reader = Arc::new(CacheReader {
+        let reader: Arc<dyn crate::runtime::ObjectReader> = Arc::new(CacheReader {
             informers: self.readable.clone(),
             parent_namespace: key.namespace.clone(),
-            scope: self.config.namespace.clone(),
+            scope: self.config.scope.clone(),
         });
         let call_started = Instant::now();
         let call = {
             let module = module.clone();
             let span = tracing::Span::current();
-            tokio::task::spawn_blocking(move || span.in_scope(|| module.reconcile(&request, reader))).await
+            tokio::task::spawn_blocking(move || {
+                span.in_scope(|| {
+                    let live = module.reconcile(&request, reader.clone());
+                    // The shadow candidate answers the same request, with
+                    // the same reads; its answer is compared, never applied.
+                    let shadow = candidate.map(|c| (c.info().digest.clone(), c.reconcile(&request, reader)));
+                    (live, shadow)
+                })
+            })
+            .await
         };
         self.metrics.guest_called(&self.name, call_started.elapsed());
-        let outcome = match call {
+        let call = match call {
             Err(join) => return Verdict::Retry(format!("guest call did not complete: {join}")),
-            Ok(Err(e)) => {
-                self.metrics.guest_failed(&self.name, guest_error_kind(&e));
-                let message = format!("reconcile of {key} {e}");
-                self.applier.event(&parent, true, "ReconcileError", &message).await;
-                return Verdict::Retry(message);
+            Ok((live, shadow)) => {
+                if let Some((digest, answer)) = shadow {
+                    self.compare_shadow(key, &digest, &live, &answer);
+                }
+                live
             }
-            Ok(Ok(Err(Failure::Transient(m)))) => {
-                self.applier.event(&parent, true, "ReconcileFailed", &m).await;
+        };
+        let outcome = match call {
+            Err(e) => {
+                self.on_probation(module, Some(&e.to_string()));
+                return self.guest_error(&parent, key, &e, fence).await;
+            }
+            Ok(Err(Failure::Transient(m))) => {
+                self.applier.event(&parent, true, "ReconcileFailed", &m, fence).await;
                 return Verdict::Retry(format!("guest: {m}"));
             }
-            Ok(Ok(Err(Failure::Terminal(m)))) => {
-                self.applier.event(&parent, true, "ReconcileTerminal", &m).await;
+            Ok(Err(Failure::Terminal(m))) => {
+                self.applier.event(&parent, true, "ReconcileTerminal", &m, fence).await;
                 return Verdict::Terminal(format!("guest: {m}"));
             }
-            Ok(Ok(Ok(outcome))) => outcome,
+            Ok(Ok(outcome)) => outcome,
         };
-        match self.write(&parent, &children, &outcome).await {
-            Ok(()) => {}
-            Err(e) => {
-                let message = e.to_string();
-                let reason = if matches!(e, apply::Error::Invalid(_)) { "InvalidOutcome" } else { "ApplyFailed" };
-                self.applier.event(&parent, true, reason, &message).await;
-                return Verdict::Retry(message);
+        if let Err(e) = self.write(&parent, &children, &outcome, fence).await {
+            let message = e.to_string();
+            if matches!(e, apply::Error::NotLeading(_)) {
+                // Not an error of the parent: the next leader reconciles it.
+                tracing::info!("stopped writing: {message}");
+                return Verdict::Done(None);
             }
+            if e.is_permanent() {
+                let reason = if matches!(e, apply::Error::Invalid(_)) { "InvalidOutcome" } else { "ApplyRefused" };
+                if matches!(e, apply::Error::Invalid(_)) {
+                    self.on_probation(module, Some(&message));
+                }
+                self.metrics.outcome_refused(&self.name);
+                let note = format!("{message}; not retried until the object changes or the module is replaced");
+                self.applier.event(&parent, true, reason, &note, fence).await;
+                return Verdict::Terminal(message);
+            }
+            self.applier.event(&parent, true, "ApplyFailed", &message, fence).await;
+            return Verdict::Retry(message);
         }
+        self.on_probation(module, None);
         if finalizing && outcome.finalized {
             if let Some(f) = &self.manifest.finalizer
-                && let Err(e) = self.applier.set_finalizer(&parent, f, false).await
+                && let Err(e) = self.applier.set_finalizer(&parent, f, false, fence).await
             {
                 return Verdict::Retry(e.to_string());
             }
             return Verdict::Done(None);
         }
-        Verdict::Done(outcome.requeue_after)
+        match outcome.requeue_after {
+            Some(after) => Verdict::Done(Some(self.requeue_delay(&parent, key, after, fence).await)),
+            None => Verdict::Done(None),
+        }
+    }
+
+    fn versions(&self) -> std::sync::RwLockReadGuard<'_, Versions> {
+        self.versions.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn versions_mut(&self) -> std::sync::RwLockWriteGuard<'_, Versions> {
+        self.versions.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Count a call of `module` against its probation (`failure`: why it
+    /// failed), and roll it back when it failed too often.
+    fn on_probation(&self, module: &Module, failure: Option<&str>) {
+        let Probation { calls: watched, max_failures } = self.config.probation;
+        let mut v = self.versions_mut();
+        if v.active.info().digest != module.info().digest {
+            return; // swapped meanwhile: this call does not count for the new version
+        }
+        let Some((calls, failures)) = v.probation.as_mut() else { return };
+        *calls += 1;
+        if failure.is_some() {
+            *failures += 1;
+        }
+        let (calls, failures) = (*calls, *failures);
+        if failures > max_failures {
+            if let Some(previous) = v.previous.take() {
+                let from = std::mem::replace(&mut v.active, previous);
+                v.probation = None;
+                let to = v.active.info().digest.clone();
+                drop(v);
+                let reason = format!(
+                    "{failures} of its first {calls} reconciles failed (more than the {max_failures} allowed); last: {}",
+                    failure.unwrap_or_default()
+                );
+                tracing::error!(controller = %self.name, from = %from.info().digest, %to, "rolled back: {reason}");
+                self.metrics.module_swap(&self.name, "rolled_back");
+                let to_module = self.versions().active.clone();
+                self.metrics.module_loaded(&self.name, &to, to_module.info().compile_time);
+                let _ = self.notices.send(Notice::RolledBack { from: from.info().digest.clone(), to, reason });
+            }
+        } else if calls >= watched {
+            // Passed: the old version is no longer needed.
+            v.probation = None;
+            v.previous = None;
+        }
+    }
+
+    /// Compare the candidate's answer with the live one's.
+    fn compare_shadow(
+        &self,
+        key: &ObjectKey,
+        digest: &str,
+        live: &Result<Result<Outcome, Failure>, CallError>,
+        candidate: &Result<Result<Outcome, Failure>, CallError>,
+    ) {
+        let diff = shadow::differences(&shadow::answer(live), &shadow::answer(candidate), 6);
+        let differing = self.shadow.record(diff.is_some());
+        self.metrics.shadow_compared(&self.name, if diff.is_some() { "differ" } else { "same" });
+        if let Some(diff) = diff {
+            // The first difference, then one in a hundred: a sample, not a flood.
+            if differing == 1 || differing % 100 == 0 {
+                let sample = format!("{key} (candidate {digest}): {diff}");
+                tracing::info!(controller = %self.name, "shadow candidate differs: {sample}");
+                let _ = self.notices.send(Notice::ShadowDiffers { sample });
+            }
+        }
+    }
+
+    /// The sandbox stopped the guest: count it, tell the parent, decide.
+    async fn guest_error(&self, parent: &CachedObject, key: &ObjectKey, e: &CallError, fence: &Fence) -> Verdict {
+        let kind = guest_error_kind(e);
+        self.metrics.guest_failed(&self.name, kind);
+        match kind {
+            GuestErrorKind::Trap => self.metrics.reconcile_panicked(&self.name),
+            GuestErrorKind::Timeout => self.metrics.reconcile_timed_out(&self.name),
+            _ => {}
+        }
+        let message = format!("reconcile of {key} {e}");
+        // A malformed or oversized answer is what this guest says for this
+        // input: retrying the same input cannot help.
+        if matches!(kind, GuestErrorKind::Malformed | GuestErrorKind::Oversized) {
+            self.metrics.outcome_refused(&self.name);
+            let note = format!("{message}; not retried until the object changes or the module is replaced");
+            self.applier.event(parent, true, "InvalidOutcome", &note, fence).await;
+            return Verdict::Terminal(message);
+        }
+        self.applier.event(parent, true, "ReconcileError", &message, fence).await;
+        Verdict::Retry(message)
+    }
+
+    /// The requeue-after to honour: at least the floor. A guest asking for
+    /// less is told once per parent.
+    async fn requeue_delay(&self, parent: &CachedObject, key: &ObjectKey, asked: Duration, fence: &Fence) -> Duration {
+        let floor = self.config.requeue_floor;
+        if asked >= floor {
+            return asked;
+        }
+        self.metrics.requeue_raised(&self.name);
+        let first = {
+            let mut warned = self.warned_requeue.lock().unwrap_or_else(|p| p.into_inner());
+            if warned.len() > 10_000 {
+                warned.clear();
+            }
+            warned.insert(key.clone())
+        };
+        if first {
+            let message = format!(
+                "the guest asked to requeue after {}ms; raised to the host's floor of {}ms (a shorter delay is a hot loop)",
+                asked.as_millis(),
+                floor.as_millis()
+            );
+            tracing::warn!(object = %key, "{message}");
+            self.applier.event(parent, true, "RequeueTooSoon", &message, fence).await;
+        }
+        floor
     }
 
     async fn write(
@@ -363,10 +818,14 @@ impl Shared {
         parent: &CachedObject,
         existing: &[(Gvk, Arc<CachedObject>)],
         outcome: &Outcome,
+        fence: &Fence,
     ) -> Result<(), apply::Error> {
         let scopes = self.applier.scopes(&self.manifest.owns).await?;
-        let children = apply::validate(&self.manifest, parent, outcome, |k| scopes.get(k).copied().unwrap_or(true))?;
-        let report = self.applier.apply(parent, &children, existing, outcome).await?;
+        let children = apply::validate(&self.policy, parent, outcome, |k| scopes.get(k).copied().unwrap_or(true))?;
+        apply::check_ownership(parent, &children, self.config.grants.adopt, |kind, key| {
+            self.owned.iter().find(|(k, _)| k == kind).and_then(|(_, i)| i.store().get(key).cloned())
+        })?;
+        let report = self.applier.apply(parent, &children, existing, outcome, fence).await?;
         for _ in 0..report.applied {
             self.metrics.applied(&self.name, ApplyOperation::Apply);
         }
@@ -386,8 +845,7 @@ impl Shared {
         Ok(())
     }
 
-    /// Owned children from the cache, per owned kind, in the parent's
-    /// namespace.
+    /// Owned children from the cache, per owned kind.
     fn children(&self, parent: &CachedObject) -> Vec<(Gvk, Arc<CachedObject>)> {
         let Some(uid) = parent.uid() else { return Vec::new() };
         let mut out = Vec::new();

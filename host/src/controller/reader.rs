@@ -2,8 +2,8 @@
 //! informers.
 
 use crate::cache::{Informer, ObjectKey};
-use crate::runtime::{Gvk, ObjectReader};
-use crate::selector::Selector;
+use crate::contract::{Gvk, Selector};
+use crate::runtime::ObjectReader;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -12,8 +12,8 @@ use std::sync::Arc;
 pub struct CacheReader {
     pub(super) informers: Arc<HashMap<Gvk, Arc<Informer>>>,
     pub(super) parent_namespace: Option<String>,
-    /// The controller's namespace scope, if it is limited to one.
-    pub(super) scope: Option<String>,
+    /// The namespaces the controller may read in.
+    pub(super) scope: super::Scope,
 }
 
 impl CacheReader {
@@ -27,12 +27,21 @@ impl CacheReader {
             return Ok(None);
         }
         let ns = asked.map(str::to_string).or_else(|| self.parent_namespace.clone());
-        match (&self.scope, &ns) {
-            (Some(scope), Some(ns)) if scope != ns => {
-                Err(format!("namespace {ns:?} is outside this controller's scope ({scope:?})"))
-            }
-            _ => Ok(ns),
+        if !self.scope.contains(ns.as_deref()) {
+            return Err(format!(
+                "namespace {:?} is outside this controller's namespaces ({:?})",
+                ns.unwrap_or_default(),
+                self.scope
+            ));
         }
+        if ns.is_none() {
+            // A namespaced kind across every namespace: only for a controller
+            // that may read every namespace.
+            if self.scope != super::Scope::All {
+                return Err("listing a namespaced kind across all namespaces is outside this controller's namespaces".into());
+            }
+        }
+        Ok(ns)
     }
 }
 
@@ -51,10 +60,7 @@ impl ObjectReader for CacheReader {
         let objects = informer.store().in_namespace(ns.as_deref());
         Ok(objects
             .iter()
-            .filter(|o| {
-                let labels = o.object.metadata.labels.as_ref();
-                selector.matches_with(|k| labels.and_then(|l| l.get(k)).map(String::as_str))
-            })
+            .filter(|o| selector.matches_with(|k| o.label(k)))
             .map(|o| o.json().to_string())
             .collect())
     }

@@ -261,6 +261,29 @@ async fn backoff_should_be_capped() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn retries_should_draw_from_an_overall_bucket_of_10_per_second_burst_100() {
+    let q = queue();
+    // 100 distinct keys failing at once: the burst lets them through with
+    // only their own backoff.
+    let first: Vec<Duration> = (0..100).map(|i| q.add_rate_limited(format!("k{i}").leak() as &str)).collect();
+    assert!(first.iter().all(|d| *d == Duration::from_millis(5)), "{first:?}");
+    // The next ones wait for tokens at 10 per second, whatever their own backoff.
+    assert_eq!(q.add_rate_limited("k100"), Duration::from_millis(100));
+    assert_eq!(q.add_rate_limited("k101"), Duration::from_millis(200));
+    // The bucket refills with time.
+    advance(Duration::from_secs(60)).await;
+    assert_eq!(q.add_rate_limited("k102"), Duration::from_millis(5));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_zero_qps_should_turn_the_bucket_off() {
+    let q = Queue::new(Config { qps: 0.0, ..Config::default() });
+    for i in 0..500 {
+        assert_eq!(q.add_rate_limited(format!("k{i}").leak() as &str), Duration::from_millis(5));
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn forget_should_reset_the_backoff() {
     let q = queue();
     q.add_rate_limited("a");

@@ -2,7 +2,7 @@
 //! the `operon:reconciler/host` import, and conversions between generated
 //! and host types.
 
-use super::types::{self as host_types, Gvk};
+use crate::contract::{self as host_types, Gvk};
 use std::sync::Arc;
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;

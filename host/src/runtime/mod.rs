@@ -16,13 +16,13 @@ mod guest;
 mod limits;
 mod module;
 mod pool;
-mod types;
 
 pub use error::{CallError, LoadError};
 pub use guest::{NoObjects, ObjectReader};
 pub use limits::{InstancePolicy, Limits};
 pub use module::{Module, ModuleInfo};
-pub use types::{Event, Failure, Gvk, Manifest, Mapping, Outcome, Request, Watch};
+// The contract's vocabulary, re-exported: it is the runtime's API too.
+pub use crate::contract::{Event, Failure, Gvk, Manifest, Mapping, Outcome, Request, Watch};
 
 use std::path::PathBuf;
 use std::sync::Arc;

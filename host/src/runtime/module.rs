@@ -5,7 +5,7 @@ use super::error::{CallError, LoadError};
 use super::guest::{self, CallScope, Limiter, ObjectReader, ReconcilerPre, State, WasiState, wit};
 use super::limits::{InstancePolicy, Limits};
 use super::pool::Pool;
-use super::types::{Event, Failure, Manifest, Outcome, Request};
+use crate::contract::{Event, Failure, Manifest, Outcome, Request};
 use super::{Runtime, WIT_PACKAGE, WIT_VERSION};
 use serde::Serialize;
 use serde_json::Value;

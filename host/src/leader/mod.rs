@@ -25,6 +25,10 @@
 //! it says `true`; the same channel feeds the `leader_election_master_status`
 //! metric.
 
+mod fence;
+
+pub use fence::{Fence, NotLeading};
+
 use std::error::Error as StdError;
 use std::future::Future;
 use std::pin::Pin;

@@ -1,0 +1,18 @@
+//! The Operon contract (`wit/reconciler.wit`) in plain Rust, for everything
+//! that is not a guest: the host's runtime, cache, applier and Reconciler
+//! controller, and the Rust SDK's test tools.
+//!
+//! **Invariant: this crate knows nothing of wasm, Kubernetes clients or the
+//! host.** It is the vocabulary the rest share — kinds ([`Gvk`]), what a
+//! module declares ([`Manifest`]), one reconcile's [`Request`] and
+//! [`Outcome`], one admission [`Review`] and its [`Denial`], and
+//! [label selectors](selector) — so that each has one implementation.
+
+mod admission;
+mod types;
+
+pub mod selector;
+
+pub use admission::{Denial, IMMUTABLE_BY_MUTATE, Operation, Review, UserInfo};
+pub use selector::Selector;
+pub use types::{Event, Failure, Gvk, Manifest, Mapping, Outcome, Request, Watch};

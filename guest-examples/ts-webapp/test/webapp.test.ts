@@ -1,0 +1,201 @@
+// The WebApp reconciler natively, through the SDK's testing path (the same
+// code the component runs). The shared fixtures (guest-examples/webapp/fixtures)
+// run through the component with `operon test`; these tests pin single
+// rules, as rust-webapp's do, and admission.
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { Denied, type KubeObject, Terminal } from "@operon/sdk";
+import { type TestRequest, mutate, reconcile, request, review, validate } from "@operon/sdk/testing";
+import { FINALIZER, WebAppReconciler } from "../src/index.js";
+
+const webapp = (spec: KubeObject, status?: KubeObject): KubeObject => ({
+  apiVersion: "example.operon.dev/v1alpha1",
+  kind: "WebApp",
+  metadata: {
+    name: "shop",
+    namespace: "default",
+    uid: "3f0c6a52-8d1e-4b7a-9c2d-5e8f1a2b3c4d",
+    generation: 5,
+    creationTimestamp: "2026-11-20T10:00:00Z",
+  },
+  spec,
+  ...(status ? { status } : {}),
+});
+
+const deployment = (replicas: number, ready: number, image: string): KubeObject => ({
+  apiVersion: "apps/v1",
+  kind: "Deployment",
+  metadata: { name: "shop", namespace: "default", generation: 7 },
+  spec: { replicas, template: { spec: { containers: [{ name: "web", image }] } } },
+  status: {
+    observedGeneration: 7,
+    updatedReplicas: replicas,
+    readyReplicas: ready,
+    conditions: [
+      { type: "Available", lastUpdateTime: "2026-11-20T10:07:00Z", lastTransitionTime: "2026-11-20T10:02:00Z" },
+    ],
+  },
+});
+
+const run = (req: TestRequest) => reconcile(new WebAppReconciler(), req);
+const ready = (out: ReturnType<typeof run>) => (out.status?.conditions as KubeObject[])[0] as KubeObject;
+const at = (object: unknown, ...path: (string | number)[]): unknown =>
+  path.reduce<unknown>((o, key) => (o as Record<string | number, unknown>)[key], object);
+
+test("manifest should own deployment, service and ingress in that order", () => {
+  const m = new WebAppReconciler().manifest();
+  assert.equal(m.name, "webapp");
+  assert.deepEqual(m.for, { group: "example.operon.dev", version: "v1alpha1", kind: "WebApp" });
+  assert.deepEqual(m.owns?.map((k) => k.kind), ["Deployment", "Service", "Ingress"]);
+  assert.equal(m.finalizer, FINALIZER);
+});
+
+test("spec defaults should match the CRD", () => {
+  const out = run(request(webapp({ image: "nginx:1.27" })));
+  const d = out.find("Deployment", "shop");
+  assert.equal(at(d, "spec", "replicas"), 1);
+  assert.equal(at(d, "spec", "template", "spec", "containers", 0, "ports", 0, "containerPort"), 8080);
+  assert.equal(at(d, "spec", "template", "spec", "containers", 0, "env"), undefined);
+  assert.equal(at(out.find("Service", "shop"), "spec", "ports", 0, "port"), 8080);
+});
+
+test("children should carry the labels and select the pods", () => {
+  const out = run(request(webapp({ image: "nginx:1.27" })));
+  const labels = { "app.kubernetes.io/name": "shop", "app.kubernetes.io/managed-by": "operon" };
+  for (const object of out.desired) assert.deepEqual(at(object, "metadata", "labels"), labels);
+  const d = out.find("Deployment", "shop");
+  assert.deepEqual(at(d, "spec", "selector", "matchLabels"), { "app.kubernetes.io/name": "shop" });
+  assert.deepEqual(at(d, "spec", "template", "metadata", "labels"), labels);
+  assert.deepEqual(at(out.find("Service", "shop"), "spec", "selector"), { "app.kubernetes.io/name": "shop" });
+});
+
+test("ingress should follow spec.ingress", () => {
+  const out = run(request(webapp({ image: "nginx:1.27", ingress: { host: "shop.example.com" } })));
+  const ingress = out.find("Ingress", "shop");
+  assert.equal(at(ingress, "spec", "rules", 0, "http", "paths", 0, "path"), "/");
+  assert.deepEqual(at(ingress, "spec", "rules", 0, "http", "paths", 0, "backend", "service"), {
+    name: "shop",
+    port: { name: "http" },
+  });
+  assert.equal(at(ingress, "spec", "ingressClassName"), undefined);
+  const without = run(request(webapp({ image: "nginx:1.27" })));
+  assert.equal(without.desired.length, 2);
+});
+
+test("ready should need the current spec rolled out", () => {
+  const spec = { image: "nginx:1.27", replicas: 2 };
+  const ok = run(request(webapp(spec), { children: [deployment(2, 2, "nginx:1.27")] }));
+  assert.equal(ready(ok).status, "True");
+  assert.equal(ok.status?.readyReplicas, 2);
+  const oldImage = run(request(webapp(spec), { children: [deployment(2, 2, "nginx:1.26")] }));
+  assert.equal(ready(oldImage).status, "False");
+  assert.equal(ready(oldImage).reason, "Progressing");
+  assert.deepEqual(oldImage.reasons, ["Updated"]);
+  const short = run(request(webapp(spec), { children: [deployment(2, 1, "nginx:1.27")] }));
+  assert.equal(ready(short).message, "1 of 2 replicas ready");
+});
+
+test("lastTransitionTime should be kept while the condition holds", () => {
+  const parent = webapp(
+    { image: "nginx:1.27", replicas: 2 },
+    {
+      conditions: [
+        {
+          type: "Ready",
+          status: "True",
+          lastTransitionTime: "2026-11-20T10:03:00Z",
+          reason: "Available",
+          message: "2 of 2 replicas ready",
+        },
+      ],
+    },
+  );
+  const out = run(request(parent, { children: [deployment(2, 2, "nginx:1.27")] }));
+  assert.equal(ready(out).lastTransitionTime, "2026-11-20T10:03:00Z");
+  assert.deepEqual(out.events, [], "a steady state records no events");
+});
+
+test("lastTransitionTime should be the latest time the request shows on a change", () => {
+  const out = run(request(webapp({ image: "nginx:1.27", replicas: 2 }), { children: [deployment(2, 2, "nginx:1.27")] }));
+  assert.equal(ready(out).lastTransitionTime, "2026-11-20T10:07:00Z");
+  assert.deepEqual(out.reasons, ["Available"]);
+});
+
+test("reconcile should be deterministic and never requeue", () => {
+  const req = request(webapp({ image: "nginx:1.27", env: [{ name: "A", value: "1" }] }), {
+    children: [deployment(3, 1, "nginx:1.27")],
+  });
+  const first = run(req);
+  assert.deepEqual(first, run(req));
+  assert.equal(first.requeueAfterMs, undefined, "owned Deployment changes trigger reconciles; no polling");
+});
+
+test("invalid specs should be terminal", () => {
+  const cases: [KubeObject, string][] = [
+    [{ replicas: 1 }, "WebApp default/shop is invalid: missing field `image`"],
+    [{ image: " " }, "spec.image must not be empty"],
+    [{ image: "x", replicas: -1 }, "spec.replicas must be 0 or more, not -1"],
+    [{ image: "x", port: 70000 }, "spec.port must be between 1 and 65535, not 70000"],
+    [{ image: "x", env: [{ name: "A" }, { name: "A" }] }, "spec.env[1]: A is set twice"],
+    [{ image: "x", env: [{ name: "" }] }, "spec.env[0].name must not be empty"],
+    [{ image: "x", ingress: { host: "h", path: "store" } }, "spec.ingress.path must start with /"],
+    [{ image: "x", ingress: { host: "" } }, "spec.ingress.host must not be empty"],
+    [{ image: "x", replicas: "2" }, 'WebApp default/shop is invalid: invalid type: string "2", expected i32'],
+  ];
+  for (const [spec, message] of cases) {
+    assert.throws(
+      () => run(request(webapp(spec))),
+      (e: unknown) => e instanceof Terminal && e.message === message,
+      message,
+    );
+  }
+});
+
+test("finalizing should want nothing and finish", () => {
+  const out = run(request(webapp({ image: "nginx:1.27" }), { children: [deployment(1, 1, "nginx:1.27")], finalizing: true }));
+  assert.deepEqual(out.desired, []);
+  assert.ok(out.finalized);
+  assert.equal(out.status, undefined);
+  assert.deepEqual(out.reasons, ["Cleanup"]);
+});
+
+test("validate should deny the first problem", () => {
+  const cases: [KubeObject, string][] = [
+    [{}, "spec.image must not be empty"],
+    [{ image: "  " }, "spec.image must not be empty"],
+    [{ image: 5 }, "spec.image must not be empty"],
+    [{ image: "x", replicas: 51 }, "spec.replicas must be between 0 and 50, not 51"],
+    [{ image: "x", replicas: -1 }, "spec.replicas must be between 0 and 50, not -1"],
+    [{ image: "x", replicas: "3" }, 'spec.replicas must be between 0 and 50, not "3"'],
+    [{ image: "x", replicas: 2.5 }, "spec.replicas must be between 0 and 50, not 2.5"],
+    [{ image: "x", replicas: null }, "spec.replicas must be between 0 and 50, not null"],
+    [{ image: "x", port: 0 }, "spec.port must be between 1 and 65535, not 0"],
+    [{ image: "x", port: 65536 }, "spec.port must be between 1 and 65535, not 65536"],
+    [{ image: "", replicas: 99, port: 0 }, "spec.image must not be empty"],
+    [{ image: "x", replicas: 99, port: 0 }, "spec.replicas must be between 0 and 50, not 99"],
+  ];
+  for (const [spec, message] of cases) {
+    assert.throws(
+      () => validate(new WebAppReconciler(), review("create", webapp(spec))),
+      (e: unknown) => e instanceof Denied && e.message === message && e.code === undefined,
+      message,
+    );
+  }
+});
+
+test("validate should allow good specs, deletes and connects", () => {
+  const r = new WebAppReconciler();
+  assert.deepEqual(validate(r, review("create", webapp({ image: "x", replicas: 0, port: 1 }))), []);
+  assert.deepEqual(validate(r, review("update", webapp({ image: "x", replicas: 50, port: 65535 }), webapp({}))), []);
+  assert.deepEqual(validate(r, review("delete", undefined, webapp({}))), []);
+  assert.deepEqual(validate(r, review("connect", webapp({}))), []);
+});
+
+test("mutate should default the port on create and update only", () => {
+  const r = new WebAppReconciler();
+  assert.deepEqual(mutate(r, review("create", webapp({ image: "x" }))), webapp({ image: "x", port: 8080 }));
+  assert.equal(at(mutate(r, review("update", webapp({ image: "x", port: null }))), "spec", "port"), 8080);
+  assert.equal(mutate(r, review("create", webapp({ image: "x", port: 9000 }))), undefined);
+  assert.equal(mutate(r, review("delete", undefined, webapp({ image: "x" }))), undefined);
+});

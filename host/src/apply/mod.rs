@@ -1,0 +1,487 @@
+//! The declarative applier: turns a guest's [`Outcome`] into writes.
+//!
+//! Order of work for one reconcile, all-or-nothing up to the first write:
+//! 1. [`validate`] the whole outcome against the host's [`Policy`] (kinds,
+//!    namespaces, names, sizes, counts, duplicates), then
+//!    [`check_ownership`] of children that already exist (never take over
+//!    another controller's object; adopt an unowned one only when granted).
+//!    Any violation → error, nothing written.
+//! 2. Server-side apply each desired child with field manager
+//!    `operon/<controller>` and a controller ownerReference.
+//! 3. Delete owned children that are no longer desired (UID precondition).
+//! 4. Write the status through the status subresource, only if it changed.
+//! 5. Record events (events.k8s.io/v1, see [`events`]).
+//!
+//! **Invariant: every write is preceded by a check of the caller's
+//! [`Fence`]**: a replica that lost its lease sends nothing more.
+//!
+//! Finalizers are added and removed by [`Applier::set_finalizer`], also with
+//! server-side apply, so the host owns exactly its own finalizer.
+
+pub mod events;
+mod validate;
+
+pub use validate::{Child, MAX_OBJECT_BYTES, Namespaces, Policy, ValidationError, owner_reference, reserved, validate};
+
+use crate::cache::{CachedObject, ObjectKey};
+use crate::leader::{Fence, NotLeading};
+use crate::contract::{Gvk, Outcome};
+use events::{EventType, Recorder};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use serde_json::{Value, json};
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+
+/// Most children whose last apply is remembered (see `Applier::applied`).
+const MEMO_LIMIT: usize = 100_000;
+
+/// Errors of writing an outcome.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The outcome broke a rule; nothing was written.
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+    /// This replica lost its lease: nothing more is written.
+    #[error(transparent)]
+    NotLeading(#[from] NotLeading),
+    /// Discovery could not resolve a kind.
+    #[error("cannot resolve {kind}: {}", describe(source))]
+    Discovery {
+        /// The kind.
+        kind: Gvk,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// An API call failed.
+    #[error("{operation} {target} refused: {}", describe(source))]
+    Api {
+        /// What was being done (apply, delete, status, finalizer).
+        operation: &'static str,
+        /// The object, as `Kind namespace/name`.
+        target: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl Error {
+    /// Whether retrying the same outcome cannot help until the parent (or
+    /// the module) changes: a refused outcome, or the API server rejecting
+    /// the object itself as invalid (400, 422). Permission errors (403) are
+    /// retried: an administrator may grant the role meanwhile.
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            Error::Invalid(_) => true,
+            Error::Api { source: kube::Error::Api(s), .. } => matches!(s.code, 400 | 422),
+            _ => false,
+        }
+    }
+
+    /// The HTTP status the API server answered, if it did.
+    pub fn status_code(&self) -> Option<u16> {
+        match self {
+            Error::Api { source: kube::Error::Api(s), .. } | Error::Discovery { source: kube::Error::Api(s), .. } => {
+                Some(s.code)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// One line for a client error: the API server's message with its code and
+/// reason, once (kube's own Display repeats the whole status).
+pub fn describe(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(s) => {
+            let mut message: String = s.message.chars().take(600).collect();
+            if message.len() < s.message.len() {
+                message.push('…');
+            }
+            if s.reason.is_empty() {
+                format!("{message} ({})", s.code)
+            } else {
+                format!("{message} ({} {})", s.code, s.reason)
+            }
+        }
+        other => {
+            let text = other.to_string();
+            text.chars().take(600).collect()
+        }
+    }
+}
+
+/// Refuse children that exist and are not ours to write: controlled by
+/// another owner (never taken over), or unowned without the adoption grant.
+/// `existing(kind, key)` looks an object up in the cache.
+///
+/// # Errors
+/// The first child that may not be written, and why.
+pub fn check_ownership(
+    parent: &CachedObject,
+    children: &[Child],
+    adopt: bool,
+    existing: impl Fn(&Gvk, &ObjectKey) -> Option<Arc<CachedObject>>,
+) -> Result<(), ValidationError> {
+    let parent_uid = parent.uid().unwrap_or_default();
+    for child in children {
+        let Some(current) = existing(&child.kind, &child.key) else { continue };
+        match current.controller_owner() {
+            Some(owner) if &*owner.uid == parent_uid => {}
+            Some(owner) => {
+                return Err(ValidationError(format!(
+                    "{} {} exists and is controlled by {} {}; it is never taken over (rename the child, or delete the other owner)",
+                    child.kind.kind, child.key, owner.kind, owner.name
+                )));
+            }
+            None if adopt => {}
+            None => {
+                return Err(ValidationError(format!(
+                    "{} {} exists without a controller owner; adopting it needs spec.grants.adopt: true (or delete it, or rename the child)",
+                    child.kind.kind, child.key
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes outcomes for one controller.
+pub struct Applier {
+    client: kube::Client,
+    field_manager: String,
+    recorder: Recorder,
+    resources: Mutex<HashMap<Gvk, (ApiResource, bool)>>,
+    /// Hash of what we last applied per child and the resourceVersion the
+    /// API server answered: if both still match, the apply would be a no-op
+    /// and is skipped.
+    applied: Mutex<HashMap<(Gvk, ObjectKey), (u64, String)>>,
+}
+
+/// What [`Applier::apply`] did, for logs and metrics.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// Children applied.
+    pub applied: usize,
+    /// Children skipped because nothing changed since our last apply.
+    pub unchanged: usize,
+    /// Children deleted.
+    pub deleted: usize,
+    /// Whether the status was written.
+    pub status_written: bool,
+}
+
+impl Applier {
+    /// An applier for controller `name` (field manager `operon/<name>`).
+    /// `client` makes the writes (it may impersonate the Reconciler's
+    /// ServiceAccount); `events` records events (the host's own identity).
+    pub fn new(client: kube::Client, events: kube::Client, controller: &str, instance: Option<String>) -> Applier {
+        let reporter = format!("operon/{controller}");
+        let instance = instance.unwrap_or_else(|| "operon".into());
+        Applier {
+            recorder: Recorder::new(events, &reporter, &instance),
+            client,
+            field_manager: reporter,
+            resources: Mutex::new(HashMap::new()),
+            applied: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The field manager used for every write.
+    pub fn field_manager(&self) -> &str {
+        &self.field_manager
+    }
+
+    /// Resolve a kind (cached after the first call).
+    pub async fn resource(&self, kind: &Gvk) -> Result<(ApiResource, bool), Error> {
+        if let Some(r) = self.resources.lock().unwrap_or_else(|p| p.into_inner()).get(kind) {
+            return Ok(r.clone());
+        }
+        let resolved = crate::cache::resolve(&self.client, kind)
+            .await
+            .map_err(|source| Error::Discovery { kind: kind.clone(), source })?;
+        self.resources.lock().unwrap_or_else(|p| p.into_inner()).insert(kind.clone(), resolved.clone());
+        Ok(resolved)
+    }
+
+    /// Whether each kind is namespaced, resolving all first so `validate`
+    /// can stay synchronous.
+    pub async fn scopes(&self, kinds: &[Gvk]) -> Result<HashMap<Gvk, bool>, Error> {
+        let mut out = HashMap::new();
+        for k in kinds {
+            out.insert(k.clone(), self.resource(k).await?.1);
+        }
+        Ok(out)
+    }
+
+    fn api(&self, resource: &ApiResource, namespaced: bool, namespace: Option<&str>) -> kube::Api<DynamicObject> {
+        match (namespaced, namespace) {
+            (true, Some(ns)) => kube::Api::namespaced_with(self.client.clone(), ns, resource),
+            _ => kube::Api::all_with(self.client.clone(), resource),
+        }
+    }
+
+    /// Apply validated children, prune `existing` children not among them,
+    /// write the status, record events.
+    ///
+    /// # Errors
+    /// The first failed API call, or [`Error::NotLeading`] as soon as the
+    /// fence closes; earlier writes stay (the next reconcile converges,
+    /// since everything here is idempotent).
+    pub async fn apply(
+        &self,
+        parent: &CachedObject,
+        children: &[Child],
+        existing: &[(Gvk, Arc<CachedObject>)],
+        outcome: &Outcome,
+        fence: &Fence,
+    ) -> Result<Report, Error> {
+        let mut report = Report::default();
+        let params = PatchParams::apply(&self.field_manager).force();
+        for child in children {
+            let (resource, namespaced) = self.resource(&child.kind).await?;
+            let hash = hash_value(&child.object);
+            let current_rv = existing
+                .iter()
+                .find(|(k, o)| *k == child.kind && o.key() == child.key)
+                .and_then(|(_, o)| o.resource_version().map(str::to_string));
+            let memo = (child.kind.clone(), child.key.clone());
+            let last = self.applied.lock().unwrap_or_else(|p| p.into_inner()).get(&memo).cloned();
+            if let (Some((h, rv)), Some(current)) = (&last, &current_rv)
+                && *h == hash
+                && rv == current
+            {
+                report.unchanged += 1;
+                continue;
+            }
+            let api = self.api(&resource, namespaced, child.key.namespace.as_deref());
+            fence.check()?;
+            let written = api
+                .patch(&child.key.name, &params, &Patch::Apply(&child.object))
+                .await
+                .map_err(|source| Error::Api { operation: "apply", target: target(&child.kind, &child.key), source })?;
+            if let Some(rv) = written.metadata.resource_version {
+                let mut applied = self.applied.lock().unwrap_or_else(|p| p.into_inner());
+                // Children the garbage collector removed never leave this map;
+                // forgetting everything now and then costs only one redundant
+                // apply per child.
+                if applied.len() >= MEMO_LIMIT {
+                    applied.clear();
+                }
+                applied.insert(memo, (hash, rv));
+            }
+            report.applied += 1;
+        }
+
+        let wanted: HashSet<(&Gvk, ObjectKey)> = children.iter().map(|c| (&c.kind, c.key.clone())).collect();
+        for (kind, object) in existing {
+            let key = object.key();
+            if wanted.contains(&(kind, key.clone())) {
+                continue;
+            }
+            let (resource, namespaced) = self.resource(kind).await?;
+            let api = self.api(&resource, namespaced, key.namespace.as_deref());
+            let params = DeleteParams {
+                preconditions: Some(Preconditions { uid: object.uid().map(str::to_string), resource_version: None }),
+                ..DeleteParams::background()
+            };
+            fence.check()?;
+            match api.delete(&key.name, &params).await {
+                Ok(_) => report.deleted += 1,
+                // Already gone, or replaced by a new object of the same name
+                // (UID precondition failed): nothing of ours to delete.
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+                Err(source) => return Err(Error::Api { operation: "delete", target: target(kind, &key), source }),
+            }
+            self.applied.lock().unwrap_or_else(|p| p.into_inner()).remove(&(kind.clone(), key));
+        }
+
+        if let Some(status) = &outcome.status {
+            let current = parent.value().get("status").cloned().unwrap_or(Value::Null);
+            if !is_subset(status, &current) {
+                self.write_status(parent, status, fence).await?;
+                report.status_written = true;
+            }
+        }
+        for e in &outcome.events {
+            self.event(parent, e.warning, &e.reason, &e.message, fence).await;
+        }
+        Ok(report)
+    }
+
+    async fn write_status(&self, parent: &CachedObject, status: &Value, fence: &Fence) -> Result<(), Error> {
+        let (api, body, key) = self.parent_patch(parent, json!({ "status": status })).await?;
+        let params = PatchParams::apply(&self.field_manager).force();
+        fence.check()?;
+        api.patch_status(&key.name, &params, &Patch::Apply(&body)).await.map_err(|source| Error::Api {
+            operation: "status",
+            target: target_of(parent),
+            source,
+        })?;
+        Ok(())
+    }
+
+    /// Add (`present`) or remove the host's finalizer on the parent with
+    /// server-side apply: the host owns exactly this list entry.
+    pub async fn set_finalizer(
+        &self,
+        parent: &CachedObject,
+        finalizer: &str,
+        present: bool,
+        fence: &Fence,
+    ) -> Result<(), Error> {
+        let finalizers = if present { json!([finalizer]) } else { json!([]) };
+        let (api, body, key) = self.parent_patch(parent, json!({ "metadata": { "finalizers": finalizers } })).await?;
+        // A separate field manager: status and children applies must not
+        // drop the finalizer by omitting it.
+        let params = PatchParams::apply(&format!("{}-finalizer", self.field_manager)).force();
+        fence.check()?;
+        match api.patch(&key.name, &params, &Patch::Apply(&body)).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 && !present => Ok(()),
+            Err(source) => Err(Error::Api { operation: "finalizer", target: target_of(parent), source }),
+        }
+    }
+
+    async fn parent_patch(
+        &self,
+        parent: &CachedObject,
+        mut body: Value,
+    ) -> Result<(kube::Api<DynamicObject>, Value, ObjectKey), Error> {
+        let kind = Gvk::of(&json!({"apiVersion": parent.api_version(), "kind": parent.kind()}))
+            .unwrap_or_else(|| Gvk::new("", "", ""));
+        let (resource, namespaced) = self.resource(&kind).await?;
+        let key = parent.key();
+        let api = self.api(&resource, namespaced, key.namespace.as_deref());
+        body["apiVersion"] = parent.api_version().into();
+        body["kind"] = parent.kind().into();
+        let meta = body.as_object_mut().map(|b| b.entry("metadata").or_insert_with(|| json!({})));
+        if let Some(meta) = meta {
+            meta["name"] = key.name.clone().into();
+            if let Some(ns) = &key.namespace {
+                meta["namespace"] = ns.clone().into();
+            }
+        }
+        Ok((api, body, key))
+    }
+
+    /// Record an event on the parent. Failures are logged, never fatal: an
+    /// event is worth less than the reconcile that produced it.
+    pub async fn event(&self, parent: &CachedObject, warning: bool, reason: &str, message: &str, fence: &Fence) {
+        let reference = ObjectReference {
+            api_version: Some(parent.api_version().to_string()),
+            kind: Some(parent.kind().to_string()),
+            name: Some(parent.name().to_string()),
+            namespace: parent.namespace().map(str::to_string),
+            uid: parent.uid().map(str::to_string),
+            resource_version: None,
+            field_path: None,
+        };
+        let type_ = if warning { EventType::Warning } else { EventType::Normal };
+        match self.recorder.publish(&reference, type_, reason, "Reconcile", message, fence).await {
+            Ok(()) => {}
+            Err(events::Error::NotLeading(_)) => {}
+            Err(e @ events::Error::Throttled { .. }) => tracing::debug!(object = %parent.key(), reason, "{e}"),
+            Err(e) => tracing::warn!(object = %parent.key(), reason, "could not record event: {e}"),
+        }
+    }
+}
+
+fn target(kind: &Gvk, key: &ObjectKey) -> String {
+    format!("{} {key}", kind.kind)
+}
+
+fn target_of(parent: &CachedObject) -> String {
+    format!("{} {}", parent.kind(), parent.key())
+}
+
+fn hash_value(v: &Value) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    v.to_string().hash(&mut h);
+    h.finish()
+}
+
+/// Whether every field of `want` is present with the same value in `have`
+/// (arrays must match element by element). Fields the API server defaulted,
+/// or other managers set, do not count as a difference.
+pub fn is_subset(want: &Value, have: &Value) -> bool {
+    match (want, have) {
+        (Value::Object(w), Value::Object(h)) => {
+            w.iter().all(|(k, v)| h.get(k).is_some_and(|hv| is_subset(v, hv)) || v.is_null() && !h.contains_key(k))
+        }
+        (Value::Array(w), Value::Array(h)) => w.len() == h.len() && w.iter().zip(h).all(|(a, b)| is_subset(a, b)),
+        _ => want == have,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(v: Value) -> Arc<CachedObject> {
+        Arc::new(CachedObject::from_value(v).unwrap())
+    }
+
+    #[test]
+    fn subset_ignores_defaulted_fields() {
+        let want = json!({"readyReplicas": 2, "conditions": [{"type": "Ready", "status": "True"}]});
+        let have =
+            json!({"readyReplicas": 2, "extra": 1, "conditions": [{"type": "Ready", "status": "True", "reason": "x"}]});
+        assert!(is_subset(&want, &have));
+        assert!(!is_subset(&json!({"readyReplicas": 3}), &have));
+        assert!(!is_subset(&json!({"conditions": []}), &have));
+        assert!(!is_subset(&want, &Value::Null));
+    }
+
+    #[test]
+    fn another_controllers_child_should_never_be_taken_over_and_unowned_ones_only_with_the_grant() {
+        let parent = object(json!({"apiVersion": "example.operon.dev/v1alpha1", "kind": "WebApp",
+            "metadata": {"name": "shop", "namespace": "a", "uid": "mine"}}));
+        let child = Child {
+            kind: Gvk::new("apps", "v1", "Deployment"),
+            key: ObjectKey::new(Some("a"), "shop"),
+            object: json!({}),
+        };
+        let with_owner = |uid: Option<&str>| {
+            let mut v = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "shop", "namespace": "a"}});
+            if let Some(uid) = uid {
+                v["metadata"]["ownerReferences"] =
+                    json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "other", "uid": uid, "controller": true}]);
+            }
+            object(v)
+        };
+        let check = |existing: Option<Arc<CachedObject>>, adopt: bool| {
+            check_ownership(&parent, std::slice::from_ref(&child), adopt, |_, _| existing.clone())
+        };
+        assert!(check(None, false).is_ok(), "a new child is created");
+        assert!(check(Some(with_owner(Some("mine"))), false).is_ok(), "our own child is updated");
+        let err = check(Some(with_owner(Some("theirs"))), true).unwrap_err();
+        assert!(err.0.contains("controlled by ReplicaSet other") && err.0.contains("never taken over"), "{err}");
+        let err = check(Some(with_owner(None)), false).unwrap_err();
+        assert!(err.0.contains("spec.grants.adopt"), "{err}");
+        assert!(check(Some(with_owner(None)), true).is_ok(), "adopted with the grant");
+    }
+
+    #[test]
+    fn api_errors_should_be_one_short_line() {
+        let status = kube::core::Status {
+            code: 422,
+            reason: "Invalid".into(),
+            message: "Deployment.apps \"x\" is invalid: spec.replicas: Invalid value: -1".into(),
+            ..kube::core::Status::default()
+        };
+        let e = Error::Api { operation: "apply", target: "Deployment a/x".into(), source: kube::Error::Api(Box::new(status)) };
+        let text = e.to_string();
+        assert_eq!(
+            text,
+            "apply Deployment a/x refused: Deployment.apps \"x\" is invalid: spec.replicas: Invalid value: -1 (422 Invalid)"
+        );
+        assert!(e.is_permanent());
+        let forbidden = kube::core::Status { code: 403, reason: "Forbidden".into(), ..kube::core::Status::default() };
+        let e = Error::Api { operation: "apply", target: "x".into(), source: kube::Error::Api(Box::new(forbidden)) };
+        assert!(!e.is_permanent(), "RBAC may be granted meanwhile: retry");
+    }
+}

@@ -1,0 +1,157 @@
+//! C guests: `src/*.c` with the Operon C SDK (`operon.h`, `operon.c`, in
+//! `sdk/c/`), compiled by clang for `wasm32-wasi` against wasi-libc as a
+//! reactor, and made a component here with the WASI preview 1 reactor
+//! adapter.
+//!
+//! The bindings come from wit-bindgen's C generator, run in this process
+//! for the project's world (renamed `operon_wit`, so the SDK's glue,
+//! `operon_wit.c`, is the same for both worlds), into `.operon/build/c/`.
+//! The WIT world is embedded after linking (no component-type object file,
+//! so the linker needs nothing but wasi-libc).
+//!
+//! Debian 12's clang 14, lld 14 and wasi-libc (2022) are enough, and they
+//! install with apt; PyPI's `ziglang` was not needed.
+
+use crate::project::scaffold::Scaffold;
+use crate::project::{BuildContext, Error, World, componentize, embed_wit, run_tool};
+use include_dir::{Dir, include_dir};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What an author must install.
+pub(super) const REQUIREMENTS: &str = "clang with the wasm32-wasi target and wasi-libc: on Debian or Ubuntu \
+     `apt-get install clang lld wasi-libc libclang-rt-dev-wasm32` (Debian 12's clang 14 works). Nothing else: the \
+     bindings and the WASI adapter are built into operon";
+
+/// The SDK, vendored into new projects (its `template/` and tests excluded).
+static SDK: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../sdk/c");
+
+/// The world's name in the generated C (`operon_wit_string_t`, ...).
+const BINDINGS: &str = "operon_wit";
+
+pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
+    let project = cx.project;
+    let sdk = project.sdk().unwrap_or_else(|| project.dir.join("operon-sdk"));
+    if !sdk.join("operon.h").is_file() {
+        return Err(Error::Project {
+            path: sdk.clone(),
+            reason: "no operon.h: the C SDK is vendored in operon-sdk/ by `operon new`, or named by `sdk = ...` in \
+                     operon.toml"
+                .into(),
+        });
+    }
+    let sources = sources(&project.dir.join("src"))?;
+
+    (cx.progress)("generating C bindings");
+    let gen_dir = cx.work_dir.join("c");
+    for (name, bytes) in bindings(project.name(), project.config.world)? {
+        crate::project::write_if_changed(&gen_dir.join(name), &bytes)?;
+    }
+
+    let core = cx.work_dir.join("c-core.wasm");
+    let mut clang = Command::new("clang");
+    clang
+        .current_dir(&project.dir)
+        .args(["--target=wasm32-wasi", "-mexec-model=reactor", "-std=c11", "-O2", "-Wall", "-Wextra"])
+        // The exports are named by `__export_name__` attributes; everything
+        // else may go. No -g: the name section stays, for trap backtraces.
+        .arg("-Wl,--gc-sections")
+        .arg("-I")
+        .arg(&sdk)
+        .arg("-I")
+        .arg(&gen_dir)
+        .arg("-I")
+        .arg(project.dir.join("src"))
+        .arg("-o")
+        .arg(&core)
+        .args(&sources)
+        .arg(sdk.join("operon.c"))
+        .arg(sdk.join("operon_wit.c"))
+        .arg(gen_dir.join(format!("{BINDINGS}.c")));
+    if project.config.world == World::ReconcilerWithAdmission {
+        clang.arg(sdk.join("operon_wit_admission.c"));
+    }
+    run_tool(cx, &mut clang, REQUIREMENTS)?;
+    let core = std::fs::read(&core).map_err(Error::io(&core))?;
+    let core = embed_wit(project.name(), &core, project.config.world)?;
+    (cx.progress)("making a component (WASI preview 1 reactor adapter)");
+    componentize(
+        project.name(),
+        &core,
+        Some((
+            wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME,
+            wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
+        )),
+    )
+}
+
+/// The project's C sources: every `src/*.c`, sorted.
+fn sources(src: &Path) -> Result<Vec<PathBuf>, Error> {
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(src)
+        .map_err(|e| Error::Project { path: src.to_path_buf(), reason: format!("the C sources go in src/: {e}") })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "c"))
+        .collect();
+    sources.sort();
+    if sources.is_empty() {
+        return Err(Error::Project { path: src.to_path_buf(), reason: "no .c files in src/".into() });
+    }
+    Ok(sources)
+}
+
+/// The C bindings of `world`: `operon_wit.c` and `operon_wit.h`.
+fn bindings(project: &str, world: World) -> Result<Vec<(String, Vec<u8>)>, Error> {
+    let fail = |e: anyhow::Error| Error::Output { project: project.to_string(), reason: format!("C bindings: {e:#}") };
+    let mut resolve = wit_bindgen_core::wit_parser::Resolve::default();
+    let package = resolve.push_str("reconciler.wit", crate::project::WIT).map_err(fail)?;
+    let world = resolve.select_world(&[package], Some(world.name())).map_err(fail)?;
+    let opts = wit_bindgen_c::Opts { rename_world: Some(BINDINGS.into()), no_object_file: true, ..Default::default() };
+    let mut files = wit_bindgen_core::Files::default();
+    opts.build().generate(&mut resolve, world, &mut files).map_err(fail)?;
+    Ok(files.iter().map(|(name, bytes)| (name.to_string(), bytes.to_vec())).collect())
+}
+
+pub(super) fn scaffold(s: &Scaffold<'_>) -> Result<(), Error> {
+    let template = SDK.get_dir("template").ok_or_else(|| Error::Project {
+        path: s.dir.to_path_buf(),
+        reason: "this operon was built without the C SDK's template".into(),
+    })?;
+    write_template(s, template)?;
+    // The SDK's sources only: its Makefile and test/ are the SDK's own tests.
+    for file in SDK.files().filter(|f| f.path().extension().is_some_and(|x| x == "c" || x == "h")) {
+        s.write_bytes(&Path::new("operon-sdk").join(file.path()).to_string_lossy(), file.contents())?;
+    }
+    Ok(())
+}
+
+fn write_template(s: &Scaffold<'_>, dir: &Dir<'_>) -> Result<(), Error> {
+    for file in dir.files() {
+        let rel = file.path().strip_prefix("template").unwrap_or(file.path()).to_string_lossy().into_owned();
+        let rel = rel.strip_suffix(".tmpl").unwrap_or(&rel);
+        match file.contents_utf8() {
+            Some(text) => s.write(rel, text)?,
+            None => s.write_bytes(rel, file.contents())?,
+        }
+    }
+    for sub in dir.dirs() {
+        write_template(s, sub)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bindings_should_use_one_name_for_both_worlds() {
+        for world in [World::Reconciler, World::ReconcilerWithAdmission] {
+            let files = bindings("t", world).unwrap();
+            let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+            assert_eq!(names, ["operon_wit.c", "operon_wit.h"], "{world:?}");
+            let header = String::from_utf8_lossy(&files[1].1).into_owned();
+            assert!(header.contains("operon_wit_string_t"));
+            assert_eq!(header.contains("exports_operon_reconciler_admission_validate"), world != World::Reconciler);
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! Go guests: a `main` package using the Operon Go SDK (`operon.dev/sdk/go`,
+//! in `sdk/go/`), compiled by the standard Go toolchain for `GOOS=wasip1`
+//! as a reactor (`-buildmode=c-shared`) and made a component here with the
+//! WASI preview 1 reactor adapter.
+//!
+//! The bindings come from wit-bindgen's Go generator, run in this process
+//! for the project's world. They belong to the SDK's package tree
+//! (`operon.dev/sdk/go/internal/wit/...`), but they are never written into
+//! the SDK: they go to `.operon/build/go/` and reach the compiler through
+//! `go build -overlay`. So a vendored SDK stays as it was vendored, the
+//! repository's examples share `sdk/go` whatever their world, and the
+//! project's `go.mod` only needs the SDK and `go.bytecodealliance.org/pkg`
+//! (the runtime package the generated code imports, pinned in `go.sum`).
+//!
+//! TinyGo was not an option: it is not in the registries the project can
+//! install from (PyPI, npm, Debian, crates, the Go module proxy).
+
+use crate::project::scaffold::Scaffold;
+use crate::project::{BuildContext, Error, World, componentize, embed_wit, run_tool};
+use include_dir::{Dir, include_dir};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What an author must install.
+pub(super) const REQUIREMENTS: &str = "Go 1.25 or newer (`go version`): the Go toolchain from https://go.dev/dl, \
+     or from a newer Debian's `golang-1.25-go`; with an older Go and GOTOOLCHAIN=auto, `go` fetches 1.25 through \
+     the module proxy by itself. Nothing else: the bindings and the WASI adapter are built into operon";
+
+/// The SDK's module path, as the project's `go.mod` requires it.
+const SDK_MODULE: &str = "operon.dev/sdk/go";
+
+/// Where the generated bindings live in the SDK's package tree.
+const BINDINGS_PACKAGE: &str = "operon.dev/sdk/go/internal/wit";
+
+/// The oldest Go that builds the generated bindings
+/// (`go.bytecodealliance.org/pkg` says `go 1.25`).
+const MIN_MINOR: u32 = 25;
+
+/// The SDK, vendored into new projects (its `template/` excluded).
+static SDK: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../sdk/go");
+
+pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
+    let project = cx.project;
+    let dir = &project.dir;
+    check_version(cx)?;
+    let sdk = sdk_dir(cx)?;
+
+    (cx.progress)("generating Go bindings");
+    let gen_dir = cx.work_dir.join("go");
+    let files = bindings(project.name(), project.config.world)?;
+    let _ = std::fs::remove_dir_all(&gen_dir);
+    let mut overlay = serde_json::Map::new();
+    for (rel, bytes) in &files {
+        let generated = gen_dir.join(rel);
+        crate::project::write_if_changed(&generated, bytes)?;
+        overlay.insert(
+            sdk.join("internal/wit").join(rel).to_string_lossy().into_owned(),
+            generated.to_string_lossy().into(),
+        );
+    }
+    let overlay_file = cx.work_dir.join("go-overlay.json");
+    let overlay = serde_json::json!({ "Replace": overlay }).to_string();
+    crate::project::write_if_changed(&overlay_file, overlay.as_bytes())?;
+
+    let core = cx.work_dir.join("go-core.wasm");
+    let mut go = Command::new("go");
+    go.current_dir(dir)
+        .env("GOOS", "wasip1")
+        .env("GOARCH", "wasm")
+        .env("CGO_ENABLED", "0")
+        .args(["build", "-buildmode=c-shared", "-trimpath"])
+        // The generated runtime reaches `runtime.sbrk` through go:linkname
+        // (cabi_realloc may run before the Go runtime is up); -w drops DWARF
+        // (about a third of the size), the name section stays for backtraces.
+        .arg("-ldflags=-checklinkname=0 -w")
+        .arg(format!("-overlay={}", overlay_file.display()))
+        .arg("-o")
+        .arg(&core)
+        .arg(".");
+    run_tool(cx, &mut go, REQUIREMENTS)?;
+    let core = std::fs::read(&core).map_err(Error::io(&core))?;
+    let core = embed_wit(project.name(), &core, project.config.world)?;
+    (cx.progress)("making a component (WASI preview 1 reactor adapter)");
+    componentize(
+        project.name(),
+        &core,
+        Some((
+            wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_ADAPTER_NAME,
+            wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
+        )),
+    )
+}
+
+/// `go version` (in the project, so GOTOOLCHAIN switching applies) must be
+/// 1.25 or newer.
+fn check_version(cx: &mut BuildContext<'_>) -> Result<(), Error> {
+    let output = run_tool(cx, Command::new("go").arg("version").current_dir(&cx.project.dir), REQUIREMENTS)?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    // `go version go1.26.8 linux/amd64`
+    let minor = text
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix("go1."))
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next()?.parse::<u32>().ok());
+    match minor {
+        Some(minor) if minor >= MIN_MINOR => Ok(()),
+        _ => Err(Error::MissingTool {
+            tool: format!("go 1.{MIN_MINOR} ({})", text.trim()),
+            install: REQUIREMENTS.into(),
+        }),
+    }
+}
+
+/// The directory of the SDK module the project builds against: where its
+/// `go.mod` points (`replace operon.dev/sdk/go => ...`), as Go resolves it.
+fn sdk_dir(cx: &mut BuildContext<'_>) -> Result<PathBuf, Error> {
+    let dir = cx.project.dir.clone();
+    let mut list = Command::new("go");
+    list.current_dir(&dir).args(["list", "-m", "-f", "{{.Dir}}", SDK_MODULE]);
+    let output = run_tool(cx, &mut list, REQUIREMENTS).map_err(|e| match e {
+        Error::ToolFailed { output, .. } => Error::Project {
+            path: dir.join("go.mod"),
+            reason: format!(
+                "go.mod must require {SDK_MODULE} and point at it with `replace {SDK_MODULE} => ./operon-sdk` \
+                 (or where the SDK is); go says:\n{output}"
+            ),
+        },
+        other => other,
+    })?;
+    let sdk = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+    if !sdk.join("internal/wit/doc.go").is_file() {
+        return Err(Error::Project {
+            path: dir.join("go.mod"),
+            reason: format!(
+                "{SDK_MODULE} resolves to {}, which is not the Operon Go SDK directory (no internal/wit/doc.go); \
+                 point the `replace` at the SDK vendored by `operon new` or at sdk/go of the Operon repository",
+                sdk.display()
+            ),
+        });
+    }
+    Ok(sdk)
+}
+
+/// The Go bindings of `world`, as (path under `internal/wit`, contents).
+/// Only the `wit_bindings.go` files: the `empty.s` beside them exist for
+/// native builds, and these packages are only ever built for wasm.
+fn bindings(project: &str, world: World) -> Result<Vec<(String, Vec<u8>)>, Error> {
+    let fail = |e: anyhow::Error| Error::Output { project: project.to_string(), reason: format!("Go bindings: {e:#}") };
+    let mut resolve = wit_bindgen_core::wit_parser::Resolve::default();
+    let package = resolve.push_str("reconciler.wit", crate::project::WIT).map_err(fail)?;
+    let world = resolve.select_world(&[package], Some(world.name())).map_err(fail)?;
+    let opts = wit_bindgen_go::Opts {
+        format: wit_bindgen_go::Format::False,
+        pkg_name: Some(BINDINGS_PACKAGE.into()),
+        ..Default::default()
+    };
+    let mut files = wit_bindgen_core::Files::default();
+    opts.build().generate(&mut resolve, world, &mut files).map_err(fail)?;
+    files
+        .iter()
+        .filter(|(name, _)| name.ends_with(".go"))
+        .map(|(name, bytes)| {
+            let text = String::from_utf8_lossy(bytes);
+            let text = if name == "wit_exports/wit_exports.go" {
+                align_return_area(&text).map_err(fail)?
+            } else {
+                text.into()
+            };
+            Ok((name.to_string(), text.into_bytes()))
+        })
+        .collect()
+}
+
+/// wit-bindgen-go 0.60 sizes the exports' static return area without
+/// rounding it up to its alignment (`Allocate(&staticPinner, (17*4), 8)`
+/// for this contract), and the runtime's `Allocate` panics on that in the
+/// package's init, so every call would trap. Round it up in Go.
+fn align_return_area(text: &str) -> anyhow::Result<String> {
+    const CALL: &str = "witRuntime.Allocate(&staticPinner, ";
+    let start = text.find(CALL).ok_or_else(|| anyhow::anyhow!("no export return area in wit_exports.go"))?;
+    let args_start = start + CALL.len();
+    let args_end =
+        args_start + text[args_start..].find("))").ok_or_else(|| anyhow::anyhow!("unexpected return area"))?;
+    let (size, align) = text[args_start..args_end]
+        .rsplit_once(", ")
+        .ok_or_else(|| anyhow::anyhow!("unexpected return area arguments"))?;
+    let rounded = format!("(({size}+{align}-1)/{align}*{align}), {align}");
+    Ok(format!("{}{rounded}{}", &text[..args_start], &text[args_end..]))
+}
+
+pub(super) fn scaffold(s: &Scaffold<'_>) -> Result<(), Error> {
+    let template = SDK.get_dir("template").ok_or_else(|| missing(s.dir, "template"))?;
+    for file in template.files() {
+        let name = file.path().strip_prefix("template").unwrap_or(file.path());
+        let text = file.contents_utf8().ok_or_else(|| missing(s.dir, &name.to_string_lossy()))?;
+        let rel = name.to_string_lossy();
+        let rel = rel.strip_suffix(".tmpl").unwrap_or(&rel);
+        s.write(rel, text)?;
+    }
+    vendor(s, &SDK, Path::new("operon-sdk"))
+}
+
+/// Every SDK file but the template, verbatim under `dest`.
+fn vendor(s: &Scaffold<'_>, dir: &Dir<'_>, dest: &Path) -> Result<(), Error> {
+    for file in dir.files() {
+        s.write_bytes(&dest.join(file.path()).to_string_lossy(), file.contents())?;
+    }
+    for sub in dir.dirs() {
+        if sub.path() != Path::new("template") {
+            vendor(s, sub, dest)?;
+        }
+    }
+    Ok(())
+}
+
+fn missing(dir: &Path, what: &str) -> Error {
+    Error::Project { path: dir.to_path_buf(), reason: format!("this operon was built without the Go SDK's {what}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bindings_should_be_library_packages_of_the_sdk() {
+        let files = bindings("t", World::Reconciler).unwrap();
+        let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+        assert!(names.contains(&"wit_exports/wit_exports.go"), "{names:?}");
+        assert!(!names.iter().any(|n| n.contains("admission")), "{names:?}");
+        let exports =
+            String::from_utf8_lossy(&files.iter().find(|(n, _)| n.starts_with("wit_exports")).unwrap().1).into_owned();
+        assert!(exports.contains("\"operon.dev/sdk/go/internal/wit/export_operon_reconciler_guest\""));
+        assert!(exports.contains("witRuntime.Allocate(&staticPinner, (((17*4)+8-1)/8*8), 8)"), "{exports}");
+        let with_admission = bindings("t", World::ReconcilerWithAdmission).unwrap();
+        assert!(with_admission.iter().any(|(n, _)| n.starts_with("operon_reconciler_admission/")));
+    }
+
+    #[test]
+    fn every_generated_package_should_have_its_directory_in_the_sdk() {
+        // `go mod tidy` and `go vet` resolve the import paths through these.
+        for world in [World::Reconciler, World::ReconcilerWithAdmission] {
+            for (name, _) in bindings("t", world).unwrap() {
+                let package = name.rsplit_once('/').unwrap().0;
+                assert!(SDK.get_file(format!("internal/wit/{package}/doc.go")).is_some(), "{package}");
+            }
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! Python guests: a reconciler class using `operon_sdk` (`sdk/python`), made a
+//! component by componentize-py.
+//!
+//! The project names its reconciler in `pyproject.toml`, the file a Python
+//! author already has, the way entry points are named (`module:attribute`):
+//!
+//! ```toml
+//! [tool.operon]
+//! reconciler = "app:GreetingReconciler"
+//! ```
+//!
+//! The build writes an entry module (`.operon/build/_operon_entry.py`) that
+//! imports the SDK's adapter (the only module that touches the bindings
+//! componentize-py generates) and binds the reconciler to it, then runs
+//! `componentize-py componentize` with the project, the SDK and the entry on
+//! its path. componentize-py imports the module while it builds (it
+//! snapshots the initialised interpreter), so an import error or a wrong
+//! class name fails the build, with Python's traceback.
+//!
+//! **WASI.** componentize-py's interpreter imports WASI (stdio, clocks,
+//! random, an empty filesystem) and initialises against it. The host links
+//! WASI p2 with nothing granted, which is all it needs: `print` reaches the
+//! host's log, and so does the traceback of an exception that escapes
+//! `reconcile` (a bug: the component traps). `--stub-wasi` is not used:
+//! its components import nothing but Operon's interface and pass the same
+//! fixtures, but `print` and tracebacks then trap without a word, and the
+//! build's random seed is baked in, to save 0.1% of the size.
+
+use crate::project::scaffold::Scaffold;
+use crate::project::{BuildContext, Error, World, run_tool, write_if_changed};
+use include_dir::{Dir, include_dir};
+use std::path::Path;
+use std::process::Command;
+
+/// What an author must install.
+pub(super) const REQUIREMENTS: &str = "Python 3.11 or newer and componentize-py 0.25: \
+    `pip install componentize-py==0.25.1` (in the environment `operon build` runs in; \
+    `pip install pytest pyyaml` for the tests)";
+
+/// The scaffold's own files (rendered).
+static TEMPLATE: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../sdk/python/template");
+/// The SDK package, vendored into every new project.
+static SDK: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../sdk/python/operon_sdk");
+
+const ENTRY: &str = "_operon_entry";
+
+pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
+    let project = cx.project;
+    let (module, class) = reconciler(&project.dir)?;
+    let sdk = project.sdk().unwrap_or_else(|| project.dir.clone());
+    if !sdk.join("operon_sdk").join("__init__.py").is_file() {
+        return Err(Error::Project {
+            path: sdk.clone(),
+            reason: "no operon_sdk package here: `operon new` vendors it into the project; \
+                     a project that uses a shared copy says where in operon.toml (`sdk = \"path\"`)"
+                .into(),
+        });
+    }
+    let admission = project.config.world == World::ReconcilerWithAdmission;
+    let entry = entry_module(&module, &class, admission);
+    write_if_changed(&cx.work_dir.join(format!("{ENTRY}.py")), entry.as_bytes())?;
+    let output = cx.work_dir.join(format!("{}.wasm", project.name()));
+    let mut cmd = Command::new("componentize-py");
+    cmd.current_dir(&project.dir)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .arg("--wit-path")
+        .arg(&cx.wit_dir)
+        .args(["--world", project.config.world.name(), "--quiet", "componentize"])
+        .arg("--python-path")
+        .arg(&cx.work_dir)
+        .arg("--python-path")
+        .arg(&project.dir);
+    if sdk != project.dir {
+        cmd.arg("--python-path").arg(&sdk);
+    }
+    cmd.arg("--output").arg(&output).arg(ENTRY);
+    run_tool(cx, &mut cmd, REQUIREMENTS)?;
+    std::fs::read(&output).map_err(Error::io(&output))
+}
+
+/// The module componentize-py starts from: the adapter's exports, bound to
+/// the project's reconciler.
+fn entry_module(module: &str, class: &str, admission: bool) -> String {
+    let mut text = String::from("# Written by `operon build`: the component's exports, bound to the reconciler.\n");
+    text.push_str("from operon_sdk._component import Guest, bind\n");
+    if admission {
+        text.push_str("from operon_sdk._admission import Admission\n");
+    }
+    text.push_str(&format!("from {module} import {class}\n\n"));
+    text.push_str(&format!("bind({class}(), admission={})\n", if admission { "True" } else { "False" }));
+    text
+}
+
+/// `[tool.operon] reconciler = "module:Class"` of `pyproject.toml`.
+fn reconciler(dir: &Path) -> Result<(String, String), Error> {
+    let path = dir.join("pyproject.toml");
+    let hint = "name the reconciler class in pyproject.toml:\n\n[tool.operon]\nreconciler = \"app:MyReconciler\"";
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| Error::Project { path: path.clone(), reason: format!("cannot read it ({e}); {hint}") })?;
+    let table: toml::Table =
+        text.parse().map_err(|e| Error::Project { path: path.clone(), reason: format!("invalid TOML: {e}") })?;
+    let value = table.get("tool").and_then(|t| t.get("operon")).and_then(|t| t.get("reconciler"));
+    let Some(value) = value.and_then(|v| v.as_str()) else {
+        return Err(Error::Project { path, reason: format!("no [tool.operon] reconciler; {hint}") });
+    };
+    let identifier = |s: &str| {
+        !s.is_empty()
+            && !s.starts_with(|c: char| c.is_ascii_digit())
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    match value.split_once(':') {
+        Some((module, class)) if module.split('.').all(identifier) && identifier(class) => {
+            Ok((module.to_string(), class.to_string()))
+        }
+        _ => Err(Error::Project {
+            path,
+            reason: format!("[tool.operon] reconciler = {value:?} is not `module:Class` (e.g. \"app:MyReconciler\")"),
+        }),
+    }
+}
+
+pub(super) fn scaffold(s: &Scaffold<'_>) -> Result<(), Error> {
+    s.write_dir(&TEMPLATE, "", true)?;
+    write_sources(s, &SDK, Path::new("operon_sdk"))
+}
+
+/// The SDK's sources, verbatim, without caches a local test run left behind.
+fn write_sources(s: &Scaffold<'_>, dir: &Dir<'_>, dest: &Path) -> Result<(), Error> {
+    for file in dir.files() {
+        if file.path().extension().is_some_and(|e| e == "py" || e == "typed") {
+            let name = file.path().file_name().unwrap_or_default();
+            s.write_bytes(&dest.join(name).to_string_lossy(), file.contents())?;
+        }
+    }
+    for sub in dir.dirs() {
+        let name = sub.path().file_name().unwrap_or_default();
+        if name != "__pycache__" {
+            write_sources(s, sub, &dest.join(name))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_entry_module_should_bind_the_named_class_and_admission_only_when_asked() {
+        let plain = entry_module("app", "Greeter", false);
+        assert!(plain.contains("from app import Greeter\n") && plain.contains("bind(Greeter(), admission=False)"));
+        assert!(!plain.contains("Admission"));
+        assert!(entry_module("pkg.mod", "W", true).contains("from operon_sdk._admission import Admission\n"));
+    }
+
+    #[test]
+    fn the_reconciler_should_be_named_in_pyproject() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = reconciler(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("[tool.operon]"), "{err}");
+        std::fs::write(dir.path().join("pyproject.toml"), "[tool.operon]\nreconciler = \"app\"\n").unwrap();
+        let err = reconciler(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("module:Class"), "{err}");
+        std::fs::write(dir.path().join("pyproject.toml"), "[tool.operon]\nreconciler = \"web.app:Web_1\"\n").unwrap();
+        assert_eq!(reconciler(dir.path()).unwrap(), ("web.app".to_string(), "Web_1".to_string()));
+    }
+
+    #[test]
+    fn the_vendored_sdk_should_hold_the_package_without_caches() {
+        assert!(SDK.get_file("__init__.py").is_some() && SDK.get_file("_component.py").is_some());
+        assert!(TEMPLATE.get_file("pyproject.toml").is_some() && TEMPLATE.get_file("app.py").is_some());
+    }
+}

@@ -1,0 +1,236 @@
+//! TypeScript guests: a reconciler using `@operon/sdk` (`sdk/typescript`),
+//! type-checked by `tsc`, bundled by esbuild and made a component by
+//! componentize-js.
+//!
+//! The project is an npm package. Its tools are pinned devDependencies
+//! (`typescript`, `esbuild`, `@bytecodealliance/componentize-js`), run from
+//! its own `node_modules`, so every author and CI build with the same
+//! versions and nothing is installed globally. `operon build` runs `npm
+//! install` when `node_modules` is missing or older than `package.json`, as
+//! cargo fetches crates: a fresh clone or a new scaffold builds with one
+//! command. The SDK is a `file:` dependency (`file:./operon-sdk` vendored
+//! in a new project, `file:../../sdk/typescript` in this repository).
+//! `@bytecodealliance/preview2-shim` is listed as well: componentize-js 0.23
+//! imports it when it runs but declares it only among its own
+//! devDependencies, so an install from a lockfile would leave it out.
+//!
+//! `package.json` names the module whose default export is the reconciler
+//! (`"operon": {"reconciler": "src/index.ts"}`, the default). The build:
+//!
+//! 1. `tsc --noEmit`: type errors fail the build (esbuild would strip types
+//!    without checking them);
+//! 2. writes `.operon/build/entry.ts`, which binds the reconciler to the
+//!    SDK's adapter (the only module importing `operon:reconciler/host`);
+//! 3. `esbuild --bundle`: componentize-js takes a single ES module, and a
+//!    bundle lets authors use npm packages (pure JavaScript ones);
+//! 4. `componentize-js` with the `http` and `fetch-event` features
+//!    disabled: the host grants no network, so the component should not
+//!    import it. It keeps WASI stdio (`console.log` and uncaught errors reach
+//!    the host's log), clocks and random, which the host's empty WASI context
+//!    provides. Never `--aot`: it downloads weval at build time.
+
+use crate::project::scaffold::Scaffold;
+use crate::project::{BuildContext, Error, World, run_tool, write_if_changed};
+use include_dir::{Dir, include_dir};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What an author must install.
+pub(super) const REQUIREMENTS: &str = "Node.js 20 or newer with npm (Debian: `apt-get install nodejs npm`); \
+    `operon build` then installs the project's pinned tools (typescript, esbuild, \
+    @bytecodealliance/componentize-js) into its node_modules with `npm install`";
+
+/// The scaffold's own files (rendered).
+static TEMPLATE: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../sdk/typescript/template");
+/// The SDK's sources, vendored into every new project as `operon-sdk/`.
+static SDK_SOURCES: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../sdk/typescript/src");
+/// The SDK's package.json (the package's name and exports).
+const SDK_PACKAGE: &str = include_str!("../../../../sdk/typescript/package.json");
+
+/// The tools the project's package.json must provide, and the package each comes from.
+const TOOLS: [(&str, &str); 3] =
+    [("tsc", "typescript"), ("esbuild", "esbuild"), ("componentize-js", "@bytecodealliance/componentize-js")];
+
+pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
+    let project = cx.project;
+    let dir = project.dir.clone();
+    let main = reconciler_module(&dir)?;
+    npm_install_if_needed(cx)?;
+    let bin = dir.join("node_modules").join(".bin");
+    for (tool, package) in TOOLS {
+        if !bin.join(tool).exists() {
+            return Err(Error::Project {
+                path: dir.join("package.json"),
+                reason: format!(
+                    "node_modules/.bin/{tool} is missing after `npm install`: add the devDependency \
+                     `{package}` (`npm install --save-dev --save-exact {package}`)"
+                ),
+            });
+        }
+    }
+    if !dir.join("node_modules").join("@operon").join("sdk").exists() {
+        return Err(Error::Project {
+            path: dir.join("package.json"),
+            reason: "node_modules/@operon/sdk is missing: add the SDK as a dependency, \
+                     `\"@operon/sdk\": \"file:./operon-sdk\"` (or where it is)"
+                .into(),
+        });
+    }
+
+    if dir.join("tsconfig.json").is_file() {
+        let mut tsc = Command::new(bin.join("tsc"));
+        tsc.current_dir(&dir).args(["--noEmit", "--pretty", "false", "-p", "."]);
+        run_tool(cx, &mut tsc, REQUIREMENTS)?;
+    }
+
+    let admission = project.config.world == World::ReconcilerWithAdmission;
+    let entry = cx.work_dir.join("entry.ts");
+    write_if_changed(&entry, entry_module(&relative_import(&cx.work_dir, &main), admission).as_bytes())?;
+    let bundle = cx.work_dir.join("component.js");
+    let mut esbuild = Command::new(bin.join("esbuild"));
+    esbuild
+        .current_dir(&dir)
+        .arg(&entry)
+        .args([
+            "--bundle",
+            "--format=esm",
+            "--platform=neutral",
+            "--target=es2022",
+            "--main-fields=module,main",
+            "--external:operon:*",
+            "--log-level=warning",
+        ])
+        .arg(format!("--outfile={}", bundle.display()));
+    run_tool(cx, &mut esbuild, REQUIREMENTS)?;
+
+    let output = cx.work_dir.join(format!("{}.wasm", project.name()));
+    let mut componentize = Command::new(bin.join("componentize-js"));
+    // componentize-js maps its working directory into the component (for
+    // file names in stack traces): keep it to the build directory.
+    componentize
+        .current_dir(&cx.work_dir)
+        .arg("component.js")
+        .arg("--wit")
+        .arg(&cx.wit_dir)
+        .args(["--world-name", project.config.world.name(), "--disable", "http", "fetch-event", "--out"])
+        .arg(&output);
+    run_tool(cx, &mut componentize, REQUIREMENTS)?;
+    std::fs::read(&output).map_err(Error::io(&output))
+}
+
+/// The module componentize-js starts from: the adapter's exports, bound to
+/// the project's reconciler.
+fn entry_module(main: &str, admission: bool) -> String {
+    let mut text = String::from("// Written by `operon build`: the component's exports, bound to the reconciler.\n");
+    text.push_str(&format!("import reconciler from {main:?};\n"));
+    text.push_str("import { admissionExports, guestExports } from \"@operon/sdk/component\";\n\n");
+    text.push_str("export const guest = guestExports(reconciler);\n");
+    if admission {
+        text.push_str("export const admission = admissionExports(reconciler);\n");
+    }
+    text
+}
+
+/// `target` as an import specifier relative to `from` (`../../src/index.ts`).
+fn relative_import(from: &Path, target: &Path) -> String {
+    let from: Vec<_> = from.components().collect();
+    let to: Vec<_> = target.components().collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<String> = vec!["..".into(); from.len() - common];
+    parts.extend(to[common..].iter().map(|c| c.as_os_str().to_string_lossy().into_owned()));
+    let path = parts.join("/");
+    if path.starts_with("..") { path } else { format!("./{path}") }
+}
+
+/// The module `package.json` names (`"operon": {"reconciler": ...}`), or `src/index.ts`.
+fn reconciler_module(dir: &Path) -> Result<PathBuf, Error> {
+    let path = dir.join("package.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::Project {
+        path: path.clone(),
+        reason: format!(
+            "cannot read it ({e}): a TypeScript guest is an npm package; `operon new --lang ts` writes one"
+        ),
+    })?;
+    let package: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| Error::Project { path: path.clone(), reason: format!("invalid JSON: {e}") })?;
+    let main = package.pointer("/operon/reconciler").and_then(|v| v.as_str()).unwrap_or("src/index.ts");
+    let file = dir.join(main);
+    if !file.is_file() {
+        return Err(Error::Project {
+            path,
+            reason: format!(
+                "the reconciler module {main} does not exist; write it (its default export is the \
+                 reconciler) or name another one with \"operon\": {{\"reconciler\": \"src/main.ts\"}}"
+            ),
+        });
+    }
+    Ok(file)
+}
+
+/// `npm install` when `node_modules` is missing or older than `package.json`.
+fn npm_install_if_needed(cx: &mut BuildContext<'_>) -> Result<(), Error> {
+    let dir = &cx.project.dir;
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let installed = modified(&dir.join("node_modules").join(".package-lock.json"));
+    let fresh = match (installed, modified(&dir.join("package.json"))) {
+        (Some(installed), Some(manifest)) => installed >= manifest,
+        _ => false,
+    };
+    if fresh {
+        return Ok(());
+    }
+    let mut npm = Command::new("npm");
+    npm.current_dir(dir).args(["install", "--no-audit", "--no-fund", "--loglevel=error"]);
+    run_tool(cx, &mut npm, REQUIREMENTS)?;
+    Ok(())
+}
+
+pub(super) fn scaffold(s: &Scaffold<'_>) -> Result<(), Error> {
+    s.write_dir(&TEMPLATE, "", true)?;
+    s.write_bytes("operon-sdk/package.json", SDK_PACKAGE.as_bytes())?;
+    for file in SDK_SOURCES.files() {
+        let name = file.path().file_name().unwrap_or_default().to_string_lossy();
+        s.write_bytes(&format!("operon-sdk/src/{name}"), file.contents())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_entry_module_should_export_admission_only_when_asked() {
+        let plain = entry_module("../../src/index.ts", false);
+        assert!(plain.contains("import reconciler from \"../../src/index.ts\";"), "{plain}");
+        assert!(plain.contains("export const guest = guestExports(reconciler);"));
+        assert!(!plain.contains("export const admission"));
+        assert!(entry_module("./x.ts", true).contains("export const admission = admissionExports(reconciler);"));
+    }
+
+    #[test]
+    fn imports_should_be_relative_to_the_build_directory() {
+        let import = relative_import(Path::new("/p/.operon/build"), Path::new("/p/src/index.ts"));
+        assert_eq!(import, "../../src/index.ts");
+        assert_eq!(relative_import(Path::new("/p"), Path::new("/p/src/a.ts")), "./src/a.ts");
+    }
+
+    #[test]
+    fn the_reconciler_module_should_default_to_src_index_and_be_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(reconciler_module(dir.path()).unwrap_err().to_string().contains("npm package"));
+        std::fs::write(dir.path().join("package.json"), "{}").unwrap();
+        assert!(reconciler_module(dir.path()).unwrap_err().to_string().contains("src/index.ts does not exist"));
+        std::fs::create_dir(dir.path().join("src")).unwrap();
+        std::fs::write(dir.path().join("src/main.ts"), "").unwrap();
+        std::fs::write(dir.path().join("package.json"), r#"{"operon": {"reconciler": "src/main.ts"}}"#).unwrap();
+        assert!(reconciler_module(dir.path()).unwrap().ends_with("src/main.ts"));
+    }
+
+    #[test]
+    fn the_vendored_sdk_should_carry_its_sources_and_the_template_its_package() {
+        assert!(SDK_SOURCES.get_file("index.ts").is_some() && SDK_SOURCES.get_file("component.ts").is_some());
+        assert!(SDK_PACKAGE.contains("\"name\": \"@operon/sdk\""));
+        assert!(TEMPLATE.get_file("package.json").is_some() && TEMPLATE.get_file("src/index.ts").is_some());
+    }
+}

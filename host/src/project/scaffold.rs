@@ -1,0 +1,102 @@
+//! `operon new`: a new guest project that passes `operon test` as it is.
+//!
+//! Every language's scaffold implements the same small reconciler, so they
+//! share one CRD and one set of fixtures (`sdk/template/`): a `Greeting`
+//! (`demo.operon.dev/v1alpha1`) wants a ConfigMap `<name>-greeting` holding
+//! `spec.message`, and reports `status.observedGeneration` and
+//! `status.published` (whether that ConfigMap exists). An empty message is a
+//! terminal failure.
+
+use super::{Error, Lang, lang};
+use include_dir::{Dir, include_dir};
+use std::path::Path;
+
+/// The files every language's project has (rendered).
+static COMMON: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../sdk/template");
+
+/// A project being written.
+pub struct Scaffold<'a> {
+    /// The new project's directory.
+    pub dir: &'a Path,
+    /// Its name (also the controller's name): `[a-z][a-z0-9-]*`.
+    pub name: &'a str,
+    /// Its language.
+    pub lang: Lang,
+}
+
+impl Scaffold<'_> {
+    /// The name as an identifier: `my-app` → `my_app`.
+    pub fn ident(&self) -> String {
+        self.name.replace('-', "_")
+    }
+
+    /// Replace `{{name}}`, `{{ident}}` and `{{lang}}`.
+    pub fn render(&self, text: &str) -> String {
+        text.replace("{{name}}", self.name).replace("{{ident}}", &self.ident()).replace("{{lang}}", self.lang.as_str())
+    }
+
+    /// Write one file, rendered, at `rel` inside the project.
+    pub fn write(&self, rel: &str, text: &str) -> Result<(), Error> {
+        self.write_bytes(rel, self.render(text).as_bytes())
+    }
+
+    /// Write one file as it is.
+    pub fn write_bytes(&self, rel: &str, bytes: &[u8]) -> Result<(), Error> {
+        let path = self.dir.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(Error::io(parent))?;
+        }
+        std::fs::write(&path, bytes).map_err(Error::io(&path))
+    }
+
+    /// Write every file of an embedded directory under `dest`, rendered when
+    /// `render` (templates) or verbatim (vendored SDK sources).
+    pub fn write_dir(&self, dir: &Dir<'_>, dest: &str, render: bool) -> Result<(), Error> {
+        for file in dir.files() {
+            // Stored without the dot, so it does not apply inside this repository.
+            let path = file.path();
+            let rel = match path.file_name().and_then(|n| n.to_str()) {
+                Some("gitignore") => Path::new(dest).join(path.with_file_name(".gitignore")),
+                _ => Path::new(dest).join(path),
+            };
+            let rel = rel.to_string_lossy();
+            match (render, file.contents_utf8()) {
+                (true, Some(text)) => self.write(&rel, text)?,
+                _ => self.write_bytes(&rel, file.contents())?,
+            }
+        }
+        for sub in dir.dirs() {
+            self.write_dir(sub, dest, render)?;
+        }
+        Ok(())
+    }
+}
+
+/// Create a project for `lang` in `dir` (which must not exist or be empty),
+/// named `name` or after the directory.
+///
+/// # Errors
+/// [`Error::NotEmpty`], a name that is not a valid controller name, or I/O.
+pub fn scaffold(lang: Lang, dir: &Path, name: Option<&str>) -> Result<(), Error> {
+    if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
+        return Err(Error::NotEmpty(dir.to_path_buf()));
+    }
+    let dir_name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = name.unwrap_or(&dir_name);
+    let valid = name.len() <= 50
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.ends_with('-');
+    if !valid {
+        return Err(Error::Project {
+            path: dir.to_path_buf(),
+            reason: format!(
+                "{name:?} cannot name a reconciler: use up to 50 lowercase letters, digits and `-`, starting with a letter (or pass --name)"
+            ),
+        });
+    }
+    std::fs::create_dir_all(dir).map_err(Error::io(dir))?;
+    let s = Scaffold { dir, name, lang };
+    s.write_dir(&COMMON, "", true)?;
+    lang::scaffold(lang, &s)
+}

@@ -1,0 +1,312 @@
+//! Admission calls: the `validate` and `mutate` exports of the
+//! `reconciler-with-admission` world, under the same sandbox as `reconcile`
+//! (deadline, memory cap, output cap, read grants, fresh or pooled
+//! instances).
+//!
+//! A module knows at load whether it exports
+//! `operon:reconciler/admission@0.1.x`; a module of the base world loads and
+//! reconciles exactly as before, and [`Module::admission`] says `false`.
+
+use super::error::{CallError, LoadError};
+use super::guest::{CallScope, Limiter, ObjectReader, State, WasiState};
+use super::limits::{InstancePolicy, Limits};
+use super::module::Module;
+use super::pool::Pool;
+use super::{WIT_PACKAGE, WIT_VERSION};
+use crate::contract::{Denial, IMMUTABLE_BY_MUTATE, Operation, Review};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use wasmtime::Store;
+use wasmtime::component::InstancePre;
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "reconciler-with-admission",
+    // One set of types for both worlds: the `types` and `host` interfaces
+    // are those of `guest.rs`, so conversions and the linker are shared.
+    with: {
+        "operon:reconciler/types": super::guest::operon::reconciler::types,
+        "operon:reconciler/host": super::guest::operon::reconciler::host,
+    },
+});
+
+use self::exports::operon::reconciler::admission as wit;
+
+/// The admission half of a loaded module: a pre-linked instance template of
+/// the admission world (the same component and linker as the reconciler's)
+/// and, for the `pooled` policy, its own pool.
+pub(super) struct Admission {
+    pre: ReconcilerWithAdmissionPre<State>,
+    pool: Option<Pool<AdmissionInstance>>,
+}
+
+/// An instance of the admission world with the store that owns it.
+pub(crate) struct AdmissionInstance {
+    store: Store<State>,
+    bindings: ReconcilerWithAdmission,
+    stdio_seen: (usize, usize),
+}
+
+impl Admission {
+    /// `Some` when the component exports the admission interface; its
+    /// functions are type-checked here, so a module with a wrong signature
+    /// fails to load rather than at its first webhook call.
+    pub(super) fn new(
+        instance_pre: &InstancePre<State>,
+        exports: &[String],
+        limits: &Limits,
+    ) -> Result<Option<Admission>, LoadError> {
+        let prefix = format!("{WIT_PACKAGE}/admission@");
+        if !exports.iter().any(|e| e.starts_with(&prefix)) {
+            return Ok(None);
+        }
+        let pre = ReconcilerWithAdmissionPre::new(instance_pre.clone()).map_err(LoadError::Link)?;
+        let pool = (limits.instance_policy == InstancePolicy::Pooled).then(|| Pool::new(limits.pool_size));
+        Ok(Some(Admission { pre, pool }))
+    }
+}
+
+impl Module {
+    /// Whether the module exports `validate` and `mutate` (the
+    /// `reconciler-with-admission` world).
+    pub fn admission(&self) -> bool {
+        self.inner.admission.is_some()
+    }
+
+    /// Call `validate`. The outer `Result` is the sandbox's verdict; the
+    /// inner one the guest's: its warnings, or its [`Denial`].
+    ///
+    /// The call's deadline is the smaller of the module's timeout and
+    /// `deadline` (the webhook's, well under the API server's timeout).
+    /// Blocks the calling thread for at most that long: call it from a
+    /// blocking-capable thread.
+    ///
+    /// # Errors
+    /// [`CallError`] when the guest traps, times out, runs out of memory,
+    /// answers more than `max_output` bytes, or does not export admission.
+    pub fn validate(
+        &self,
+        review: &Review,
+        reader: Arc<dyn ObjectReader>,
+        deadline: Duration,
+    ) -> Result<Result<Vec<String>, Denial>, CallError> {
+        let answer = self.call_admission(reader, deadline, |bindings, store, review| {
+            bindings.operon_reconciler_admission().call_validate(store, review)
+        }, review)?;
+        let max = self.inner.limits.max_output;
+        match answer {
+            Ok(warnings) => {
+                let size: usize = warnings.iter().map(String::len).sum();
+                check_size(size, max)?;
+                Ok(Ok(warnings))
+            }
+            Err(denial) => {
+                check_size(denial.message.len(), max)?;
+                Ok(Err(Denial { message: denial.message, code: denial.code }))
+            }
+        }
+    }
+
+    /// Call `mutate`. `Ok(Ok(None))`: leave the object as it is;
+    /// `Ok(Ok(Some(object)))`: the whole object as it should be stored,
+    /// checked to be a JSON object that keeps the request's `apiVersion`,
+    /// `kind`, `metadata.name` and `metadata.namespace`.
+    ///
+    /// Deadline and blocking as for [`Module::validate`].
+    ///
+    /// # Errors
+    /// As for [`Module::validate`], and [`CallError::Malformed`] when the
+    /// object is not JSON, not an object, or changes one of those fields.
+    pub fn mutate(
+        &self,
+        review: &Review,
+        reader: Arc<dyn ObjectReader>,
+        deadline: Duration,
+    ) -> Result<Result<Option<Value>, Denial>, CallError> {
+        let answer = self.call_admission(reader, deadline, |bindings, store, review| {
+            bindings.operon_reconciler_admission().call_mutate(store, review)
+        }, review)?;
+        let max = self.inner.limits.max_output;
+        match answer {
+            Ok(None) => Ok(Ok(None)),
+            Ok(Some(text)) => {
+                check_size(text.len(), max)?;
+                check_mutated(review, &text).map(|object| Ok(Some(object)))
+            }
+            Err(denial) => {
+                check_size(denial.message.len(), max)?;
+                Ok(Err(Denial { message: denial.message, code: denial.code }))
+            }
+        }
+    }
+
+    /// Instantiate (or take a pooled instance), call under the deadline,
+    /// give a clean instance back to the pool.
+    fn call_admission<R>(
+        &self,
+        reader: Arc<dyn ObjectReader>,
+        deadline: Duration,
+        f: impl FnOnce(&ReconcilerWithAdmission, &mut Store<State>, &wit::Review) -> wasmtime::Result<R>,
+        review: &Review,
+    ) -> Result<R, CallError> {
+        let inner = &self.inner;
+        let Some(admission) = &inner.admission else {
+            return Err(CallError::Instantiate(wasmtime::Error::msg(format!(
+                "the module does not export {WIT_PACKAGE}/admission@{WIT_VERSION}; build it for the \
+                 reconciler-with-admission world (Rust: `operon_sdk::export!(MyReconciler with admission)`)"
+            ))));
+        };
+        // The smaller deadline, and the limits that name it in errors.
+        let limits = Limits { timeout: inner.limits.timeout.min(deadline), ..inner.limits.clone() };
+        let scope = CallScope { reader, manifest: Some(inner.manifest.clone()) };
+        let mut instance = match admission.pool.as_ref().and_then(Pool::take) {
+            Some(mut instance) => {
+                instance.store.data_mut().scope = Some(scope);
+                instance
+            }
+            None => self.instantiate_admission(admission, scope, &limits)?,
+        };
+        let wit_review = to_wit(review);
+        arm_deadline(&mut instance.store, inner.runtime.config().epoch_tick, limits.timeout);
+        instance.store.data_mut().limiter.exceeded = None;
+        let result = f(&instance.bindings, &mut instance.store, &wit_review);
+        if let Some(wasi) = instance.store.data_mut().wasi.as_mut() {
+            wasi.flush(&mut instance.stdio_seen);
+        }
+        let result = result.map_err(|e| super::module::classify(e, &instance.store, &limits));
+        // A trapped instance may be in any state: only clean ones go back.
+        if let (Some(pool), Ok(_)) = (&admission.pool, &result) {
+            instance.store.data_mut().scope = None;
+            pool.give(instance);
+        }
+        result
+    }
+
+    fn instantiate_admission(
+        &self,
+        admission: &Admission,
+        scope: CallScope,
+        limits: &Limits,
+    ) -> Result<AdmissionInstance, CallError> {
+        let inner = &self.inner;
+        let state = State {
+            limiter: Limiter { memory: limits.memory, exceeded: None },
+            scope: Some(scope),
+            wasi: inner.info.uses_wasi.then(WasiState::new),
+        };
+        let mut store = Store::new(inner.runtime.engine(), state);
+        store.limiter(|s| &mut s.limiter);
+        // Start functions run at instantiation: bound them like a call.
+        arm_deadline(&mut store, inner.runtime.config().epoch_tick, limits.timeout);
+        let bindings =
+            admission.pre.instantiate(&mut store).map_err(|e| super::module::classify(e, &store, limits))?;
+        Ok(AdmissionInstance { store, bindings, stdio_seen: (0, 0) })
+    }
+}
+
+fn arm_deadline(store: &mut Store<State>, tick: Duration, timeout: Duration) {
+    let ticks = timeout.as_nanos().div_ceil(tick.as_nanos().max(1)) as u64;
+    store.set_epoch_deadline(ticks.max(1) + 1);
+    store.epoch_deadline_trap();
+}
+
+fn check_size(size: usize, limit: usize) -> Result<(), CallError> {
+    if size > limit {
+        return Err(CallError::OutputTooLarge { size, limit });
+    }
+    Ok(())
+}
+
+/// Parse a mutated object and check it keeps what `mutate` may not change.
+fn check_mutated(review: &Review, text: &str) -> Result<Value, CallError> {
+    let object: Value = serde_json::from_str(text)
+        .map_err(|e| CallError::Malformed(format!("mutate returned an object that is not valid JSON: {e}")))?;
+    if !object.is_object() {
+        return Err(CallError::Malformed("mutate returned something that is not a JSON object".into()));
+    }
+    let Some(original) = &review.object else {
+        return Err(CallError::Malformed(format!(
+            "mutate returned an object for a {} request, which has none to change",
+            review.operation
+        )));
+    };
+    let original: Value = serde_json::from_str(original).unwrap_or(Value::Null);
+    for pointer in IMMUTABLE_BY_MUTATE {
+        if original.pointer(pointer) != object.pointer(pointer) {
+            return Err(CallError::Malformed(format!(
+                "mutate changed {} (from {} to {}), which admission may not change",
+                pointer.trim_start_matches('/').replace('/', "."),
+                original.pointer(pointer).map_or("nothing".into(), Value::to_string),
+                object.pointer(pointer).map_or("nothing".into(), Value::to_string),
+            )));
+        }
+    }
+    Ok(object)
+}
+
+fn to_wit(r: &Review) -> wit::Review {
+    wit::Review {
+        uid: r.uid.clone(),
+        operation: match r.operation {
+            Operation::Create => wit::Operation::Create,
+            Operation::Update => wit::Operation::Update,
+            Operation::Delete => wit::Operation::Delete,
+            Operation::Connect => wit::Operation::Connect,
+        },
+        kind: (&r.kind).into(),
+        sub_resource: r.sub_resource.clone(),
+        namespace: r.namespace.clone(),
+        name: r.name.clone(),
+        object: r.object.clone(),
+        old_object: r.old_object.clone(),
+        user_info: wit::UserInfo {
+            username: r.user_info.username.clone(),
+            uid: r.user_info.uid.clone(),
+            groups: r.user_info.groups.clone(),
+        },
+        dry_run: r.dry_run,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::{Gvk, UserInfo};
+
+    fn review(object: Option<&str>) -> Review {
+        Review {
+            uid: "u".into(),
+            operation: Operation::Create,
+            kind: Gvk::new("example.operon.dev", "v1alpha1", "WebApp"),
+            sub_resource: None,
+            namespace: Some("shop".into()),
+            name: "web".into(),
+            object: object.map(str::to_string),
+            old_object: None,
+            user_info: UserInfo::default(),
+            dry_run: false,
+        }
+    }
+
+    const WEB: &str = r#"{"apiVersion":"example.operon.dev/v1alpha1","kind":"WebApp","metadata":{"name":"web","namespace":"shop"},"spec":{}}"#;
+
+    #[test]
+    fn mutated_objects_may_change_the_spec_only() {
+        let ok = check_mutated(&review(Some(WEB)), &WEB.replace(r#""spec":{}"#, r#""spec":{"port":8080}"#));
+        assert_eq!(ok.unwrap()["spec"]["port"], 8080);
+        let renamed = check_mutated(&review(Some(WEB)), &WEB.replace(r#""name":"web""#, r#""name":"other""#));
+        let message = renamed.unwrap_err().to_string();
+        assert!(message.contains("metadata.name") && message.contains("\"other\""), "{message}");
+        let moved = check_mutated(&review(Some(WEB)), &WEB.replace(r#","namespace":"shop""#, ""));
+        assert!(moved.unwrap_err().to_string().contains("metadata.namespace"));
+    }
+
+    #[test]
+    fn mutated_objects_must_be_json_objects() {
+        assert!(check_mutated(&review(Some(WEB)), "[1]").unwrap_err().to_string().contains("not a JSON object"));
+        assert!(check_mutated(&review(Some(WEB)), "{").unwrap_err().to_string().contains("not valid JSON"));
+        let delete = check_mutated(&review(None), WEB).unwrap_err().to_string();
+        assert!(delete.contains("none to change"), "{delete}");
+    }
+}

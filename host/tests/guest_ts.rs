@@ -1,0 +1,73 @@
+//! The TypeScript author workflow, end to end, with the real toolchain
+//! (npm, tsc, esbuild, componentize-js) and the real host: `operon new
+//! --lang ts` → `operon build` → `operon test` in a scratch directory
+//! outside the repository, and the repository's `ts-webapp` through the
+//! WebApp fixtures every language shares.
+//!
+//! A missing toolchain fails these tests with the install hint that
+//! `operon build` prints (CI installs everything); they never skip.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const OPERON: &str = env!("CARGO_BIN_EXE_operon");
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// Runs `command`, asserting success; returns stdout.
+fn run(command: &mut Command) -> String {
+    let output = command.output().unwrap_or_else(|e| panic!("{command:?}: {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{command:?} failed ({}):\n{stdout}\n{stderr}", output.status);
+    stdout
+}
+
+fn operon(dir: &Path, args: &[&str]) -> String {
+    run(Command::new(OPERON).current_dir(dir).args(args))
+}
+
+#[test]
+fn a_new_ts_project_should_build_and_pass_its_fixtures() {
+    let scratch = tempfile::tempdir().unwrap();
+    assert!(!scratch.path().starts_with(repo()), "the scratch directory must be outside the repository");
+    operon(scratch.path(), &["new", "--lang", "ts", "greeter"]);
+    let project = scratch.path().join("greeter");
+    for file in [
+        "operon.toml",
+        "package.json",
+        "package-lock.json",
+        "tsconfig.json",
+        "src/index.ts",
+        "test/index.test.ts",
+        "README.md",
+        "operon-sdk/package.json",
+        "operon-sdk/src/index.ts",
+    ] {
+        assert!(project.join(file).is_file(), "{file} was not scaffolded");
+    }
+    // `operon build` installs the pinned tools itself (npm install) on the first build.
+    let built = operon(&project, &["build"]);
+    assert!(built.contains("dist/greeter.wasm"), "{built}");
+    let tested = operon(&project, &["test"]);
+    assert!(tested.lines().any(|l| l == "3 passed, 0 failed"), "{tested}");
+    // The scaffold's own unit tests, natively, with node's test runner.
+    let unit = run(Command::new("npm").current_dir(&project).args(["test", "--silent"]));
+    assert!(unit.lines().any(|l| l == "# fail 0") && unit.lines().any(|l| l == "# pass 2"), "{unit}");
+}
+
+#[test]
+fn ts_webapp_should_pass_the_shared_webapp_fixtures() {
+    let scratch = tempfile::tempdir().unwrap();
+    let module = scratch.path().join("ts-webapp.wasm");
+    let example = repo().join("guest-examples/ts-webapp");
+    operon(&repo(), &["build", example.to_str().unwrap(), "-o", module.to_str().unwrap()]);
+    let fixtures = repo().join("guest-examples/webapp/fixtures");
+    let tested = operon(&repo(), &["test", module.to_str().unwrap(), fixtures.to_str().unwrap()]);
+    assert!(tested.lines().any(|l| l == "7 passed, 0 failed"), "{tested}");
+    let inspected = operon(&repo(), &["inspect", module.to_str().unwrap()]);
+    assert!(inspected.contains("operon:reconciler/admission@0.1.0"), "the WebApp exports admission:\n{inspected}");
+    assert!(!inspected.contains("wasi:http"), "the network is disabled:\n{inspected}");
+}

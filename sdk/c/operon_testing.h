@@ -1,0 +1,89 @@
+/*
+ * operon_testing.h — run a reconciler natively, without wasm and without a
+ * cluster, through operon_run_reconcile (the code path of the component's
+ * export): what passes here passes in the component.
+ *
+ *     operon_fake_cluster_t *cluster = operon_fake_cluster_new();
+ *     operon_fake_cluster_add(cluster, "{\"apiVersion\":\"v1\",\"kind\":\"Secret\",...}");
+ *     operon_raw_outcome_t out;
+ *     const char *children[] = {"{...a ConfigMap...}"};
+ *     operon_test_reconcile(cluster, parent_json, children, 1, false, &out);
+ *     CHECK(!out.failed);
+ *     operon_raw_outcome_free(&out);
+ *
+ * The fake cluster answers operon_get and operon_list (objects with no
+ * metadata.namespace match any namespace; a read without a namespace means
+ * the parent's). Its selectors support `k=v`, `k==v`, `k!=v`, `k` and `!k`,
+ * comma-separated. It lets every kind be read: check manifest.reads
+ * yourself.
+ *
+ * A tiny test harness comes with it: CHECK(cond) and CHECK_STR(a, b)
+ * record failures, OPERON_RUN_TEST(fn) runs a test function, and
+ * operon_test_summary() prints "N passed, M failed" and returns the exit
+ * status.
+ */
+#ifndef OPERON_TESTING_H
+#define OPERON_TESTING_H
+
+#include <stdio.h>
+#include <string.h>
+
+#include "operon.h"
+
+typedef struct operon_fake_cluster operon_fake_cluster_t;
+
+operon_fake_cluster_t *operon_fake_cluster_new(void);
+/* Adds an object (JSON text, copied). */
+void operon_fake_cluster_add(operon_fake_cluster_t *cluster, const char *json);
+void operon_fake_cluster_free(operon_fake_cluster_t *cluster);
+/* The number of lines logged so far, and line i's message. */
+size_t operon_fake_cluster_logs(const operon_fake_cluster_t *cluster);
+const char *operon_fake_cluster_log(const operon_fake_cluster_t *cluster, size_t i);
+
+/* Builds the wire request as the host does (children grouped by the kinds
+ * of operon_manifest()->owns, in that order) and runs it. cluster may be
+ * NULL (an empty one). A child of a kind the manifest does not own is
+ * refused with a failure, as the host would never hand it in. */
+void operon_test_reconcile(operon_fake_cluster_t *cluster, const char *parent, const char *const *children,
+                           size_t children_len, bool finalizing, operon_raw_outcome_t *out);
+/* Runs an admission function on a review of op for object (JSON or NULL). */
+void operon_test_admission(operon_admission_fn fn, operon_operation_t op, const char *object,
+                           operon_raw_admission_t *out);
+
+extern int operon_test_passed, operon_test_failed, operon_test_current_failed;
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond); \
+            operon_test_current_failed = 1;                                          \
+        }                                                                            \
+    } while (0)
+
+#define CHECK_STR(a, b)                                                                                    \
+    do {                                                                                                   \
+        const char *a_ = (a), *b_ = (b);                                                                   \
+        if (!a_ || !b_ || strcmp(a_, b_) != 0) {                                                           \
+            fprintf(stderr, "%s:%d: %s == %s failed:\n  %s\n  %s\n", __FILE__, __LINE__, #a, #b,           \
+                    a_ ? a_ : "(null)", b_ ? b_ : "(null)");                                               \
+            operon_test_current_failed = 1;                                                                \
+        }                                                                                                  \
+    } while (0)
+
+#define OPERON_RUN_TEST(fn)                                      \
+    do {                                                         \
+        operon_test_current_failed = 0;                          \
+        fn();                                                    \
+        if (operon_test_current_failed) {                        \
+            operon_test_failed++;                                \
+            fprintf(stderr, "FAILED  %s\n", #fn);                \
+        } else {                                                 \
+            operon_test_passed++;                                \
+            printf("ok      %s\n", #fn);                         \
+        }                                                        \
+    } while (0)
+
+/* Prints "N passed, M failed"; returns 0 when nothing failed. */
+int operon_test_summary(void);
+
+#endif

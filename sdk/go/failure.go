@@ -1,0 +1,37 @@
+package operon
+
+import (
+	"errors"
+	"fmt"
+)
+
+// TerminalError marks err as terminal: retrying cannot help (the spec is
+// invalid), so the host records a warning event and does not reconcile the
+// object again until it changes. Any other error returned by Reconcile is
+// transient: the host retries with per-object exponential backoff
+// ([Request.Attempt] counts the failures in a row). It returns nil for a
+// nil err, and the result unwraps to err.
+//
+// The name follows controller-runtime's reconcile.TerminalError.
+func TerminalError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &terminalError{err}
+}
+
+// Terminalf is TerminalError(fmt.Errorf(format, args...)).
+func Terminalf(format string, args ...any) error {
+	return &terminalError{fmt.Errorf(format, args...)}
+}
+
+// IsTerminal reports whether err (or an error it wraps) is terminal.
+func IsTerminal(err error) bool {
+	var t *terminalError
+	return errors.As(err, &t)
+}
+
+type terminalError struct{ err error }
+
+func (e *terminalError) Error() string { return e.err.Error() }
+func (e *terminalError) Unwrap() error { return e.err }

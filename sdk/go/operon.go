@@ -1,0 +1,89 @@
+// Package operon writes Operon reconcilers in Go.
+//
+// A reconciler is a pure function compiled to a WebAssembly component: the
+// host hands it one object (the parent) with its children and related
+// objects, and it answers with the children that should exist, the
+// parent's status, events and when to run again. The host does all the
+// I/O: it watches the cluster, server-side applies the answer, deletes the
+// children no longer wanted, writes the status and records the events.
+//
+// Implement [Reconciler] and register it once from the main package:
+//
+//	func init() { operon.Export(Greeter{}) }
+//
+//	func main() {} // required by Go, never called in a component
+//
+// `operon build` compiles the package for GOOS=wasip1 with the bindings of
+// the project's WIT world and turns it into a component. Natively (go
+// test), the same [Run] code path runs with a fake cluster
+// ([operon.dev/sdk/go/operontest]).
+//
+// # The contract
+//
+//   - Level-based: the host may call Reconcile any number of times for the
+//     same object. Derive the answer from the Request alone; keep no state
+//     between calls (an instance may be fresh for every call).
+//   - Whole truth: the Outcome lists every child that should exist; existing
+//     children it leaves out are deleted.
+//   - Deterministic: no clock readings, no randomness, so an unchanged
+//     cluster causes no writes.
+//   - Errors: a returned error is transient (retried with backoff) unless it
+//     wraps [TerminalError] (not retried until the object changes).
+package operon
+
+import (
+	"context"
+
+	"operon.dev/sdk/go/internal/abi"
+)
+
+// Reconciler computes the desired state of one parent object.
+type Reconciler interface {
+	// Manifest describes the reconciler. Must be pure and cheap: the host
+	// calls it when it loads (and smoke-tests) the module.
+	Manifest() Manifest
+	// Reconcile computes the desired state of one parent. A nil error with
+	// a nil Outcome means an empty outcome (every child deleted). An error
+	// is transient unless it wraps [TerminalError]; nothing of the
+	// reconcile is written either way.
+	Reconcile(ctx context.Context, req *Request) (*Outcome, error)
+}
+
+// Export registers r as the component's reconciler. Call it once, from an
+// init function of the main package. When r also implements [Validator]
+// or [Mutator], they are the component's admission functions; they are
+// served only when operon.toml says world = "reconciler-with-admission".
+func Export(r Reconciler) {
+	abi.Exports.Manifest = func() abi.Manifest { return r.Manifest() }
+	abi.Exports.Reconcile = func(host abi.Host, req abi.Request) (abi.Outcome, *abi.Failure) {
+		return Run(host, r, req)
+	}
+	abi.Exports.Validate, abi.Exports.Mutate = nil, nil
+	if v, ok := r.(Validator); ok {
+		abi.Exports.Validate = func(host abi.Host, review abi.Review) ([]string, *abi.Denial) {
+			return RunValidate(host, v, review)
+		}
+	}
+	if m, ok := r.(Mutator); ok {
+		abi.Exports.Mutate = func(host abi.Host, review abi.Review) (*string, *abi.Denial) {
+			return RunMutate(host, m, review)
+		}
+	}
+}
+
+// Host is what a component imports from the host: logging and reads of
+// the host's cache. The SDK implements it with the WIT imports inside a
+// component; [operon.dev/sdk/go/operontest.Cluster] implements it natively.
+type Host = abi.Host
+
+// Level is a log severity of [Host.Log].
+type Level = abi.Level
+
+// Log levels.
+const (
+	LevelTrace = abi.LevelTrace
+	LevelDebug = abi.LevelDebug
+	LevelInfo  = abi.LevelInfo
+	LevelWarn  = abi.LevelWarn
+	LevelError = abi.LevelError
+)

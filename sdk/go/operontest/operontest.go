@@ -1,0 +1,392 @@
+// Package operontest runs reconcilers natively, without wasm and without a
+// cluster, through [operon.Run], the code path of the component's export:
+// what passes here passes in the component.
+//
+//	cluster := operontest.NewCluster(secret)
+//	req := operontest.Request(greeting).Child(configMap)
+//	got, err := operontest.Reconcile(Greeter{}, cluster, req)
+//
+// A [Cluster] stands in for the host's cache (the objects Get and List
+// see). Unlike the host, it lets every kind be read: check Manifest.Reads
+// yourself.
+package operontest
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	operon "operon.dev/sdk/go"
+)
+
+// LogLine is a line logged through operon.Logger.
+type LogLine struct {
+	Level   operon.Level
+	Message string
+	Fields  [][2]string
+}
+
+// Cluster is an in-memory stand-in for the host's cache. It implements
+// operon.Host. An empty namespace in a read means the parent's namespace
+// during [Reconcile], any namespace otherwise; cluster-scoped objects (no
+// metadata.namespace) match any namespace.
+type Cluster struct {
+	objects   []operon.Object
+	namespace string
+	// Logs holds what was logged, in order.
+	Logs []LogLine
+}
+
+// NewCluster returns a cluster holding objects (see [Cluster.Add]).
+func NewCluster(objects ...any) *Cluster {
+	c := &Cluster{}
+	for _, o := range objects {
+		c.Add(o)
+	}
+	return c
+}
+
+// Add stores an object: anything that marshals to a JSON object with
+// apiVersion, kind and metadata.name. It panics otherwise (a broken test).
+func (c *Cluster) Add(object any) {
+	c.objects = append(c.objects, mustObject(object))
+}
+
+func mustObject(object any) operon.Object {
+	text, err := json.Marshal(object)
+	if err != nil {
+		panic(fmt.Sprintf("operontest: %v", err))
+	}
+	o, err := operon.ParseObject(text)
+	if err != nil || o.String("apiVersion") == "" || o.String("kind") == "" {
+		panic(fmt.Sprintf("operontest: not an object with apiVersion and kind: %s", text))
+	}
+	return o
+}
+
+// Log implements operon.Host.
+func (c *Cluster) Log(level operon.Level, message string, fields [][2]string) {
+	c.Logs = append(c.Logs, LogLine{Level: level, Message: message, Fields: fields})
+}
+
+func (c *Cluster) scoped(kind operon.GVK, namespace string) []operon.Object {
+	if namespace == "" {
+		namespace = c.namespace
+	}
+	var out []operon.Object
+	for _, o := range c.objects {
+		ns := o.Namespace()
+		if o.GVK() == kind && (ns == "" || namespace == "" || ns == namespace) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// Get implements operon.Host.
+func (c *Cluster) Get(ref operon.ObjectRef) (string, bool, error) {
+	for _, o := range c.scoped(ref.Kind, ref.Namespace) {
+		if o.Name() == ref.Name {
+			text, err := json.Marshal(o)
+			return string(text), true, err
+		}
+	}
+	return "", false, nil
+}
+
+// List implements operon.Host.
+func (c *Cluster) List(kind operon.GVK, namespace, labelSelector string) ([]string, error) {
+	selector, err := ParseSelector(labelSelector)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for _, o := range c.scoped(kind, namespace) {
+		if selector.Matches(o.Labels()) {
+			text, err := json.Marshal(o)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, string(text))
+		}
+	}
+	return out, nil
+}
+
+// RequestBuilder builds the WIT request of one reconcile.
+type RequestBuilder struct {
+	parent     operon.Object
+	children   []operon.Object
+	related    []operon.Object
+	finalizing bool
+	attempt    uint32
+}
+
+// Request starts a request for parent (anything that marshals to an object).
+func Request(parent any) *RequestBuilder {
+	return &RequestBuilder{parent: mustObject(parent)}
+}
+
+// Child adds an existing child.
+func (b *RequestBuilder) Child(object any) *RequestBuilder {
+	b.children = append(b.children, mustObject(object))
+	return b
+}
+
+// Related adds a related object (of a watched kind).
+func (b *RequestBuilder) Related(object any) *RequestBuilder {
+	b.related = append(b.related, mustObject(object))
+	return b
+}
+
+// Finalizing marks the parent as being deleted with the finalizer.
+func (b *RequestBuilder) Finalizing(finalizing bool) *RequestBuilder {
+	b.finalizing = finalizing
+	return b
+}
+
+// Attempt sets how many failures in a row came before.
+func (b *RequestBuilder) Attempt(n uint32) *RequestBuilder {
+	b.attempt = n
+	return b
+}
+
+// Build returns the WIT request as the host builds it: children grouped by
+// the kinds of manifest.Owns, in that order, sorted by namespace then name.
+// It panics on a child whose kind is not owned (the host would never hand
+// it in).
+func (b *RequestBuilder) Build(manifest operon.Manifest) operon.RawRequest {
+	raw := operon.RawRequest{Object: string(mustJSON(b.parent)), Finalizing: b.finalizing, Attempt: b.attempt}
+	children := append([]operon.Object(nil), b.children...)
+	sort.SliceStable(children, func(i, j int) bool {
+		a, z := children[i], children[j]
+		if a.Namespace() != z.Namespace() {
+			return a.Namespace() < z.Namespace()
+		}
+		return a.Name() < z.Name()
+	})
+	for _, kind := range manifest.Owns {
+		group := operon.Children{Kind: kind, Objects: []string{}}
+		for _, c := range children {
+			if c.GVK() == kind {
+				group.Objects = append(group.Objects, string(mustJSON(c)))
+			}
+		}
+		raw.Children = append(raw.Children, group)
+	}
+	for _, c := range children {
+		owned := false
+		for _, kind := range manifest.Owns {
+			owned = owned || c.GVK() == kind
+		}
+		if !owned {
+			panic(fmt.Sprintf("operontest: child %s %s is of a kind the manifest does not own", c.String("kind"), c.Name()))
+		}
+	}
+	for _, r := range b.related {
+		raw.Related = append(raw.Related, string(mustJSON(r)))
+	}
+	return raw
+}
+
+func mustJSON(o operon.Object) []byte {
+	text, err := json.Marshal(o)
+	if err != nil {
+		panic(fmt.Sprintf("operontest: %v", err))
+	}
+	return text
+}
+
+// Result is a decoded outcome, for assertions.
+type Result struct {
+	Desired      []operon.Object
+	Status       operon.Object
+	Events       []operon.Event
+	RequeueAfter time.Duration
+	Finalized    bool
+}
+
+// Find returns the desired object of kind (e.g. "Deployment") called name.
+func (r *Result) Find(kind, name string) operon.Object {
+	for _, o := range r.Desired {
+		if o.String("kind") == kind && o.Name() == name {
+			return o
+		}
+	}
+	return nil
+}
+
+// Reasons returns the events' reasons, in order.
+func (r *Result) Reasons() []string {
+	out := []string{}
+	for _, e := range r.Events {
+		out = append(out, e.Reason)
+	}
+	return out
+}
+
+// Failure is a reconcile that produced no outcome, as the host sees it.
+type Failure struct {
+	Terminal bool
+	Message  string
+}
+
+func (f *Failure) Error() string {
+	if f.Terminal {
+		return "terminal failure: " + f.Message
+	}
+	return "transient failure: " + f.Message
+}
+
+// Reconcile runs r through operon.Run with cluster as the host (nil: an
+// empty one). The error is a *Failure.
+func Reconcile(r operon.Reconciler, cluster *Cluster, req *RequestBuilder) (*Result, error) {
+	if cluster == nil {
+		cluster = NewCluster()
+	}
+	cluster.namespace = req.parent.Namespace()
+	defer func() { cluster.namespace = "" }()
+	raw, failure := operon.Run(cluster, r, req.Build(r.Manifest()))
+	if failure != nil {
+		return nil, &Failure{Terminal: failure.Terminal, Message: failure.Message}
+	}
+	result := &Result{Events: raw.Events, Finalized: raw.Finalized}
+	for _, text := range raw.Desired {
+		o, err := operon.ParseObject([]byte(text))
+		if err != nil {
+			return nil, err
+		}
+		result.Desired = append(result.Desired, o)
+	}
+	if raw.Status != nil {
+		o, err := operon.ParseObject([]byte(*raw.Status))
+		if err != nil {
+			return nil, err
+		}
+		result.Status = o
+	}
+	if raw.RequeueAfterMs != nil {
+		result.RequeueAfter = time.Duration(*raw.RequeueAfterMs) * time.Millisecond
+	}
+	return result, nil
+}
+
+// Review builds an admission review of op for object (nil for none).
+func Review(op operon.Operation, object any) operon.RawReview {
+	review := operon.RawReview{UID: "operontest", Operation: op}
+	if object != nil {
+		o := mustObject(object)
+		text := string(mustJSON(o))
+		review.Object = &text
+		review.Kind = o.GVK()
+		review.Name = o.Name()
+		if ns := o.Namespace(); ns != "" {
+			review.Namespace = &ns
+		}
+	}
+	return review
+}
+
+// Selector is a parsed label selector.
+type Selector []requirement
+
+type requirement struct {
+	key    string
+	op     string // exists, !exists, in, notin
+	values []string
+}
+
+// ParseSelector parses Kubernetes label selector syntax: `a=b`, `a==b`,
+// `a!=b`, `a in (x,y)`, `a notin (x,y)`, `a`, `!a`, joined by commas.
+func ParseSelector(text string) (Selector, error) {
+	var s Selector
+	for _, part := range splitTop(text) {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(part, "!"):
+			s = append(s, requirement{key: strings.TrimSpace(part[1:]), op: "!exists"})
+		case strings.Contains(part, "!="):
+			k, v, _ := strings.Cut(part, "!=")
+			s = append(s, requirement{key: strings.TrimSpace(k), op: "notin", values: []string{strings.TrimSpace(v)}})
+		case strings.Contains(part, "="):
+			k, v, _ := strings.Cut(part, "=")
+			v = strings.TrimPrefix(v, "=")
+			s = append(s, requirement{key: strings.TrimSpace(k), op: "in", values: []string{strings.TrimSpace(v)}})
+		case strings.Contains(part, " notin ") || strings.Contains(part, " in "):
+			op := " in "
+			if strings.Contains(part, " notin ") {
+				op = " notin "
+			}
+			k, rest, _ := strings.Cut(part, op)
+			rest = strings.TrimSpace(rest)
+			if !strings.HasPrefix(rest, "(") || !strings.HasSuffix(rest, ")") {
+				return nil, fmt.Errorf("label selector %q: expected (values) after%s", text, op)
+			}
+			var values []string
+			for _, v := range strings.Split(rest[1:len(rest)-1], ",") {
+				values = append(values, strings.TrimSpace(v))
+			}
+			s = append(s, requirement{key: strings.TrimSpace(k), op: strings.TrimSpace(op), values: values})
+		default:
+			if strings.ContainsAny(part, " ()") {
+				return nil, fmt.Errorf("label selector %q: cannot parse %q", text, part)
+			}
+			s = append(s, requirement{key: part, op: "exists"})
+		}
+	}
+	return s, nil
+}
+
+func splitTop(text string) []string {
+	var parts []string
+	depth, start := 0, 0
+	for i, c := range text {
+		switch c {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case ',':
+			if depth == 0 {
+				parts = append(parts, text[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(parts, text[start:])
+}
+
+// Matches reports whether labels satisfy every requirement.
+func (s Selector) Matches(labels map[string]string) bool {
+	for _, r := range s {
+		v, ok := labels[r.key]
+		in := false
+		for _, want := range r.values {
+			in = in || (ok && v == want)
+		}
+		switch r.op {
+		case "exists":
+			if !ok {
+				return false
+			}
+		case "!exists":
+			if ok {
+				return false
+			}
+		case "in":
+			if !in {
+				return false
+			}
+		case "notin":
+			if in {
+				return false
+			}
+		}
+	}
+	return true
+}

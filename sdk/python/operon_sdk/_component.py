@@ -1,0 +1,133 @@
+"""The component's ``guest`` exports: the only module that imports the bindings
+componentize-py generates (``wit_world``), so everything else runs natively.
+
+``operon build`` writes the entry module componentize-py starts from::
+
+    from operon_sdk._component import Guest, bind
+    from greeter import Greeter
+    bind(Greeter())
+
+(plus ``Admission`` from :mod:`operon_sdk._admission` for the
+``reconciler-with-admission`` world).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from componentize_py_types import Err
+from wit_world import exports
+from wit_world.imports import host as wit_host
+from wit_world.imports import types as wit
+
+from . import run
+from .context import HostError, Level
+from .failure import Failure
+from .kinds import Gvk
+from .manifest import AllInNamespace, Annotation, Label
+from .reconciler import Reconciler
+from .request import RawRequest
+
+_reconciler: Reconciler[Any] | None = None
+
+_LEVELS = {
+    Level.TRACE: wit_host.Level.TRACE,
+    Level.DEBUG: wit_host.Level.DEBUG,
+    Level.INFO: wit_host.Level.INFO,
+    Level.WARN: wit_host.Level.WARN,
+    Level.ERROR: wit_host.Level.ERROR,
+}
+
+
+def bind(reconciler: Reconciler[Any], admission: bool = False) -> None:
+    """Make ``reconciler`` the component's. Runs while componentize-py builds
+    the component, so mistakes fail the build, not the first call."""
+    global _reconciler
+    if not isinstance(reconciler, Reconciler):
+        raise TypeError(f"{reconciler!r} is not an operon_sdk.Reconciler")
+    if admission and not type(reconciler).has_admission():
+        raise TypeError(
+            f'operon.toml says world = "reconciler-with-admission", but {type(reconciler).__name__} '
+            "defines neither validate nor mutate"
+        )
+    run.manifest(reconciler)  # fails the build when it raises
+    _reconciler = reconciler
+
+
+def reconciler() -> Reconciler[Any]:
+    """The bound reconciler."""
+    if _reconciler is None:
+        raise RuntimeError("no reconciler bound: the entry module must call operon_sdk._component.bind")
+    return _reconciler
+
+
+def _gvk(kind: Gvk) -> wit.Gvk:
+    return wit.Gvk(kind.group, kind.version, kind.kind)
+
+
+class WitHost:
+    """:class:`~operon_sdk.context.Host` over the component's ``host`` imports."""
+
+    def log(self, level: Level, message: str, fields: list[tuple[str, str]]) -> None:
+        wit_host.log(_LEVELS[level], message, fields)
+
+    def get(self, kind: Gvk, namespace: str | None, name: str) -> str | None:
+        try:
+            return wit_host.get(wit.ObjectRef(_gvk(kind), namespace, name))
+        except Err as error:
+            raise HostError(str(error.value)) from None
+
+    def list(self, kind: Gvk, namespace: str | None, label_selector: str | None) -> list[str]:
+        try:
+            return wit_host.list(_gvk(kind), namespace, label_selector)
+        except Err as error:
+            raise HostError(str(error.value)) from None
+
+
+HOST = WitHost()
+
+
+def _mapping(mapping: Any) -> wit.Mapping:
+    if isinstance(mapping, Label):
+        return wit.Mapping_Label(mapping.name)
+    if isinstance(mapping, Annotation):
+        return wit.Mapping_Annotation(mapping.name)
+    if isinstance(mapping, AllInNamespace):
+        return wit.Mapping_AllInNamespace()
+    raise TypeError(f"not a watch mapping: {mapping!r}")
+
+
+class Guest(exports.Guest):
+    """The ``guest`` interface."""
+
+    def manifest(self) -> wit.ReconcilerManifest:
+        m = run.manifest(reconciler())
+        return wit.ReconcilerManifest(
+            name=m.name,
+            for_=_gvk(m.for_kind),
+            owns=[_gvk(k) for k in m.owns],
+            watches=[wit.Watch(_gvk(w.kind), _mapping(w.mapping)) for w in m.watches],
+            reads=[_gvk(k) for k in m.reads],
+            finalizer=m.finalizer,
+        )
+
+    def reconcile(self, request: wit.Request) -> wit.Outcome:
+        raw = RawRequest(
+            object=request.object,
+            children=[(Gvk(c.kind.group, c.kind.version, c.kind.kind), c.objects) for c in request.children],
+            related=request.related,
+            finalizing=request.finalizing,
+            attempt=request.attempt,
+        )
+        try:
+            out = run.reconcile(reconciler(), HOST, raw)
+        except Failure as failure:
+            variant = wit.Failure_Terminal if failure.terminal else wit.Failure_Transient
+            raise Err(variant(failure.message)) from None
+        return wit.Outcome(
+            desired=out.desired,
+            status=out.status,
+            events=[wit.Event(e.warning, e.reason, e.message) for e in out.events],
+            requeue_after_ms=out.requeue_after_ms,
+            finalized=out.finalized,
+        )

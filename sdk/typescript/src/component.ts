@@ -1,0 +1,163 @@
+/**
+ * The component's exports: the only module that imports the host interface
+ * componentize-js provides (`operon:reconciler/host@0.1.0`), so everything
+ * else runs natively.
+ *
+ * `operon build` writes the entry module componentize-js starts from:
+ *
+ * ```ts
+ * import reconciler from "../../src/index.ts";
+ * import { admissionExports, guestExports } from "@operon/sdk/component";
+ * export const guest = guestExports(reconciler);
+ * export const admission = admissionExports(reconciler);   // world reconciler-with-admission only
+ * ```
+ * @module
+ */
+
+/// <reference path="./host.d.ts" />
+import * as wit from "operon:reconciler/host@0.1.0";
+import { Denied } from "./admission.js";
+import { HostError, type Host } from "./context.js";
+import { Failure } from "./failure.js";
+import type { Mapping } from "./manifest.js";
+import { type Reconciler, hasAdmission } from "./reconciler.js";
+import * as run from "./run.js";
+import type { WitAdmission, WitDenial, WitFailure, WitGuest, WitMapping, WitReview } from "./wit.js";
+
+/** {@link Host} over the component's `host` imports. */
+const host: Host = {
+  log: (level, message, fields) => wit.log(level, message, fields),
+  get(kind, namespace, name) {
+    try {
+      return wit.get({ kind: { ...kind }, namespace, name });
+    } catch (error) {
+      throw new HostError(payload(error));
+    }
+  },
+  list(kind, namespace, labelSelector) {
+    try {
+      return wit.list({ ...kind }, namespace, labelSelector);
+    } catch (error) {
+      throw new HostError(payload(error));
+    }
+  },
+};
+
+/** componentize-js throws an imported function's `err` as an Error whose `payload` is the value. */
+function payload(error: unknown): string {
+  const value = (error as { payload?: unknown })?.payload ?? error;
+  return value instanceof Error ? value.message : String(value);
+}
+
+function mapping(m: Mapping): WitMapping {
+  if ("label" in m) return { tag: "label", val: m.label };
+  if ("annotation" in m) return { tag: "annotation", val: m.annotation };
+  return { tag: "all-in-namespace" };
+}
+
+/**
+ * A reconciler from a module's default export: an object implementing
+ * {@link Reconciler}, or a class whose instances do.
+ */
+export function reconcilerOf(exported: unknown): Reconciler<unknown> {
+  const candidate =
+    typeof exported === "function" ? new (exported as new () => Reconciler<unknown>)() : (exported as Reconciler<unknown>);
+  if (typeof candidate?.manifest !== "function" || typeof candidate?.reconcile !== "function") {
+    throw new TypeError(
+      "the reconciler module's default export must be a Reconciler (an object or class with manifest() and reconcile())",
+    );
+  }
+  run.manifest(candidate); // fails the build, not the first call
+  return candidate;
+}
+
+/** The `guest` interface for `exported` (see {@link reconcilerOf}). */
+export function guestExports(exported: unknown): WitGuest {
+  const reconciler = reconcilerOf(exported);
+  return {
+    manifest() {
+      const m = run.manifest(reconciler);
+      return {
+        name: m.name,
+        for: { ...m.for },
+        owns: (m.owns ?? []).map((k) => ({ ...k })),
+        watches: (m.watches ?? []).map((w) => ({ kind: { ...w.kind }, mapping: mapping(w.mapping) })),
+        reads: (m.reads ?? []).map((k) => ({ ...k })),
+        finalizer: m.finalizer,
+      };
+    },
+    reconcile(request) {
+      try {
+        const out = run.reconcile(reconciler, host, {
+          object: request.object,
+          children: request.children.map((c) => [c.kind, c.objects]),
+          related: request.related,
+          finalizing: request.finalizing,
+          attempt: request.attempt,
+        });
+        return {
+          desired: out.desired,
+          status: out.status,
+          events: out.events.map((e) => ({ warning: e.warning, reason: e.reason, message: e.message })),
+          requeueAfterMs: out.requeueAfterMs === undefined ? undefined : BigInt(out.requeueAfterMs),
+          finalized: out.finalized,
+        };
+      } catch (error) {
+        if (error instanceof Failure) {
+          const failure: WitFailure = { tag: error.terminal ? "terminal" : "transient", val: error.message };
+          throw failure;
+        }
+        throw bug("reconcile", error);
+      }
+    },
+  };
+}
+
+/**
+ * An exception that is not the contract's (a bug): logged with its stack to
+ * stderr, which the host writes to its log, then rethrown, which traps the
+ * component (the host reports a failed call and retries with backoff).
+ */
+function bug(call: string, error: unknown): unknown {
+  const text = error instanceof Error ? (error.stack ? `${error}\n${error.stack}` : String(error)) : JSON.stringify(error);
+  console.error(`${call} threw ${text}`);
+  return error;
+}
+
+function denial(call: string, error: unknown): never {
+  if (error instanceof Denied) {
+    const refused: WitDenial = { message: error.message, code: error.code };
+    throw refused;
+  }
+  throw bug(call, error);
+}
+
+/**
+ * The `admission` interface for `exported`.
+ * @throws {TypeError} the reconciler defines neither `validate` nor `mutate`
+ *   (while `operon build` runs: `operon.toml` asks for the admission world).
+ */
+export function admissionExports(exported: unknown): WitAdmission {
+  const reconciler = reconcilerOf(exported);
+  if (!hasAdmission(reconciler)) {
+    throw new TypeError(
+      'operon.toml says world = "reconciler-with-admission", but the reconciler defines neither validate nor mutate',
+    );
+  }
+  return {
+    validate(review: WitReview) {
+      try {
+        return run.validate(reconciler, host, review);
+      } catch (error) {
+        return denial("validate", error);
+      }
+    },
+    mutate(review: WitReview) {
+      try {
+        return run.mutate(reconciler, host, review);
+      } catch (error) {
+        return denial("mutate", error);
+      }
+    },
+  };
+}

@@ -1,0 +1,188 @@
+/**
+ * Typed objects: small schemas that read JSON with serde's rules, so a
+ * reconciler reads the same objects the same way in every language.
+ *
+ * TypeScript's types vanish at run time, and objects cross the component
+ * boundary as JSON, so a parent typed as `WebApp` must be checked to be one.
+ * A schema checks and fills defaults, and gives the type:
+ *
+ * ```ts
+ * const Spec = s.object({
+ *   image: s.string(),
+ *   replicas: s.withDefault(s.i32(), 1),
+ *   ingress: s.optional(s.object({ host: s.string() })),
+ * });
+ * type Spec = s.Infer<typeof Spec>;   // { image: string; replicas: number; ingress?: { host: string } }
+ * Spec.parse({ replicas: 2 });        // throws SchemaError("missing field `image`")
+ * ```
+ *
+ * The rules (serde's, as in the Rust SDK):
+ * - a missing key takes the default of {@link withDefault}, is `undefined`
+ *   for {@link optional}, and is an error otherwise (``missing field `image` ``);
+ * - `null` is accepted only by {@link optional} (as `undefined`);
+ * - unknown keys are ignored (and dropped);
+ * - integers are checked for range; a boolean is not a number. (JSON `2.0`
+ *   reads as the integer 2 in JavaScript, where Rust would refuse it.)
+ *
+ * @module
+ */
+
+/** JSON that does not fit a schema, with serde's wording. */
+export class SchemaError extends Error {
+  override readonly name = "SchemaError";
+}
+
+/** Reads an unknown JSON value as `T`, or throws {@link SchemaError}. */
+export interface Schema<T> {
+  parse(value: unknown): T;
+  /** What it expects, for messages (`a string`, `i32`). */
+  readonly expecting: string;
+  /** Present on {@link optional} and {@link withDefault}: the value of a missing key. */
+  readonly missing?: () => T;
+}
+
+/** The type a schema reads. */
+export type Infer<S> = S extends Schema<infer T> ? T : never;
+
+function describe(value: unknown): string {
+  if (value === null || value === undefined) return "null";
+  if (typeof value === "boolean") return `boolean \`${value}\``;
+  if (typeof value === "number") return Number.isInteger(value) ? `integer \`${value}\`` : `floating point \`${value}\``;
+  if (typeof value === "string") return `string ${JSON.stringify(value)}`;
+  if (Array.isArray(value)) return "sequence";
+  return "map";
+}
+
+function mismatch(value: unknown, expected: string): SchemaError {
+  return new SchemaError(`invalid type: ${describe(value)}, expected ${expected}`);
+}
+
+/** A JSON string. */
+export function string(): Schema<string> {
+  return {
+    expecting: "a string",
+    parse(value) {
+      if (typeof value !== "string") throw mismatch(value, "a string");
+      return value;
+    },
+  };
+}
+
+/** A JSON boolean. */
+export function boolean(): Schema<boolean> {
+  return {
+    expecting: "a boolean",
+    parse(value) {
+      if (typeof value !== "boolean") throw mismatch(value, "a boolean");
+      return value;
+    },
+  };
+}
+
+function integer(name: string, low: number, high: number): Schema<number> {
+  return {
+    expecting: name,
+    parse(value) {
+      if (typeof value !== "number" || !Number.isInteger(value)) throw mismatch(value, name);
+      if (value < low || value > high) throw new SchemaError(`invalid value: integer \`${value}\`, expected ${name}`);
+      return value;
+    },
+  };
+}
+
+/** A 32-bit integer, as Kubernetes' `int32` fields (`replicas`, `port`). */
+export function i32(): Schema<number> {
+  return integer("i32", -(2 ** 31), 2 ** 31 - 1);
+}
+
+/** A 64-bit integer (as far as JavaScript numbers are exact). */
+export function i64(): Schema<number> {
+  return integer("i64", Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
+}
+
+/** A JSON number. */
+export function f64(): Schema<number> {
+  return {
+    expecting: "f64",
+    parse(value) {
+      if (typeof value !== "number") throw mismatch(value, "f64");
+      return value;
+    },
+  };
+}
+
+/** Any JSON value, unchecked. */
+export function any<T = unknown>(): Schema<T> {
+  return { expecting: "any value", parse: (value) => value as T };
+}
+
+/** A JSON array of `item`. */
+export function array<T>(item: Schema<T>): Schema<T[]> {
+  return {
+    expecting: "a sequence",
+    parse(value) {
+      if (!Array.isArray(value)) throw mismatch(value, "a sequence");
+      return value.map((v) => item.parse(v));
+    },
+  };
+}
+
+/** A JSON object used as a map from string keys to `item`. */
+export function record<T>(item: Schema<T>): Schema<Record<string, T>> {
+  return {
+    expecting: "a map",
+    parse(value) {
+      if (typeof value !== "object" || value === null || Array.isArray(value)) throw mismatch(value, "a map");
+      return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, item.parse(v)]));
+    },
+  };
+}
+
+/** `T | undefined`: a missing key or `null` reads as undefined. */
+export function optional<T>(schema: Schema<T>): Schema<T | undefined> {
+  return {
+    expecting: schema.expecting,
+    missing: () => undefined,
+    parse: (value) => (value === null || value === undefined ? undefined : schema.parse(value)),
+  };
+}
+
+/** `T`, `fallback()` (or `fallback`) when the key is missing; `null` is an error. */
+export function withDefault<T>(schema: Schema<T>, fallback: NoInfer<T> | (() => NoInfer<T>)): Schema<T> {
+  const missing = typeof fallback === "function" ? (fallback as () => T) : () => structuredClone(fallback);
+  return { expecting: schema.expecting, missing, parse: (value) => schema.parse(value) };
+}
+
+type Fields = Record<string, Schema<unknown>>;
+type OptionalKeys<F extends Fields> = {
+  [K in keyof F]: undefined extends Infer<F[K]> ? K : never;
+}[keyof F];
+
+/** The type an {@link object} schema reads: optional fields are optional properties. */
+export type ObjectOf<F extends Fields> = { [K in Exclude<keyof F, OptionalKeys<F>>]: Infer<F[K]> } & {
+  [K in OptionalKeys<F>]?: Infer<F[K]>;
+};
+
+/** A JSON object with these fields (keys as written in JSON). Unknown keys are dropped. */
+export function object<F extends Fields>(fields: F, name = "a struct"): Schema<ObjectOf<F>> {
+  return {
+    expecting: name,
+    parse(value) {
+      if (typeof value !== "object" || value === null || Array.isArray(value)) throw mismatch(value, name);
+      const input = value as Record<string, unknown>;
+      const out: Record<string, unknown> = {};
+      for (const [key, schema] of Object.entries(fields)) {
+        if (Object.prototype.hasOwnProperty.call(input, key)) {
+          const parsed = schema.parse(input[key]);
+          if (parsed !== undefined) out[key] = parsed;
+        } else if (schema.missing) {
+          const fallback = schema.missing();
+          if (fallback !== undefined) out[key] = fallback;
+        } else {
+          throw new SchemaError(`missing field \`${key}\``);
+        }
+      }
+      return out as ObjectOf<F>;
+    },
+  };
+}

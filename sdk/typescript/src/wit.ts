@@ -1,0 +1,143 @@
+/**
+ * The records of the WIT contract (`operon:reconciler@0.1.0`) as they cross
+ * the component boundary in JavaScript (componentize-js' representation):
+ * records are objects with camelCase fields, `option<T>` is `T | undefined`,
+ * variants are `{ tag, val }`, enums are their kebab-case names, `u64` is a
+ * `bigint`, and a `result` is the return value (ok) or a thrown `{ tag:
+ * "err", val }`-shaped error payload (err).
+ *
+ * Reconcilers never need these: they are the input and output of
+ * {@link "./run"} and of the adapter in `component.ts`.
+ *
+ * @module
+ */
+
+/** One Kubernetes object as JSON text. */
+export type ObjectJson = string;
+
+/** `record gvk`. */
+export interface WitGvk {
+  group: string;
+  version: string;
+  kind: string;
+}
+
+/** `record object-ref`. */
+export interface WitObjectRef {
+  kind: WitGvk;
+  namespace?: string;
+  name: string;
+}
+
+/** `variant mapping`. */
+export type WitMapping =
+  | { tag: "label"; val: string }
+  | { tag: "annotation"; val: string }
+  | { tag: "all-in-namespace" };
+
+/** `record watch`. */
+export interface WitWatch {
+  kind: WitGvk;
+  mapping: WitMapping;
+}
+
+/** `record reconciler-manifest`. */
+export interface WitManifest {
+  name: string;
+  for: WitGvk;
+  owns: WitGvk[];
+  watches: WitWatch[];
+  reads: WitGvk[];
+  finalizer?: string;
+}
+
+/** `record children`. */
+export interface WitChildren {
+  kind: WitGvk;
+  objects: ObjectJson[];
+}
+
+/** `record request`. */
+export interface WitRequest {
+  object: ObjectJson;
+  children: WitChildren[];
+  related: ObjectJson[];
+  finalizing: boolean;
+  attempt: number;
+}
+
+/** `record event`. */
+export interface WitEvent {
+  warning: boolean;
+  reason: string;
+  message: string;
+}
+
+/** `record outcome`. `requeueAfterMs` is a `u64`: a bigint. */
+export interface WitOutcome {
+  desired: ObjectJson[];
+  status?: ObjectJson;
+  events: WitEvent[];
+  requeueAfterMs?: bigint;
+  finalized: boolean;
+}
+
+/** `variant failure`. */
+export type WitFailure = { tag: "transient"; val: string } | { tag: "terminal"; val: string };
+
+/** `enum level` of the host interface. */
+export type WitLevel = "trace" | "debug" | "info" | "warn" | "error";
+
+/** `enum operation` of the admission interface. */
+export type WitOperation = "create" | "update" | "delete" | "connect";
+
+/** `record user-info`. */
+export interface WitUserInfo {
+  username: string;
+  uid: string;
+  groups: string[];
+}
+
+/** `record review`. */
+export interface WitReview {
+  uid: string;
+  operation: WitOperation;
+  kind: WitGvk;
+  subResource?: string;
+  namespace?: string;
+  name: string;
+  object?: ObjectJson;
+  oldObject?: ObjectJson;
+  userInfo: WitUserInfo;
+  dryRun: boolean;
+}
+
+/** `record denial`. */
+export interface WitDenial {
+  message: string;
+  code?: number;
+}
+
+/** The `host` interface the component imports. */
+export interface WitHost {
+  log(level: WitLevel, message: string, fields: [string, string][]): void;
+  /** Throws the error string on `err`. */
+  get(ref: WitObjectRef): ObjectJson | undefined;
+  /** Throws the error string on `err`. */
+  list(kind: WitGvk, namespace: string | undefined, labelSelector: string | undefined): ObjectJson[];
+}
+
+/** The `guest` interface the component exports. */
+export interface WitGuest {
+  manifest(): WitManifest;
+  /** Throws a {@link WitFailure} on `err`. */
+  reconcile(request: WitRequest): WitOutcome;
+}
+
+/** The `admission` interface the component exports (world `reconciler-with-admission`). */
+export interface WitAdmission {
+  /** Throws a {@link WitDenial} on `err`. */
+  validate(review: WitReview): string[];
+  /** Throws a {@link WitDenial} on `err`. */
+  mutate(review: WitReview): ObjectJson | undefined;
+}
