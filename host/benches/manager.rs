@@ -218,7 +218,10 @@ fn parse_args() -> Result<Args> {
                 args.contenders = v
                     .split(',')
                     .map(|c| {
-                        Kind::ALL.into_iter().find(|k| k.short() == c.trim()).with_context(|| format!("unknown contender {c}"))
+                        Kind::ALL
+                            .into_iter()
+                            .find(|k| k.short() == c.trim())
+                            .with_context(|| format!("unknown contender {c}"))
                     })
                     .collect::<Result<_>>()?;
             }
@@ -239,9 +242,10 @@ fn parse_args() -> Result<Args> {
 
 /// `$CARGO_TARGET_DIR`, or the workspace's `target/`.
 fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"))
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    dir.canonicalize().unwrap_or(dir)
 }
 
 /// The programs: the guest (built by `cargo xtask guests`), `operon` (built
@@ -252,10 +256,19 @@ fn prepare() -> Result<Bins> {
     if !wasm.exists() {
         bail!("{} is missing; build it with `cargo xtask guests rust-webapp`", wasm.display());
     }
+    // Private copies: other builds in the workspace may replace cargo's
+    // outputs while a long run is going on.
+    let bin = target_dir().join("bench/bin");
+    std::fs::create_dir_all(&bin)?;
+    let copy = |from: PathBuf, name: &str| -> Result<PathBuf> {
+        let to = bin.join(name);
+        std::fs::copy(&from, &to).with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+        Ok(to)
+    };
     Ok(Bins {
-        operon: PathBuf::from(env!("CARGO_BIN_EXE_operon")),
-        wasm,
-        native: std::env::current_exe()?,
+        operon: copy(PathBuf::from(env!("CARGO_BIN_EXE_operon")), "operon")?,
+        wasm: copy(wasm, "rust-webapp.wasm")?,
+        native: copy(std::env::current_exe()?, "bench-manager")?,
         go: build_go()?,
     })
 }
@@ -359,6 +372,11 @@ struct RunResult {
     /// kube-apiserver and etcd CPU seconds over the convergence.
     apiserver_cpu: f64,
     etcd_cpu: f64,
+    /// CPU seconds over the convergence of everything else on the machine
+    /// (this program, kube-controller-manager, other jobs), and the 1-minute
+    /// load average at its end.
+    other_cpu: f64,
+    load: f64,
     /// Namespace deletion after the run, seconds.
     cleanup: f64,
 }
@@ -444,10 +462,14 @@ async fn run_size(plane: &ControlPlane, ctx: &Ctx<'_>, watchdog: &mut Watchdog, 
         tokio::time::sleep(Duration::from_secs(1)).await;
 
         let before = contender.stats();
-        let (api0, etcd0) = (proc_stats(apiserver).cpu, proc_stats(etcd).cpu);
+        let (api0, etcd0, busy0) = (proc_stats(apiserver).cpu, proc_stats(etcd).cpu, procs::machine_busy());
         let (created, converged) = converge(&client, &namespace, n, &tracker).await?;
         let after = contender.stats();
-        let (api1, etcd1) = (proc_stats(apiserver).cpu, proc_stats(etcd).cpu);
+        let (api1, etcd1, busy1) = (proc_stats(apiserver).cpu, proc_stats(etcd).cpu, procs::machine_busy());
+        let load = std::fs::read_to_string("/proc/loadavg")
+            .ok()
+            .and_then(|l| l.split_whitespace().next()?.parse().ok())
+            .unwrap_or(f64::NAN);
         let counts = tokio::task::block_in_place(|| contender.counts())?;
         let finalizer = match counts.finalizer {
             Some(f) => f,
@@ -468,6 +490,8 @@ async fn run_size(plane: &ControlPlane, ctx: &Ctx<'_>, watchdog: &mut Watchdog, 
             after,
             apiserver_cpu: api1 - api0,
             etcd_cpu: etcd1 - etcd0,
+            other_cpu: (busy1 - busy0) - (api1 - api0) - (etcd1 - etcd0) - (after.cpu - before.cpu),
+            load,
             cleanup: 0.0,
         };
         eprintln!(
@@ -638,7 +662,10 @@ async fn latency(
     }
     let missing = out.iter().filter(|s| s.start.is_none()).count();
     if missing > 0 {
-        eprintln!("bench: no reconcile start recorded for {missing} of {samples} samples ({} starts seen)", starts.len());
+        eprintln!(
+            "bench: no reconcile start recorded for {missing} of {samples} samples ({} starts seen)",
+            starts.len()
+        );
     }
     Ok(out)
 }
@@ -805,7 +832,7 @@ fn report_size(args: &Args, size: &SizeResult) {
         "1. Convergence: {n} WebApps created at once ({CREATE_CONCURRENCY} creates in flight) -> every one has its Deployment, Service and Ready status"
     );
     println!(
-        "   {:<3} {:<25} {:>9} {:>10} {:>10} {:>7}  {:<30} {:>9} {:>9} {:>9} {:>8}",
+        "   {:<3} {:<25} {:>9} {:>10} {:>10} {:>7}  {:<30} {:>9} {:>9} {:>9} {:>9} {:>5} {:>8}",
         "#",
         "",
         "created",
@@ -816,11 +843,13 @@ fn report_size(args: &Args, size: &SizeResult) {
         "ctrl CPU",
         "apiserver",
         "etcd CPU",
+        "other CPU",
+        "load",
         "cleanup"
     );
     for (i, r) in size.runs.iter().enumerate() {
         println!(
-            "   {:<3} {:<25} {:>7.2} s {:>8.2} s {:>10} {:>7}  {:<35} {:>7.1} s {:>7.1} s {:>7.1} s {:>6.0} s",
+            "   {:<3} {:<25} {:>7.2} s {:>8.2} s {:>10} {:>7}  {:<35} {:>7.1} s {:>7.1} s {:>7.1} s {:>7.1} s {:>5.1} {:>6.0} s",
             i + 1,
             format!("{}{}", r.kind.label(), if r.instrumented { "*" } else { "" }),
             r.created,
@@ -831,10 +860,15 @@ fn report_size(args: &Args, size: &SizeResult) {
             r.cpu(),
             r.apiserver_cpu,
             r.etcd_cpu,
+            r.other_cpu,
+            r.load,
             r.cleanup
         );
     }
     println!("   (* instrumented run: reconcile starts reported, see 2.)");
+    println!(
+        "   (CPU seconds over the convergence; other: the rest of the machine, this program included; load: 1-min load average at the end)"
+    );
     let means: Vec<(Kind, f64)> = Kind::ALL.iter().filter_map(|&k| Some((k, size.mean_converged(k)?))).collect();
     println!(
         "   mean convergence: {}",
@@ -877,7 +911,10 @@ fn report_size(args: &Args, size: &SizeResult) {
                 pct(&v, 99.0)
             };
             row("patch sent -> response (API server write)", samples.iter().map(|s| ms(s.returned, s.sent)).collect());
-            row("watch delivers the new generation (bench's watch)", samples.iter().map(|s| ms(s.watch, s.returned)).collect());
+            row(
+                "watch delivers the new generation (bench's watch)",
+                samples.iter().map(|s| ms(s.watch, s.returned)).collect(),
+            );
             row(
                 "reconcile starts (as the controller reports it)",
                 samples.iter().filter_map(|s| Some(ms(s.start?, s.returned))).collect(),
@@ -1005,6 +1042,7 @@ fn write_results(args: &Args, machine: &str, sizes: &[SizeResult]) -> Result<()>
                         "rss_synced_bytes": r.before.rss, "rss_converged_bytes": r.after.rss, "hwm_bytes": r.after.hwm,
                         "rss_per_object_bytes": r.per_object(s.parents),
                         "cpu_s": r.cpu(), "apiserver_cpu_s": r.apiserver_cpu, "etcd_cpu_s": r.etcd_cpu,
+                        "other_cpu_s": r.other_cpu, "load_1m": r.load,
                         "cleanup_s": r.cleanup,
                     })
                 })

@@ -15,6 +15,22 @@ pub mod manager;
 pub mod metrics;
 pub mod project;
 pub mod queue;
+pub mod reconciler;
 pub mod runtime;
 pub mod server;
 pub mod telemetry;
+pub mod webhook;
+
+/// Install ring as the process's rustls crypto provider (the one kube
+/// already uses), once. HTTPS clients other than kube's (module downloads,
+/// OCI registries, OTLP) build their TLS from the process default; call this
+/// before building one. Called by the CLI, [`manager::Manager::new`] and
+/// [`runtime::Runtime::new`]; tests that build an HTTP client first call it
+/// themselves.
+pub fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // Fails only if another provider was installed first: that one serves.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}

@@ -45,6 +45,10 @@ const GUEST_CALL_BUCKETS: &[f64] = &[
 /// for seconds.
 const MODULE_LOAD_BUCKETS: &[f64] = &[0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
 
+/// Prometheus' default buckets (`prometheus.DefBuckets`), which
+/// controller-runtime's `controller_runtime_webhook_latency_seconds` uses.
+const WEBHOOK_LATENCY_BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+
 /// client-go's workqueue buckets: `ExponentialBuckets(10e-9, 10, 12)`, 10 ns to 1000 s.
 fn workqueue_buckets() -> Vec<f64> {
     (0..12).map(|i| 1e-8 * 10f64.powi(i)).collect()
@@ -216,6 +220,20 @@ pub struct Metrics {
     pub cache_objects: IntGaugeVec,
     /// `operon_apply_total{controller,operation}`.
     pub apply_total: IntCounterVec,
+    /// `controller_runtime_webhook_requests_total{webhook,code}`: admission
+    /// requests by HTTP status code (a denial is a 200 whose review says
+    /// `allowed: false`). `webhook` is the path, as controller-runtime labels
+    /// it (`/validate/<plugin>`).
+    pub webhook_requests_total: IntCounterVec,
+    /// `controller_runtime_webhook_latency_seconds{webhook}`.
+    pub webhook_latency_seconds: HistogramVec,
+    /// `controller_runtime_webhook_requests_in_flight{webhook}`.
+    pub webhook_requests_in_flight: IntGaugeVec,
+    /// `operon_webhook_guest_failures_total{webhook,kind,failure_policy}`:
+    /// admission calls the guest could not answer (`kind` as in
+    /// `operon_guest_errors_total`), answered by the failure policy: `Fail`
+    /// denied them, `Ignore` allowed them.
+    pub webhook_guest_failures_total: IntCounterVec,
     /// The digest each controller's `operon_module_info` series carries, so a
     /// swap replaces the series instead of adding one.
     module_digests: Mutex<HashMap<String, String>>,
@@ -393,6 +411,28 @@ impl Metrics {
                 "operon_apply_total",
                 "Total number of writes by the applier per controller and operation (apply, delete, status)",
                 &["controller", "operation"],
+            ),
+            webhook_requests_total: counter(
+                "controller_runtime_webhook_requests_total",
+                "Total number of admission requests by HTTP status code.",
+                &["webhook", "code"],
+            ),
+            webhook_latency_seconds: histogram(
+                "controller_runtime_webhook_latency_seconds",
+                "Histogram of the latency of processing admission requests",
+                &["webhook"],
+                WEBHOOK_LATENCY_BUCKETS.to_vec(),
+            ),
+            webhook_requests_in_flight: int_gauge(
+                "controller_runtime_webhook_requests_in_flight",
+                "Current number of admission requests being served.",
+                &["webhook"],
+            ),
+            webhook_guest_failures_total: counter(
+                "operon_webhook_guest_failures_total",
+                "Total number of admission calls a guest could not answer, per webhook, kind \
+                 (timeout, memory, trap, malformed, oversized, instantiate) and the failure policy that answered",
+                &["webhook", "kind", "failure_policy"],
             ),
             module_digests: Mutex::new(HashMap::new()),
             registry: r,
@@ -606,6 +646,52 @@ impl Metrics {
         self.apply_total.with_label_values(&[controller, operation.label()]).inc();
     }
 
+    /// An admission request arrived at `webhook` (its path): counted in
+    /// `controller_runtime_webhook_requests_in_flight` until the returned
+    /// guard is dropped.
+    #[must_use = "the request counts as in flight only while the guard lives"]
+    pub fn webhook_request_started(&self, webhook: &str) -> InFlight {
+        let gauge = self.webhook_requests_in_flight.with_label_values(&[webhook]);
+        gauge.inc();
+        InFlight { gauge }
+    }
+
+    /// An admission request to `webhook` was answered with HTTP `code` after
+    /// `elapsed`.
+    pub fn webhook_request_finished(&self, webhook: &str, code: u16, elapsed: Duration) {
+        self.webhook_requests_total.with_label_values(&[webhook, &code.to_string()]).inc();
+        self.webhook_latency_seconds.with_label_values(&[webhook]).observe(elapsed.as_secs_f64());
+    }
+
+    /// The guest behind `webhook` could not answer; `failure_policy`
+    /// (`Fail` or `Ignore`) answered instead.
+    pub fn webhook_guest_failed(&self, webhook: &str, kind: GuestErrorKind, failure_policy: &str) {
+        self.webhook_guest_failures_total.with_label_values(&[webhook, kind.label(), failure_policy]).inc();
+    }
+
+    /// A webhook was registered: creates its series at zero, so rates and
+    /// alerts work before its first request.
+    pub fn webhook_added(&self, webhook: &str, failure_policy: &str) {
+        self.webhook_requests_in_flight.with_label_values(&[webhook]).set(0);
+        for kind in GuestErrorKind::ALL {
+            self.webhook_guest_failures_total.with_label_values(&[webhook, kind.label(), failure_policy]);
+        }
+    }
+
+    /// A webhook was removed (its plugin unregistered): drops its series.
+    pub fn webhook_removed(&self, webhook: &str) {
+        let _ = self.webhook_latency_seconds.remove_label_values(&[webhook]);
+        let _ = self.webhook_requests_in_flight.remove_label_values(&[webhook]);
+        for code in [200, 400, 404, 405, 413, 415, 500] {
+            let _ = self.webhook_requests_total.remove_label_values(&[webhook, &code.to_string()]);
+        }
+        for kind in GuestErrorKind::ALL {
+            for policy in ["Fail", "Ignore"] {
+                let _ = self.webhook_guest_failures_total.remove_label_values(&[webhook, kind.label(), policy]);
+            }
+        }
+    }
+
     fn digests(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
         // The map is always consistent (single inserts/removes), so a panic
         // elsewhere while it was held does not make it unusable.
@@ -620,6 +706,19 @@ pub struct ActiveWorker {
 }
 
 impl Drop for ActiveWorker {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+/// Counts one admission request in
+/// `controller_runtime_webhook_requests_in_flight` while it lives.
+#[derive(Debug)]
+pub struct InFlight {
+    gauge: IntGauge,
+}
+
+impl Drop for InFlight {
     fn drop(&mut self) {
         self.gauge.dec();
     }
@@ -671,6 +770,11 @@ mod tests {
         m.module_loaded("shop", "sha256:abc", Duration::from_millis(300));
         m.cache_objects("apps/v1 Deployment", 17);
         m.applied("shop", ApplyOperation::Apply);
+        m.webhook_added("/validate/shop", "Fail");
+        let in_flight = m.webhook_request_started("/validate/shop");
+        m.webhook_request_finished("/validate/shop", 200, Duration::from_micros(300));
+        m.webhook_guest_failed("/validate/shop", GuestErrorKind::Trap, "Fail");
+        drop(in_flight);
         drop(busy);
         m
     }
@@ -710,6 +814,11 @@ mod tests {
             r#"operon_cache_objects{kind="apps/v1 Deployment"}"#,
             r#"operon_apply_total{controller="shop",operation="apply"}"#,
             r#"operon_apply_total{controller="shop",operation="status"}"#,
+            r#"controller_runtime_webhook_requests_total{code="200",webhook="/validate/shop"}"#,
+            r#"controller_runtime_webhook_latency_seconds_bucket{webhook="/validate/shop",le="0.005"}"#,
+            r#"controller_runtime_webhook_latency_seconds_bucket{webhook="/validate/shop",le="10"}"#,
+            r#"controller_runtime_webhook_requests_in_flight{webhook="/validate/shop"}"#,
+            r#"operon_webhook_guest_failures_total{failure_policy="Fail",kind="trap",webhook="/validate/shop"}"#,
         ] {
             assert!(sample(&text, series).is_some(), "missing {series} in:\n{text}");
         }
@@ -749,6 +858,24 @@ mod tests {
         let text = m.encode().expect("encodes");
         assert!(!text.contains(r#"controller="shop""#), "{text}");
         assert!(text.contains("operon_cache_objects"), "series of other labels stay");
+    }
+
+    #[test]
+    fn webhook_series_should_count_requests_and_drop_with_the_webhook() {
+        let text = populated().encode().expect("encodes");
+        let get = |s: &str| sample(&text, s).unwrap_or(f64::NAN);
+        assert_eq!(get(r#"controller_runtime_webhook_requests_total{code="200",webhook="/validate/shop"}"#), 1.0);
+        assert_eq!(get(r#"controller_runtime_webhook_requests_in_flight{webhook="/validate/shop"}"#), 0.0, "guard dropped");
+        assert_eq!(get(r#"controller_runtime_webhook_latency_seconds_count{webhook="/validate/shop"}"#), 1.0);
+        assert_eq!(
+            get(r#"operon_webhook_guest_failures_total{failure_policy="Fail",kind="timeout",webhook="/validate/shop"}"#),
+            0.0,
+            "zero-initialised"
+        );
+        let m = populated();
+        m.webhook_removed("/validate/shop");
+        let text = m.encode().expect("encodes");
+        assert!(!text.contains("/validate/shop"), "{text}");
     }
 
     #[test]

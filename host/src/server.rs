@@ -211,6 +211,7 @@ mod tests {
     }
 
     async fn fetch(url: &str) -> (u16, String, String) {
+        crate::install_crypto_provider();
         let response = reqwest::get(url).await.expect("request succeeds");
         let status = response.status().as_u16();
         let content_type =

@@ -174,6 +174,8 @@ pub fn otel_layer<S>(otlp: &Otlp) -> Result<(tracing_opentelemetry::OpenTelemetr
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
+    // The exporter's HTTP client takes its TLS from the process default.
+    crate::install_crypto_provider();
     let mut exporter =
         opentelemetry_otlp::SpanExporter::builder().with_http().with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
     if let Some(endpoint) = &otlp.endpoint {

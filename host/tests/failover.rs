@@ -45,7 +45,7 @@ impl Operon {
     /// The metrics text, or `None` if the process cannot be scraped (not up
     /// yet, or gone): never mistaken for "not leading" or "no reconciles".
     async fn scrape(&self) -> Option<String> {
-        let resp = reqwest::get(&self.metrics).await.ok()?;
+        let resp = common::http_get(&self.metrics).await.ok()?;
         if !resp.status().is_success() {
             return None;
         }

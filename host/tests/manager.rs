@@ -121,7 +121,7 @@ impl Running {
     /// read "no metric" as "zero".
     async fn scrape(&self) -> String {
         let url = format!("{}/metrics", self.metrics);
-        let resp = reqwest::get(&url).await.unwrap_or_else(|e| panic!("scraping {url}: {e}"));
+        let resp = common::http_get(&url).await.unwrap_or_else(|e| panic!("scraping {url}: {e}"));
         assert!(resp.status().is_success(), "scraping {url}: {}", resp.status());
         resp.text().await.unwrap()
     }

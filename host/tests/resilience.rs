@@ -122,7 +122,7 @@ async fn a_kind_installed_later_is_waited_for_and_reported() {
     // Not ready, and /readyz says why.
     let readyz = format!("http://127.0.0.1:{port}/readyz");
     let why = eventually("/readyz to explain the missing kind", Duration::from_secs(30), || async {
-        let resp = reqwest::get(&readyz).await.ok()?;
+        let resp = common::http_get(&readyz).await.ok()?;
         let status = resp.status();
         let body = resp.text().await.ok()?;
         (status == 503 && body.contains("CRD")).then_some(body)
@@ -151,7 +151,7 @@ async fn a_kind_installed_later_is_waited_for_and_reported() {
     })
     .await;
     eventually("/readyz ok", Duration::from_secs(30), || async {
-        reqwest::get(&readyz).await.ok()?.status().is_success().then_some(())
+        common::http_get(&readyz).await.ok()?.status().is_success().then_some(())
     })
     .await;
     let _ = stop.send(());

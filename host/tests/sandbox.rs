@@ -276,6 +276,39 @@ fn a_wasi_guests_stdout_and_stderr_go_to_the_host_log() {
     assert!(stderr.contains("stderr"), "{stderr}");
 }
 
+#[test]
+fn a_guest_that_writes_megabytes_is_rate_limited_never_stopped() {
+    let logs = captured_logs();
+    let rt = runtime();
+    let (rate, burst) = (200, 50);
+    let limits = Limits { log_lines_per_second: rate, log_burst: burst, timeout: Duration::from_secs(20), ..limits() };
+    let module = rt.load(&guest("wasi-stdio"), limits).unwrap();
+    assert_eq!(module.limits().instance_policy, runtime::InstancePolicy::Pooled, "WASI guests are pooled by default");
+    let flood = request(serde_json::json!({"apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
+        "metadata": {"name": "t", "namespace": "default", "uid": "u"}, "spec": {"flood": 8 << 20}}));
+    let started = Instant::now();
+    for _ in 0..2 {
+        let outcome =
+            call(&module, &flood).expect("the guest must not trap however much it writes").expect("reconcile");
+        assert_eq!(outcome.status.unwrap()["flooded"], 8 << 20);
+    }
+    let allowed = f64::from(burst) + f64::from(rate) * started.elapsed().as_secs_f64() + 5.0;
+    // 2 × 83,886 lines: all but what the rate allows are dropped, and counted.
+    let dropped = module.dropped_log_lines();
+    assert!(dropped as f64 >= 2.0 * 83_886.0 - allowed, "dropped {dropped}");
+    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let logged = text.lines().filter(|l| l.contains("xxxxxxxxxx")).count();
+    assert!(logged as f64 <= allowed, "{logged} lines logged, {allowed} allowed");
+    let announced = text.lines().filter(|l| l.contains("dropping lines until it slows down")).count();
+    assert_eq!(announced, 1, "one episode, said once");
+    // After a pause the guest's lines flow again, and the log says how many were lost.
+    std::thread::sleep(Duration::from_millis(300));
+    call(&module, &thing()).expect("sandbox").expect("reconcile");
+    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let reported = text.rfind("lines of guest output").expect("the drop count is never reported");
+    assert!(text[reported..].contains("hello on stdout"), "lines did not resume after the report");
+}
+
 /// A reader with two ConfigMaps in the parent's namespace.
 struct TwoConfigMaps;
 

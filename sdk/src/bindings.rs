@@ -16,3 +16,33 @@ wit_bindgen::generate!({
     default_bindings_module: "::operon_sdk::__private::bindings",
     additional_derives: [PartialEq, Eq, Hash],
 });
+
+/// The `admission` exports, generated for a world of their own
+/// (`operon:sdk/admission-exports`, written inline here) so that they add to
+/// the `reconciler` world above instead of repeating it: two `generate!`s of
+/// worlds that both export `guest` would define its export macro twice.
+/// `export!(R with admission)` exports both worlds; the component's metadata
+/// merges them into the `reconciler-with-admission` world.
+///
+/// The shared `types` interface is the one above, so a `raw::Gvk` is the
+/// same type in both.
+pub mod admission {
+    wit_bindgen::generate!({
+        inline: "
+            package operon:sdk;
+
+            world admission-exports {
+                export operon:reconciler/admission@0.1.0;
+            }
+        ",
+        path: "../wit",
+        world: "operon:sdk/admission-exports",
+        with: {
+            "operon:reconciler/types@0.1.0": crate::bindings::operon::reconciler::types,
+        },
+        pub_export_macro: true,
+        export_macro_name: "export_admission",
+        default_bindings_module: "::operon_sdk::__private::bindings::admission",
+        additional_derives: [PartialEq, Eq, Hash],
+    });
+}

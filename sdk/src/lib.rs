@@ -102,6 +102,14 @@
 //! assert_eq!(outcome.status.unwrap()["observedGeneration"], 2);
 //! ```
 //!
+//! # Admission
+//!
+//! The same reconciler may validate and default its parent kind before the
+//! API server stores it: override [`Reconciler::validate`] and/or
+//! [`Reconciler::mutate`] and export with `export!(MyReconciler with
+//! admission)`. The host serves them as admission webhooks under the same
+//! sandbox (see [`admission`]).
+//!
 //! # Building
 //!
 //! The guest crate is a `cdylib` (plus `rlib`, for native tests) built for
@@ -124,6 +132,7 @@
 //!   guest crate must enable one Kubernetes version feature of k8s-openapi.
 //! - `fixtures`: [`testing::fixtures`] (pulls in serde_yaml).
 
+pub mod admission;
 #[doc(hidden)]
 pub mod bindings;
 mod context;
@@ -137,6 +146,7 @@ mod request;
 pub mod run;
 pub mod testing;
 
+pub use admission::{AdmissionReview, Denial};
 pub use context::Context;
 pub use failure::Failure;
 pub use host::{Host, Level};
@@ -155,6 +165,9 @@ pub mod raw {
     pub use crate::bindings::operon::reconciler::types::{
         Children, Event, Failure, Gvk, Mapping, Object, ObjectRef, Outcome, ReconcilerManifest as Manifest, Request,
         Watch,
+    };
+    pub use crate::bindings::admission::exports::operon::reconciler::admission::{
+        Denial, Operation, Review, UserInfo,
     };
 }
 
@@ -197,12 +210,67 @@ pub trait Reconciler {
     /// [`Failure::Terminal`] to wait until the object changes. Nothing of the
     /// reconcile is written either way.
     fn reconcile(req: Request<Self::Object>, ctx: &Context) -> Result<Outcome, Failure>;
+
+    /// Accepts or refuses a create or update of a parent before the API
+    /// server stores it; `Ok` may carry warnings, which `kubectl` prints.
+    /// Called only when the component is exported `with admission`.
+    ///
+    /// Runs after [`mutate`](Reconciler::mutate), on the mutated object.
+    /// Like `reconcile` it must be deterministic, and reads only what the
+    /// manifest may read.
+    ///
+    /// The default accepts everything.
+    ///
+    /// ```
+    /// # use operon_sdk::{AdmissionReview, Context, Denial, Failure, Gvk, Manifest, Outcome, Reconciler, Request};
+    /// # struct Quota;
+    /// # impl Reconciler for Quota {
+    /// #     type Object = serde_json::Value;
+    /// #     fn manifest() -> Manifest { Manifest::new("quota", Gvk::new("", "v1", "ConfigMap")) }
+    /// #     fn reconcile(_: Request<serde_json::Value>, _: &Context) -> Result<Outcome, Failure> { Ok(Outcome::new()) }
+    /// fn validate(review: AdmissionReview, _: &Context) -> Result<Vec<String>, Denial> {
+    ///     let keys = review.object.as_ref().and_then(|o| o["data"].as_object()).map_or(0, |d| d.len());
+    ///     if keys > 10 {
+    ///         return Err(Denial::new(format!("at most 10 keys, not {keys}")));
+    ///     }
+    ///     Ok(if keys == 0 { vec!["no data".to_owned()] } else { Vec::new() })
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A [`Denial`]: the request is refused with its message (and code).
+    fn validate(review: AdmissionReview, ctx: &Context) -> Result<Vec<String>, Denial> {
+        let _ = (review, ctx);
+        Ok(Vec::new())
+    }
+
+    /// Defaults or otherwise changes a parent before it is validated and
+    /// stored: `Ok(Some(object))` is the whole object as it should be
+    /// stored (the host sends the API server the difference as a JSON
+    /// patch); `Ok(None)` leaves it unchanged. Called only when the
+    /// component is exported `with admission`.
+    ///
+    /// The host refuses an object whose `apiVersion`, `kind`,
+    /// `metadata.name` or `metadata.namespace` differ from the request's.
+    ///
+    /// The default changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// A [`Denial`]: the request is refused with its message (and code).
+    fn mutate(review: AdmissionReview, ctx: &Context) -> Result<Option<serde_json::Value>, Denial> {
+        let _ = (review, ctx);
+        Ok(None)
+    }
 }
 
 #[doc(hidden)]
 pub mod __private {
     //! Used by the expansion of [`export!`](crate::export); not public API.
     pub use crate::bindings;
+    pub use crate::bindings::admission::exports::operon::reconciler::admission::Guest as Admission;
     pub use crate::bindings::exports::operon::reconciler::guest::Guest;
     pub use crate::host::WitHost;
 }

@@ -6,7 +6,7 @@
 //! [`FakeCluster`](crate::testing::FakeCluster). Anything that runs natively
 //! through them runs the same in the component.
 
-use crate::{Context, Host, Reconciler, Request, raw};
+use crate::{AdmissionReview, Context, Host, Reconciler, Request, raw};
 
 /// The `manifest` export: `R::manifest()` as the WIT record.
 pub fn manifest<R: Reconciler>() -> raw::Manifest {
@@ -51,4 +51,35 @@ pub fn reconcile<R: Reconciler>(host: &dyn Host, request: raw::Request) -> Resul
     let context = Context::new(host);
     let outcome = R::reconcile(request, &context)?;
     Ok(outcome.into_raw()?)
+}
+
+/// The `validate` export: parses the review, calls `R::validate` with a
+/// [`Context`] over `host`.
+///
+/// # Errors
+///
+/// The reconciler's [`Denial`](crate::Denial).
+///
+/// # Panics
+///
+/// When `R::validate` panics (a trap in the component: the host answers per
+/// the webhook's failure policy).
+pub fn validate<R: Reconciler>(host: &dyn Host, review: raw::Review) -> Result<Vec<String>, raw::Denial> {
+    let review = AdmissionReview::from_raw(review)?;
+    Ok(R::validate(review, &Context::new(host))?)
+}
+
+/// The `mutate` export: parses the review, calls `R::mutate` with a
+/// [`Context`] over `host`, serializes the mutated object.
+///
+/// # Errors
+///
+/// The reconciler's [`Denial`](crate::Denial).
+///
+/// # Panics
+///
+/// As [`validate`].
+pub fn mutate<R: Reconciler>(host: &dyn Host, review: raw::Review) -> Result<Option<String>, raw::Denial> {
+    let review = AdmissionReview::from_raw(review)?;
+    Ok(R::mutate(review, &Context::new(host))?.map(|object| object.to_string()))
 }

@@ -49,8 +49,9 @@ use serde_json::Value;
 use crate::request::Head;
 use serde::Serialize;
 
+use crate::admission::{Operation, UserInfo};
 use crate::outcome::to_object;
-use crate::{Event, Failure, Gvk, Host, Level, ObjectKind, Reconciler, raw};
+use crate::{Denial, Event, Failure, Gvk, Host, Level, ObjectKind, Reconciler, raw};
 
 pub use selector::{Selector, SelectorError};
 
@@ -374,10 +375,159 @@ pub fn reconcile<R: Reconciler>(cluster: &FakeCluster, request: raw::Request) ->
     crate::run::reconcile::<R>(&host, request).map(Reconciled::from_raw).map_err(Failure::from)
 }
 
+/// Starts an admission review of `object` (a full object, with
+/// `apiVersion`, `kind` and `metadata`): a `CREATE` by user `test`, unless
+/// changed with [`ReviewBuilder::update`] or [`ReviewBuilder::delete`].
+///
+/// ```
+/// use operon_sdk::testing::{self, FakeCluster};
+/// # use operon_sdk::{AdmissionReview, Context, Denial, Failure, Gvk, Manifest, Outcome, Reconciler, Request};
+/// # use serde_json::{json, Value};
+/// # struct Named;
+/// # impl Reconciler for Named {
+/// #     type Object = Value;
+/// #     fn manifest() -> Manifest { Manifest::new("named", Gvk::new("", "v1", "ConfigMap")) }
+/// #     fn reconcile(_: Request<Value>, _: &Context) -> Result<Outcome, Failure> { Ok(Outcome::new()) }
+/// #     fn validate(review: AdmissionReview, _: &Context) -> Result<Vec<String>, Denial> {
+/// #         if review.name.starts_with("cm-") { Ok(vec![]) } else { Err(Denial::new("names start with cm-")) }
+/// #     }
+/// # }
+/// let review = testing::review(json!({
+///     "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", "namespace": "shop"},
+/// }))
+/// .build();
+/// let denial = testing::validate::<Named>(&FakeCluster::new(), review).unwrap_err();
+/// assert_eq!(denial.message(), "names start with cm-");
+/// ```
+///
+/// # Panics
+///
+/// When `object` cannot be used as an object (it must serialize to a JSON
+/// object with `apiVersion` and `kind`).
+pub fn review(object: impl Serialize) -> ReviewBuilder {
+    match to_object(object, None) {
+        Ok(object) => ReviewBuilder {
+            operation: Operation::Create,
+            object: Some(Value::Object(object)),
+            old_object: None,
+            user_info: UserInfo { username: "test".into(), uid: String::new(), groups: vec![] },
+            dry_run: false,
+        },
+        Err(failure) => panic!("testing::review: {}", failure.message()),
+    }
+}
+
+/// Builds a [`raw::Review`] the way the host does: kind, namespace and name
+/// from the object. Made by [`review`].
+#[derive(Debug, Clone)]
+#[must_use = "call build()"]
+pub struct ReviewBuilder {
+    operation: Operation,
+    object: Option<Value>,
+    old_object: Option<Value>,
+    user_info: UserInfo,
+    dry_run: bool,
+}
+
+impl ReviewBuilder {
+    /// An `UPDATE` from `old` to the object.
+    ///
+    /// # Panics
+    ///
+    /// When `old` cannot be used as an object.
+    pub fn update(mut self, old: impl Serialize) -> ReviewBuilder {
+        match to_object(old, None) {
+            Ok(old) => self.old_object = Some(Value::Object(old)),
+            Err(failure) => panic!("ReviewBuilder::update: {}", failure.message()),
+        }
+        self.operation = Operation::Update;
+        self
+    }
+
+    /// A `DELETE` of the object: it becomes the old object, and the review
+    /// has none.
+    pub fn delete(mut self) -> ReviewBuilder {
+        self.old_object = self.object.take().or(self.old_object);
+        self.operation = Operation::Delete;
+        self
+    }
+
+    /// Sets the operation as is (`CONNECT`, say).
+    pub fn operation(mut self, operation: Operation) -> ReviewBuilder {
+        self.operation = operation;
+        self
+    }
+
+    /// Who asks.
+    pub fn user(mut self, username: &str, groups: &[&str]) -> ReviewBuilder {
+        self.user_info.username = username.to_owned();
+        self.user_info.groups = groups.iter().map(|g| (*g).to_owned()).collect();
+        self
+    }
+
+    /// Marks the request as a dry run.
+    pub fn dry_run(mut self, dry_run: bool) -> ReviewBuilder {
+        self.dry_run = dry_run;
+        self
+    }
+
+    /// The WIT review.
+    pub fn build(self) -> raw::Review {
+        let shown = self.object.as_ref().or(self.old_object.as_ref());
+        let head = shown.and_then(Head::deserialize_from).unwrap_or_default();
+        let (group, version) = head.api_version.rsplit_once('/').unwrap_or(("", head.api_version.as_str()));
+        raw::Review {
+            uid: "00000000-0000-0000-0000-000000000000".into(),
+            operation: self.operation.into_raw(),
+            kind: Gvk::new(group, version, head.kind.as_str()),
+            sub_resource: None,
+            namespace: head.metadata.namespace.clone(),
+            name: head.metadata.name.clone(),
+            object: self.object.as_ref().map(Value::to_string),
+            old_object: self.old_object.as_ref().map(Value::to_string),
+            user_info: raw::UserInfo {
+                username: self.user_info.username,
+                uid: self.user_info.uid,
+                groups: self.user_info.groups,
+            },
+            dry_run: self.dry_run,
+        }
+    }
+}
+
+/// Runs `R::validate` natively, through [`run::validate`](crate::run::validate)
+/// with `cluster` as the host (reads without a namespace use the review's).
+///
+/// # Errors
+///
+/// The reconciler's denial.
+pub fn validate<R: Reconciler>(cluster: &FakeCluster, review: raw::Review) -> Result<Vec<String>, Denial> {
+    let namespace = review.namespace.clone();
+    let host = cluster.scoped(namespace.as_deref());
+    crate::run::validate::<R>(&host, review).map_err(Denial::from)
+}
+
+/// Runs `R::mutate` natively, through [`run::mutate`](crate::run::mutate):
+/// the mutated object, parsed back, or `None`.
+///
+/// # Errors
+///
+/// The reconciler's denial.
+///
+/// # Panics
+///
+/// When the mutated object is not JSON (never the case for this SDK).
+pub fn mutate<R: Reconciler>(cluster: &FakeCluster, review: raw::Review) -> Result<Option<Value>, Denial> {
+    let namespace = review.namespace.clone();
+    let host = cluster.scoped(namespace.as_deref());
+    let mutated = crate::run::mutate::<R>(&host, review).map_err(Denial::from)?;
+    Ok(mutated.map(|json| serde_json::from_str(&json).expect("the mutated object is JSON")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Context, Manifest, Outcome, Request};
+    use crate::{AdmissionReview, Context, Manifest, Outcome, Request};
     use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
     use serde_json::json;
 
@@ -441,5 +591,79 @@ mod tests {
         let error =
             request(parent).child(secret("shop", "a", "web")).try_build(&Reader::manifest().into_raw()).unwrap_err();
         assert_eq!(error, "child Secret shop/a (v1 Secret) is not of a kind the manifest owns");
+    }
+
+    /// Refuses ConfigMaps without data, defaults a label, reads a Secret.
+    struct Gate;
+
+    impl Reconciler for Gate {
+        type Object = Value;
+        fn manifest() -> Manifest {
+            Manifest::new("gate", ConfigMap::gvk()).reads(Secret::gvk())
+        }
+        fn reconcile(_: Request<Value>, _: &Context) -> Result<Outcome, Failure> {
+            Ok(Outcome::new())
+        }
+        fn validate(review: AdmissionReview, ctx: &Context) -> Result<Vec<String>, Denial> {
+            if review.operation == Operation::Delete {
+                return Ok(vec![format!("deleting {}", review.name)]);
+            }
+            let object = review.object.unwrap_or_default();
+            if object.get("data").is_none() {
+                return Err(Denial::new("data must be set").code(422));
+            }
+            let secret = ctx.get::<Secret>("a").map_err(|f| Denial::new(f.message()))?;
+            Ok(if secret.is_some() { vec![] } else { vec!["secret a is missing".into()] })
+        }
+        fn mutate(review: AdmissionReview, _: &Context) -> Result<Option<Value>, Denial> {
+            let mut object = review.object.unwrap_or_default();
+            if object["metadata"]["labels"]["team"].is_string() {
+                return Ok(None);
+            }
+            object["metadata"]["labels"] = json!({"team": "web"});
+            Ok(Some(object))
+        }
+    }
+
+    fn config_map(data: bool) -> Value {
+        let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "shop"}});
+        if data {
+            cm["data"] = json!({"k": "v"});
+        }
+        cm
+    }
+
+    #[test]
+    fn validate_should_see_the_review_and_the_cluster() {
+        let cluster = FakeCluster::new().with(secret("shop", "a", "web"));
+        assert_eq!(validate::<Gate>(&cluster, review(config_map(true)).build()), Ok(vec![]));
+        assert_eq!(
+            validate::<Gate>(&FakeCluster::new(), review(config_map(true)).build()),
+            Ok(vec!["secret a is missing".to_owned()])
+        );
+        let denial = validate::<Gate>(&cluster, review(config_map(false)).build()).unwrap_err();
+        assert_eq!((denial.message(), denial.status_code()), ("data must be set", 422));
+        let deleting = review(config_map(true)).delete().build();
+        assert_eq!(deleting.object, None);
+        assert_eq!(deleting.name, "cm");
+        assert_eq!(validate::<Gate>(&cluster, deleting), Ok(vec!["deleting cm".to_owned()]));
+    }
+
+    #[test]
+    fn mutate_should_return_the_whole_object_or_nothing() {
+        let mutated = mutate::<Gate>(&FakeCluster::new(), review(config_map(true)).build()).unwrap().unwrap();
+        assert_eq!(mutated["metadata"]["labels"]["team"], "web");
+        assert_eq!(mutated["data"]["k"], "v");
+        let again = review(mutated.clone()).update(config_map(true)).build();
+        assert_eq!(again.operation, raw::Operation::Update);
+        assert_eq!(mutate::<Gate>(&FakeCluster::new(), again), Ok(None));
+    }
+
+    #[test]
+    fn the_default_admission_should_allow_and_change_nothing() {
+        let built = review(secret("shop", "a", "web")).build();
+        assert_eq!(built.kind, Secret::gvk());
+        assert_eq!(validate::<Reader>(&FakeCluster::new(), built.clone()), Ok(vec![]));
+        assert_eq!(mutate::<Reader>(&FakeCluster::new(), built), Ok(None));
     }
 }

@@ -13,21 +13,35 @@
 //!   builds the `operon` binary with the bench. Writes `target/bench/`
 //!   (`manager.svg`, `manager.json`, the processes' logs).
 //!
+//! - `hostile`: the neighbour's latency p99 and throughput beside each
+//!   hostile plugin, as ratios (docs/RELIABILITY.md). Needs the envtest
+//!   binaries and the `hostile` guest.
+//!
+//! - `languages`: the WebApp reconciler in Rust, C, Go, TypeScript and
+//!   Python side by side: size, cold compile, cached load, instantiate,
+//!   warm reconcile p50/p99, memory per instance. Builds every language's
+//!   component (needs every toolchain, see `.ci/run`).
+//!
 //! Arguments after the benchmark's name go to the program, e.g.
 //! `cargo xtask bench manager --parents 1000,3000,10000`.
 
 use anyhow::{Context, Result, bail};
 use std::process::Command;
 
-const USAGE: &str = "usage: cargo xtask bench runtime|manager [ARGS for the bench program]";
+const USAGE: &str = "usage: cargo xtask bench runtime|manager|hostile|languages [ARGS for the bench program]";
 
 pub fn run(args: &[&str]) -> Result<()> {
     let (name, rest) = match args {
-        [name @ ("runtime" | "manager"), rest @ ..] => (*name, rest),
+        [name @ ("runtime" | "manager" | "hostile" | "languages"), rest @ ..] => (*name, rest),
         _ => bail!("{USAGE}"),
     };
-    crate::guests::run(&["rust-webapp"]).context("building the rust-webapp guest")?;
-    if name == "manager" {
+    let guests: &[&str] = match name {
+        "hostile" => &["rust-webapp", "hostile"],
+        "languages" => &["rust-webapp", "c-webapp", "go-webapp", "ts-webapp", "python-webapp"],
+        _ => &["rust-webapp"],
+    };
+    crate::guests::run(guests).context("building the benchmark's guests")?;
+    if name == "manager" || name == "hostile" {
         let dir = operon_envtest::assets::ensure(&mut |line| eprintln!("envtest: {line}"))
             .context("provisioning the control plane binaries")?;
         eprintln!("bench: control plane binaries in {}", dir.display());

@@ -1,32 +1,38 @@
 //! `cargo xtask guests [-v] [--debug-info] [NAME…]`: build every guest into
 //! `target/guests/<name>.wasm`, as a WebAssembly component.
 //!
-//! Guests are the folders under `guest-examples/` and `host/tests/guests/`.
-//! A folder's language is told by its marker file (`Cargo.toml`, `go.mod`,
-//! ...); a Rust guest must be a workspace member, its output name is its crate
-//! name, and it may pick its target in its manifest:
+//! Guests are the folders under `guest-examples/` and `host/tests/guests/`:
+//!
+//! - A folder with an `operon.toml` is a guest project in any language
+//!   (`rust | python | ts | go | c`), built by `operon::project::build`,
+//!   the recipe `operon build` runs: **this task has no build recipe of its
+//!   own.** A tool that is missing fails the build with what to install.
+//! - Rust crates of this workspace (the test guests, which have no
+//!   `operon.toml`, and Rust projects inside the workspace such as
+//!   `rust-webapp`) are built by one batched `cargo build` for speed, then
+//!   made components by `operon::project::componentize`. A test guest may
+//!   pick its target in its manifest:
 //!
 //! ```toml
 //! [package.metadata.operon]
 //! target = "wasm32-wasip2"   # default: "wasm32-unknown-unknown"
 //! ```
 //!
-//! - `wasm32-unknown-unknown`: one `cargo build` for all such guests, then
-//!   each core module becomes a component in-process with `wit-component`
-//!   (same 0.254 family as wasmtime 48's parser).
-//! - `wasm32-wasip2`: rustc links a component itself (wasm-component-ld);
-//!   it is validated and copied.
+//! With `wasm32-wasip2`, rustc links a component itself (wasm-component-ld);
+//! it is validated and copied.
 //!
-//! Every output is validated with wasmparser 0.254 and must export something.
-//! A language is one `build_*` function from guests to component bytes; Go,
-//! Python and JavaScript are recognised but not built yet.
+//! Project builds run on their own threads beside the cargo build. Every
+//! output is validated with wasmparser 0.254 (wasmtime 48's) and must export
+//! something.
 //!
-//! Guests are built with `CARGO_PROFILE_RELEASE_STRIP=debuginfo`: the DWARF of
-//! the precompiled std would otherwise make every guest about 1.5 MB instead
-//! of tens of KB (too big for a ConfigMap). Function names are kept, so trap
-//! backtraces stay readable. `--debug-info` keeps the workspace profile as is.
+//! Rust guests are built with `CARGO_PROFILE_RELEASE_STRIP=debuginfo`: the
+//! DWARF of the precompiled std would otherwise make every guest about 1.5 MB
+//! instead of tens of KB (too big for a ConfigMap). Function names are kept,
+//! so trap backtraces stay readable. `--debug-info` keeps the workspace
+//! profile as is.
 
 use anyhow::{Context, Result, anyhow, bail};
+use operon::project::{self, BuildOptions, Lang, Project};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -42,26 +48,13 @@ const USAGE: &str = "\
 usage: cargo xtask guests [-v|--verbose] [--debug-info] [NAME…]
 
 Builds every guest (or only the NAMEs) into target/guests/<name>.wasm.
-  -v, --verbose   list each component's imports and exports
+  -v, --verbose   show every tool's output; list each component's imports and exports
   --debug-info    keep DWARF in Rust guests (the workspace release profile as is)
 ";
 
-/// How a guest is turned into a component.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Lang {
-    Rust(RustTarget),
-    /// `GOOS=wasip1` + `wit-bindgen go` + the reactor adapter from crate
-    /// `wasi-preview1-component-adapter-provider` (see [`componentize`]).
-    Go,
-    /// componentize-py.
-    Python,
-    /// componentize-js.
-    JavaScript,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum RustTarget {
-    /// A core module, made into a component here.
+    /// A core module, made into a component by `operon::project::componentize`.
     Core,
     /// A component linked by rustc (Rust std over WASI 0.2).
     Wasip2,
@@ -76,15 +69,13 @@ impl RustTarget {
     }
 }
 
-impl std::fmt::Display for Lang {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Lang::Rust(target) => write!(f, "rust {}", target.triple()),
-            Lang::Go => f.write_str("go"),
-            Lang::Python => f.write_str("python"),
-            Lang::JavaScript => f.write_str("javascript"),
-        }
-    }
+/// How a guest is built.
+#[derive(Debug)]
+enum How {
+    /// A crate of this workspace, in the batched `cargo build`.
+    Workspace(RustTarget),
+    /// `operon::project::build`.
+    Project(Box<Project>),
 }
 
 #[derive(Debug)]
@@ -92,20 +83,22 @@ struct Guest {
     /// Output name: `target/guests/<name>.wasm`.
     name: String,
     dir: PathBuf,
-    lang: Lang,
+    how: How,
+}
+
+impl Guest {
+    fn lang(&self) -> String {
+        match &self.how {
+            How::Workspace(target) => format!("rust {}", target.triple()),
+            How::Project(p) => p.config.lang.to_string(),
+        }
+    }
 }
 
 struct Options {
     verbose: bool,
     debug_info: bool,
     only: Vec<String>,
-}
-
-/// Shared by the language builders.
-struct Ctx {
-    root: PathBuf,
-    cargo: OsString,
-    debug_info: bool,
 }
 
 pub fn run(args: &[&str]) -> Result<()> {
@@ -133,37 +126,78 @@ pub fn run(args: &[&str]) -> Result<()> {
     }
     std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
 
-    let ctx = Ctx { root, cargo, debug_info: opts.debug_info };
-    let mut groups: BTreeMap<Lang, Vec<&Guest>> = BTreeMap::new();
+    let mut by_target: BTreeMap<RustTarget, Vec<&Guest>> = BTreeMap::new();
+    let mut projects: Vec<(&Guest, &Project)> = Vec::new();
     for guest in &guests {
-        groups.entry(guest.lang).or_default().push(guest);
-    }
-
-    let mut failures: Vec<String> = Vec::new();
-    let (mut built, mut failed) = (0, 0);
-    for (lang, members) in groups {
-        let components = match build_group(&ctx, lang, &members) {
-            Ok(components) => components,
-            Err(e) => {
-                let names: Vec<&str> = members.iter().map(|g| g.name.as_str()).collect();
-                failures.push(format!("{} ({lang}): {e:#}", names.join(", ")));
-                failed += members.len();
-                continue;
-            }
-        };
-        for (guest, component) in members.iter().zip(components) {
-            match component.and_then(|bytes| finish(guest, &bytes, &out_dir, opts.verbose)) {
-                Ok(()) => built += 1,
-                Err(e) => {
-                    failures.push(format!("{}: {e:#}", guest.name));
-                    failed += 1;
-                }
-            }
+        match &guest.how {
+            How::Workspace(target) => by_target.entry(*target).or_default().push(guest),
+            How::Project(p) => projects.push((guest, p)),
         }
     }
 
+    let mut failures: Vec<String> = Vec::new();
+    let mut built = 0;
+    std::thread::scope(|scope| {
+        // Projects build on their own threads (their tools are mostly
+        // single-threaded) while cargo builds the workspace guests.
+        let handles: Vec<_> = projects
+            .iter()
+            .map(|&(guest, project)| {
+                let output = out_dir.join(format!("{}.wasm", guest.name));
+                let verbose = opts.verbose;
+                let handle = scope.spawn(move || {
+                    let options = BuildOptions { output: Some(output), verbose };
+                    let name = &guest.name;
+                    let mut progress = |line: &str| {
+                        if verbose {
+                            eprintln!("{name}: {line}");
+                        }
+                    };
+                    project::build(project, &options, &mut progress)
+                });
+                (guest, handle)
+            })
+            .collect();
+
+        for (target, members) in &by_target {
+            let components = match build_rust(&cargo, &root, *target, members, opts.debug_info) {
+                Ok(components) => components,
+                Err(e) => {
+                    let names: Vec<&str> = members.iter().map(|g| g.name.as_str()).collect();
+                    failures.push(format!("{} (rust {}): {e:#}", names.join(", "), target.triple()));
+                    continue;
+                }
+            };
+            for (guest, component) in members.iter().zip(components) {
+                let result = component.and_then(|bytes| {
+                    let out = out_dir.join(format!("{}.wasm", guest.name));
+                    let changed = project::write_if_changed(&out, &bytes)?;
+                    report(guest, &bytes, changed, opts.verbose)
+                });
+                match result {
+                    Ok(()) => built += 1,
+                    Err(e) => failures.push(format!("{}: {e:#}", guest.name)),
+                }
+            }
+        }
+
+        for (guest, handle) in handles {
+            let result = match handle.join() {
+                Ok(Ok(b)) => std::fs::read(&b.path)
+                    .with_context(|| format!("reading {}", b.path.display()))
+                    .and_then(|bytes| report(guest, &bytes, b.changed, opts.verbose)),
+                Ok(Err(e)) => Err(e.into()),
+                Err(_) => Err(anyhow!("the build thread panicked")),
+            };
+            match result {
+                Ok(()) => built += 1,
+                Err(e) => failures.push(format!("{} ({}): {e:#}", guest.name, guest.lang())),
+            }
+        }
+    });
+
     if !failures.is_empty() {
-        bail!("{failed} of {} guests failed:\n  {}", guests.len(), failures.join("\n  "));
+        bail!("{} of {} guests failed:\n  {}", failures.len(), guests.len(), failures.join("\n  "));
     }
     println!("{built} guests in {:.1}s -> {}", started.elapsed().as_secs_f64(), out_dir.display());
     Ok(())
@@ -199,8 +233,9 @@ fn cargo_metadata(cargo: &OsString, root: &Path) -> Result<Value> {
     serde_json::from_slice(&output.stdout).context("parsing `cargo metadata` output")
 }
 
-/// Every guest folder, sorted by name. Folders without a marker file are
-/// skipped (they are not guests).
+/// Every guest folder, sorted by name. Folders with neither an
+/// `operon.toml` nor a `Cargo.toml` are skipped (e.g. the shared WebApp
+/// fixtures).
 fn discover(root: &Path, metadata: &Value) -> Result<Vec<Guest>> {
     let packages = metadata["packages"].as_array().context("cargo metadata has no packages")?;
     let mut guests = Vec::new();
@@ -214,20 +249,16 @@ fn discover(root: &Path, metadata: &Value) -> Result<Vec<Guest>> {
             if !dir.is_dir() {
                 continue;
             }
-            let dir_name = dir.file_name().unwrap_or_default().to_string_lossy().into_owned();
-            if dir.join("Cargo.toml").is_file() {
-                guests.push(rust_guest(&dir, packages)?);
-            } else {
-                let lang = if dir.join("go.mod").is_file() {
-                    Lang::Go
-                } else if dir.join("pyproject.toml").is_file() || dir.join("app.py").is_file() {
-                    Lang::Python
-                } else if dir.join("package.json").is_file() {
-                    Lang::JavaScript
-                } else {
-                    continue;
+            if dir.join(project::PROJECT_FILE).is_file() {
+                let project = Project::open(&dir)?;
+                let member = workspace_member(&dir, packages)?;
+                let how = match (project.config.lang, member) {
+                    (Lang::Rust, Some(_)) => How::Workspace(RustTarget::Core),
+                    _ => How::Project(Box::new(project.clone())),
                 };
-                guests.push(Guest { name: dir_name, dir, lang });
+                guests.push(Guest { name: project.name().to_string(), dir, how });
+            } else if dir.join("Cargo.toml").is_file() {
+                guests.push(rust_guest(&dir, packages)?);
             }
         }
     }
@@ -240,17 +271,26 @@ fn discover(root: &Path, metadata: &Value) -> Result<Vec<Guest>> {
     Ok(guests)
 }
 
-fn rust_guest(dir: &Path, packages: &[Value]) -> Result<Guest> {
+/// The workspace package whose manifest is `dir/Cargo.toml`, if any.
+fn workspace_member<'a>(dir: &Path, packages: &'a [Value]) -> Result<Option<&'a Value>> {
     let manifest = dir.join("Cargo.toml");
+    if !manifest.is_file() {
+        return Ok(None);
+    }
     let canonical = manifest.canonicalize()?;
-    let package = packages
-        .iter()
-        .find(|p| {
-            p["manifest_path"].as_str().and_then(|m| Path::new(m).canonicalize().ok()).is_some_and(|m| m == canonical)
-        })
-        .with_context(|| {
-            format!("{} is not a workspace member: add it to `members` in the root Cargo.toml", dir.display())
-        })?;
+    Ok(packages.iter().find(|p| {
+        p["manifest_path"].as_str().and_then(|m| Path::new(m).canonicalize().ok()).is_some_and(|m| m == canonical)
+    }))
+}
+
+/// A Rust test guest: a workspace member, named by its crate.
+fn rust_guest(dir: &Path, packages: &[Value]) -> Result<Guest> {
+    let package = workspace_member(dir, packages)?.with_context(|| {
+        format!(
+            "{} is not a workspace member: add it to `members` in the root Cargo.toml (or give it an operon.toml)",
+            dir.display()
+        )
+    })?;
     let name = package["name"].as_str().context("package without a name")?;
     let target = match package["metadata"]["operon"]["target"].as_str() {
         None | Some("wasm32-unknown-unknown") => RustTarget::Core,
@@ -260,39 +300,42 @@ fn rust_guest(dir: &Path, packages: &[Value]) -> Result<Guest> {
              (use wasm32-unknown-unknown or wasm32-wasip2)"
         ),
     };
-    Ok(Guest { name: name.to_string(), dir: dir.to_path_buf(), lang: Lang::Rust(target) })
-}
-
-/// Build one language group. The outer error fails the whole group; the
-/// components (or each guest's own error) come back in `guests` order.
-fn build_group(ctx: &Ctx, lang: Lang, guests: &[&Guest]) -> Result<Vec<Result<Vec<u8>>>> {
-    match lang {
-        Lang::Rust(target) => build_rust(ctx, target, guests),
-        Lang::Go | Lang::Python | Lang::JavaScript => {
-            bail!("building {lang} guests is not supported by `cargo xtask guests` yet")
-        }
-    }
+    Ok(Guest { name: name.to_string(), dir: dir.to_path_buf(), how: How::Workspace(target) })
 }
 
 /// One `cargo build` for every guest of `target`, then a component per guest.
-/// `--keep-going`: a guest that does not compile fails alone.
-fn build_rust(ctx: &Ctx, target: RustTarget, guests: &[&Guest]) -> Result<Vec<Result<Vec<u8>>>> {
+/// `--keep-going`: a guest that does not compile fails alone. The outer
+/// error fails the whole group; the components (or each guest's own error)
+/// come back in `guests` order.
+fn build_rust(
+    cargo: &OsString,
+    root: &Path,
+    target: RustTarget,
+    guests: &[&Guest],
+    debug_info: bool,
+) -> Result<Vec<Result<Vec<u8>>>> {
     let triple = target.triple();
     ensure_rust_target(triple)?;
 
-    let mut cmd = Command::new(&ctx.cargo);
-    cmd.current_dir(&ctx.root)
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(root)
         .args(["build", "--release", "--keep-going", "--target", triple])
         .arg("--message-format=json-render-diagnostics")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
     for guest in guests {
-        cmd.args(["-p", &guest.name]);
+        let package = if guest.dir.join(project::PROJECT_FILE).is_file() {
+            // A Rust project's output is named by operon.toml; its crate by Cargo.toml.
+            crate_name(&guest.dir)?
+        } else {
+            guest.name.clone()
+        };
+        cmd.args(["-p", &package]);
     }
     // Whole-program optimisation: guests are small, and the serde code they
     // run on every call gets faster when it is inlined across crates.
     cmd.env("CARGO_PROFILE_RELEASE_LTO", "fat").env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1");
-    if !ctx.debug_info {
+    if !debug_info {
         cmd.env("CARGO_PROFILE_RELEASE_DEBUG", "false").env("CARGO_PROFILE_RELEASE_STRIP", "debuginfo");
     }
     let mut child = cmd.spawn().context("running cargo build")?;
@@ -325,10 +368,10 @@ fn build_rust(ctx: &Ctx, target: RustTarget, guests: &[&Guest]) -> Result<Vec<Re
     let mut components = Vec::new();
     for guest in guests {
         components.push(match artifacts.get(&guest.dir.canonicalize()?) {
-            Some(artifact) => rust_component(target, artifact),
+            Some(artifact) => rust_component(&guest.name, target, artifact),
             None if !status.success() => Err(anyhow!(
-                "`cargo build --release --target {triple} -p {}` failed; see cargo's errors above",
-                guest.name
+                "`cargo build --release --target {triple}` of {} failed; see cargo's errors above",
+                guest.dir.display()
             )),
             None => Err(anyhow!("cargo produced no .wasm: is it `crate-type = [\"cdylib\"]`?")),
         });
@@ -336,12 +379,23 @@ fn build_rust(ctx: &Ctx, target: RustTarget, guests: &[&Guest]) -> Result<Vec<Re
     Ok(components)
 }
 
-fn rust_component(target: RustTarget, artifact: &Path) -> Result<Vec<u8>> {
+fn crate_name(dir: &Path) -> Result<String> {
+    let path = dir.join("Cargo.toml");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let manifest: toml::Table = text.parse().with_context(|| format!("parsing {}", path.display()))?;
+    manifest
+        .get("package")
+        .and_then(|p| p.get("name"))
+        .and_then(toml::Value::as_str)
+        .map(str::to_string)
+        .with_context(|| format!("{} has no [package] name", path.display()))
+}
+
+fn rust_component(name: &str, target: RustTarget, artifact: &Path) -> Result<Vec<u8>> {
     let bytes = std::fs::read(artifact).with_context(|| format!("reading {}", artifact.display()))?;
     match target {
-        RustTarget::Core => {
-            componentize(&bytes, None).with_context(|| format!("making a component of {}", artifact.display()))
-        }
+        RustTarget::Core => project::componentize(name, &bytes, None)
+            .with_context(|| format!("making a component of {}", artifact.display())),
         RustTarget::Wasip2 => Ok(bytes),
     }
 }
@@ -365,82 +419,39 @@ fn ensure_rust_target(triple: &str) -> Result<()> {
     Ok(())
 }
 
-/// Turn a core module carrying `component-type` custom sections (from
-/// wit-bindgen and friends) into a component. `adapter` is a WASI preview 1
-/// adapter (name, bytes) for modules that import `wasi_snapshot_preview1`,
-/// e.g. Go's: `("wasi_snapshot_preview1", wasi_preview1_component_adapter_provider::WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER)`.
-fn componentize(core: &[u8], adapter: Option<(&str, &[u8])>) -> Result<Vec<u8>> {
-    let mut encoder = wit_component::ComponentEncoder::default().validate(true).module(core)?;
-    if let Some((name, bytes)) = adapter {
-        encoder = encoder.adapter(name, bytes)?;
-    }
-    encoder.encode()
-}
-
-/// Imports and exports of a component, as `namespace:package/interface@version`.
-struct Shape {
-    imports: Vec<String>,
-    exports: Vec<String>,
-}
-
-/// Validate, describe, write (only when changed) and print one line.
-fn finish(guest: &Guest, bytes: &[u8], out_dir: &Path, verbose: bool) -> Result<()> {
+/// Validate and describe a written component, in one line.
+fn report(guest: &Guest, bytes: &[u8], changed: bool, verbose: bool) -> Result<()> {
     if !wasmparser::Parser::is_component(bytes) {
         bail!("the output is a core module, not a component");
     }
     wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::default())
         .validate_all(bytes)
         .context("the component does not validate with wasmparser 0.254 (wasmtime 48)")?;
-    let shape = shape(bytes)?;
-    if shape.exports.is_empty() {
+    let (imports, exports) = project::shape(bytes)?;
+    if exports.is_empty() {
         bail!(
             "the component exports nothing: does the guest generate its bindings and \
              call `export!`?"
         );
     }
-
-    let out = out_dir.join(format!("{}.wasm", guest.name));
-    let unchanged = std::fs::read(&out).is_ok_and(|old| old == bytes);
-    if !unchanged {
-        let tmp = out_dir.join(format!("{}.wasm.tmp", guest.name));
-        std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, &out).with_context(|| format!("writing {}", out.display()))?;
-    }
     println!(
         "{:<28} {:>10}  {:<28} {} imports, {} exports{}",
         guest.name,
         human_size(bytes.len()),
-        guest.lang.to_string(),
-        shape.imports.len(),
-        shape.exports.len(),
-        if unchanged { "" } else { "  (updated)" }
+        guest.lang(),
+        imports.len(),
+        exports.len(),
+        if changed { "  (updated)" } else { "" }
     );
     if verbose {
-        for import in &shape.imports {
+        for import in &imports {
             println!("    import {import}");
         }
-        for export in &shape.exports {
+        for export in &exports {
             println!("    export {export}");
         }
     }
     Ok(())
-}
-
-fn shape(component: &[u8]) -> Result<Shape> {
-    let wit_component::DecodedWasm::Component(resolve, world) =
-        wit_component::decode(component).context("decoding the component's WIT")?
-    else {
-        bail!("the output decodes as a WIT package, not a component");
-    };
-    let world = &resolve.worlds[world];
-    let names = |items: &wit_parser::IndexMap<wit_parser::WorldKey, wit_parser::WorldItem>| {
-        items
-            .iter()
-            .filter(|(_, item)| !matches!(item, wit_parser::WorldItem::Type { .. }))
-            .map(|(key, _)| resolve.name_world_key(key))
-            .collect::<Vec<_>>()
-    };
-    Ok(Shape { imports: names(&world.imports), exports: names(&world.exports) })
 }
 
 fn human_size(bytes: usize) -> String {

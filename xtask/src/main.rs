@@ -6,8 +6,10 @@
 mod bench;
 mod cluster;
 mod envtest;
+mod fuzz;
 mod guests;
 mod run;
+mod soak;
 mod test;
 
 use anyhow::{Result, bail};
@@ -17,12 +19,15 @@ const USAGE: &str = "\
 usage: cargo xtask <task>
 
 tasks:
-  guests                 build every guest into target/guests/<name>.wasm
+  guests [NAME…]         build every guest (every language) into target/guests/<name>.wasm
   envtest                provision etcd, kube-apiserver, kube-controller-manager; print their directory
   cluster up|down        start or stop a local control plane (target/operon-dev.kubeconfig)
-  bench runtime|manager  run a benchmark and print its figures
+  bench runtime|manager|hostile|languages  run a benchmark and print its figures
+  fuzz [--seconds N]     run the fuzz targets (cargo-fuzz) for N seconds in all (default 60)
+  soak [--minutes N]     churn, module swaps and a leader kill; RSS over time, errors, convergence
   run [-- FLAGS]         the main job: local control plane, example CRDs and objects, operon with every example
-  test [ARGS]            guests + control plane + `cargo test --workspace [ARGS]` (the README's test command)
+  test [ARGS]            guests + control plane + `cargo test --workspace [ARGS]` + every language SDK's own tests
+                         (the README's test command)
 ";
 
 fn main() -> Result<()> {
@@ -34,6 +39,8 @@ fn main() -> Result<()> {
         ["cluster", rest @ ..] => cluster::run(rest),
         ["bench", rest @ ..] => bench::run(rest),
         ["test", rest @ ..] => test::run(rest),
+        ["fuzz", rest @ ..] => fuzz::run(rest),
+        ["soak", rest @ ..] => soak::run(rest),
         ["run", rest @ ..] => run::run(rest),
         [] | ["help" | "--help" | "-h"] => {
             print!("{USAGE}");

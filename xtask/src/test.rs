@@ -1,28 +1,49 @@
 //! `cargo xtask test`: everything the README's test command promises, on a
-//! fresh machine: build the guests, provision the control plane, run every
-//! test of the workspace against it.
+//! fresh machine: build the guests of every language, provision the control
+//! plane, run every test of the workspace against it, and — beside `cargo
+//! test`, on another thread — each language SDK's and each example's own
+//! unit tests with that language's test runner (pytest, node's test runner,
+//! go test, the C tests' make target).
+//!
+//! The run ends with one line counting every test of every runner:
+//! `tests: N passed, M failed, K skipped`. It fails if any suite fails.
 
 use anyhow::{Context, Result, bail};
 use operon_envtest::assets;
 use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub fn run(args: &[&str]) -> Result<()> {
     let started = Instant::now();
+    let root = crate::root();
     crate::guests::run(&[])?;
     let step = Instant::now();
     let dir = assets::ensure(&mut |line| eprintln!("envtest: {line}"))?;
     eprintln!("xtask: control plane binaries ready in {:.1?} ({})", step.elapsed(), dir.display());
+    let suites = suites();
+    // Installs touch the examples' directories, so they are done before any
+    // test (the guest tests build those examples too).
+    for suite in &suites {
+        suite.prepare(&root)?;
+    }
 
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cargo
-        .current_dir(crate::root())
+        .current_dir(&root)
         .args(["test", "--workspace", "--locked"])
         .args(args)
         .env("KUBEBUILDER_ASSETS", &dir)
         .stdout(Stdio::piped());
     let mut child = cargo.spawn().context("running cargo test")?;
+    // The language suites run on their own thread meanwhile: they are short
+    // and mostly single-threaded, while `cargo test` first compiles.
+    let languages = std::thread::spawn({
+        let root = root.clone();
+        move || suites.iter().map(|s| s.run(&root)).collect::<Vec<_>>()
+    });
+
     // Pass the output through and add up the per-binary results, so the run
     // ends with one line that counts every test (cargo's own last line is
     // that of whichever doc-test binary ran last).
@@ -31,22 +52,155 @@ pub fn run(args: &[&str]) -> Result<()> {
     for line in BufReader::new(stdout).lines() {
         let line = line.context("reading cargo test output")?;
         println!("{line}");
-        totals.add(&line);
+        totals.add_cargo(&line);
     }
     let status = child.wait().context("waiting for cargo test")?;
+    let cargo_totals = totals;
+
+    let mut failed_suites = Vec::new();
+    eprintln!("xtask: language suites:");
+    for outcome in languages.join().map_err(|_| anyhow::anyhow!("the language suites' thread panicked"))? {
+        eprintln!(
+            "  {:<44} {:>4} passed, {} failed, {} skipped  ({:.1}s){}",
+            outcome.name,
+            outcome.totals.passed,
+            outcome.totals.failed,
+            outcome.totals.ignored,
+            outcome.elapsed.as_secs_f64(),
+            if outcome.ok { "" } else { "  FAILED" }
+        );
+        totals.passed += outcome.totals.passed;
+        totals.failed += outcome.totals.failed;
+        totals.ignored += outcome.totals.ignored;
+        if !outcome.ok {
+            failed_suites.push(outcome.name);
+        }
+    }
     eprintln!("xtask: tests finished in {:.1?}", started.elapsed());
     println!("tests: {} passed, {} failed, {} skipped", totals.passed, totals.failed, totals.ignored);
     if !status.success() {
         bail!("cargo test failed ({status})");
     }
-    if totals.passed == 0 {
+    if !failed_suites.is_empty() {
+        bail!("language test suites failed: {} (their output is above)", failed_suites.join(", "));
+    }
+    if cargo_totals.passed == 0 {
         bail!("cargo test ran no test");
     }
     Ok(())
 }
 
-/// Sums of cargo's `test result:` lines.
-#[derive(Default)]
+/// How a runner reports its counts.
+#[derive(Debug, Clone, Copy)]
+enum Runner {
+    /// `41 passed, 1 failed, 2 skipped in 0.47s`
+    Pytest,
+    /// `# pass 19`, `# fail 0`, `# skipped 0`
+    Node,
+    /// `go test -v`: `--- PASS: Name`, `--- FAIL: Name`, `--- SKIP: Name`
+    Go,
+    /// `11 passed, 0 failed`
+    Plain,
+}
+
+/// One language's unit tests in one directory.
+struct Suite {
+    name: String,
+    dir: &'static str,
+    command: Vec<&'static str>,
+    runner: Runner,
+    /// `npm ci` first, when `node_modules` is missing or older than the lock.
+    npm: bool,
+}
+
+fn suites() -> Vec<Suite> {
+    let suite = |dir: &'static str, command: Vec<&'static str>, runner: Runner, npm: bool| Suite {
+        name: format!("{} ({dir})", command.join(" ")),
+        dir,
+        command,
+        runner,
+        npm,
+    };
+    let pytest = vec!["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider"];
+    let go = vec!["go", "test", "-v", "-count=1", "./..."];
+    vec![
+        suite("sdk/python", pytest.clone(), Runner::Pytest, false),
+        suite("guest-examples/python-webapp", pytest, Runner::Pytest, false),
+        suite("sdk/typescript", vec!["npm", "test", "--silent"], Runner::Node, true),
+        suite("guest-examples/ts-webapp", vec!["npm", "test", "--silent"], Runner::Node, true),
+        suite("sdk/go", go.clone(), Runner::Go, false),
+        suite("guest-examples/go-webapp", go, Runner::Go, false),
+        suite("sdk/c", vec!["make", "--no-print-directory", "test"], Runner::Plain, false),
+        suite("guest-examples/c-webapp", vec!["make", "--no-print-directory", "test"], Runner::Plain, false),
+    ]
+}
+
+struct SuiteOutcome {
+    name: String,
+    totals: Totals,
+    ok: bool,
+    elapsed: Duration,
+}
+
+impl Suite {
+    fn prepare(&self, root: &Path) -> Result<()> {
+        if !self.npm {
+            return Ok(());
+        }
+        let dir = root.join(self.dir);
+        let modified = |p: PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+        let installed = modified(dir.join("node_modules/.package-lock.json"));
+        let locked = modified(dir.join("package-lock.json"));
+        if matches!((installed, locked), (Some(i), Some(l)) if i >= l) {
+            return Ok(());
+        }
+        eprintln!("xtask: npm ci in {}", self.dir);
+        let status = Command::new("npm")
+            .current_dir(&dir)
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .status()
+            .with_context(|| format!("running npm ci in {}: install Node.js 20 or newer with npm", self.dir))?;
+        if !status.success() {
+            bail!("`npm ci` in {} failed ({status})", self.dir);
+        }
+        Ok(())
+    }
+
+    /// Run the suite; its output is printed only when it fails (or counts nothing).
+    fn run(&self, root: &Path) -> SuiteOutcome {
+        let started = Instant::now();
+        let output = Command::new(self.command[0])
+            .args(&self.command[1..])
+            .current_dir(root.join(self.dir))
+            .stdin(Stdio::null())
+            .output();
+        let (text, success) = match output {
+            Ok(o) => (
+                format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)),
+                o.status.success(),
+            ),
+            Err(e) => (format!("cannot run `{}`: {e} (.ci/run installs every toolchain)", self.command[0]), false),
+        };
+        let mut totals = Totals::default();
+        for line in text.lines() {
+            totals.add(self.runner, line);
+        }
+        let ok = success && totals.failed == 0 && totals.passed > 0;
+        if !ok {
+            eprintln!("xtask: ---- {} (in {}) ----\n{text}", self.command.join(" "), self.dir);
+            if success && totals.passed == 0 {
+                eprintln!("xtask: it ran no test");
+            }
+            if !success && totals.failed == 0 {
+                totals.failed = 1;
+            }
+        }
+        SuiteOutcome { name: self.name.clone(), totals, ok, elapsed: started.elapsed() }
+    }
+}
+
+/// Test counts.
+#[derive(Default, Clone, Copy)]
 struct Totals {
     passed: u64,
     failed: u64,
@@ -55,18 +209,84 @@ struct Totals {
 
 impl Totals {
     /// `test result: ok. 8 passed; 0 failed; 1 ignored; 0 measured; …`
-    fn add(&mut self, line: &str) {
+    fn add_cargo(&mut self, line: &str) {
         let Some(rest) = line.strip_prefix("test result: ") else { return };
-        for part in rest.split(['.', ';']) {
-            let mut words = part.split_whitespace();
-            if let (Some(n), Some(what)) = (words.next().and_then(|n| n.parse::<u64>().ok()), words.next()) {
-                match what {
-                    "passed" => self.passed += n,
-                    "failed" => self.failed += n,
-                    "ignored" => self.ignored += n,
-                    _ => {}
+        self.add_counts(rest, &[("passed", 0), ("failed", 1), ("ignored", 2)]);
+    }
+
+    fn add(&mut self, runner: Runner, line: &str) {
+        let line = line.trim();
+        match runner {
+            Runner::Pytest if line.contains(" in ") && (line.contains(" passed") || line.contains(" failed")) => {
+                let line = line.trim_matches('=').trim();
+                self.add_counts(line, &[("passed", 0), ("failed", 1), ("error", 1), ("errors", 1), ("skipped", 2)]);
+            }
+            Runner::Node => {
+                let mut words = line.split_whitespace();
+                if let (Some("#"), Some(what), Some(n)) = (words.next(), words.next(), words.next()) {
+                    let n = n.parse::<u64>().unwrap_or(0);
+                    match what {
+                        "pass" => self.passed += n,
+                        "fail" | "cancelled" => self.failed += n,
+                        "skipped" | "todo" => self.ignored += n,
+                        _ => {}
+                    }
                 }
             }
+            Runner::Go => {
+                if line.starts_with("--- PASS:") {
+                    self.passed += 1;
+                } else if line.starts_with("--- FAIL:") {
+                    self.failed += 1;
+                } else if line.starts_with("--- SKIP:") {
+                    self.ignored += 1;
+                }
+            }
+            Runner::Plain if line.ends_with(" failed") && line.contains(" passed, ") => {
+                self.add_counts(line, &[("passed", 0), ("failed", 1)]);
+            }
+            _ => {}
         }
+    }
+
+    /// Add `N word` pairs, separated by `.`, `;` or `,`, for the words named
+    /// (0: passed, 1: failed, 2: skipped).
+    fn add_counts(&mut self, text: &str, words: &[(&str, u8)]) {
+        for part in text.split(['.', ';', ',']) {
+            let mut it = part.split_whitespace();
+            let (Some(n), Some(what)) = (it.next().and_then(|n| n.parse::<u64>().ok()), it.next()) else { continue };
+            match words.iter().find(|(w, _)| *w == what).map(|(_, k)| *k) {
+                Some(0) => self.passed += n,
+                Some(1) => self.failed += n,
+                Some(2) => self.ignored += n,
+                _ => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(runner: Runner, text: &str) -> (u64, u64, u64) {
+        let mut t = Totals::default();
+        for line in text.lines() {
+            t.add(runner, line);
+        }
+        (t.passed, t.failed, t.ignored)
+    }
+
+    #[test]
+    fn each_runners_closing_lines_should_be_counted() {
+        assert_eq!(count(Runner::Pytest, "....\n41 passed in 0.47s\n"), (41, 0, 0));
+        assert_eq!(count(Runner::Pytest, "=== 1 failed, 3 passed, 2 skipped in 1.02s ===\n"), (3, 1, 2));
+        assert_eq!(count(Runner::Node, "# tests 19\n# pass 18\n# fail 1\n# skipped 2\n# todo 0\n"), (18, 1, 2));
+        let go = "=== RUN   TestA\n--- PASS: TestA (0.00s)\n    --- PASS: TestA/sub (0.00s)\n--- FAIL: TestB\n--- SKIP: TestC\nok  x 0.1s\n";
+        assert_eq!(count(Runner::Go, go), (2, 1, 1));
+        assert_eq!(count(Runner::Plain, "ok      a\n11 passed, 0 failed\n"), (11, 0, 0));
+        let mut cargo = Totals::default();
+        cargo.add_cargo("test result: ok. 8 passed; 1 failed; 2 ignored; 0 measured; 0 filtered out; finished in 0.1s");
+        assert_eq!((cargo.passed, cargo.failed, cargo.ignored), (8, 1, 2));
     }
 }

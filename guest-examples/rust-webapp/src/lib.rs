@@ -25,7 +25,11 @@
 //!   host waits for the WebApp to change).
 //! - **Deletion**: with the finalizer `example.operon.dev/cleanup`, a deleted
 //!   WebApp gets a `Cleanup` event, no children, and `finalized`.
+//! - **Admission** ([`admission`]): the component is exported `with
+//!   admission`; it refuses an empty image, replicas outside 0..=50 and
+//!   ports outside 1..=65535, and defaults `spec.port` to 8080.
 
+pub mod admission;
 pub mod children;
 pub mod status;
 mod webapp;
@@ -33,7 +37,7 @@ mod webapp;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
-use operon_sdk::{Context, Failure, Manifest, ObjectKind, Outcome, Reconciler, Request};
+use operon_sdk::{AdmissionReview, Context, Denial, Failure, Manifest, ObjectKind, Outcome, Reconciler, Request};
 
 pub use webapp::{Condition, EnvVar, IngressSpec, WebApp, WebAppSpec, WebAppStatus};
 
@@ -89,6 +93,14 @@ impl Reconciler for WebAppReconciler {
         }
         Ok(outcome.status(status))
     }
+
+    fn validate(review: AdmissionReview, _ctx: &Context) -> Result<Vec<String>, Denial> {
+        admission::validate(&review)
+    }
+
+    fn mutate(review: AdmissionReview, _ctx: &Context) -> Result<Option<serde_json::Value>, Denial> {
+        Ok(admission::mutate(review))
+    }
 }
 
 /// The events of one reconcile: what the outcome is about to change.
@@ -135,7 +147,7 @@ fn events(
     events
 }
 
-operon_sdk::export!(WebAppReconciler);
+operon_sdk::export!(WebAppReconciler with admission);
 
 #[cfg(test)]
 mod tests;

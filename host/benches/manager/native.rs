@@ -420,4 +420,3 @@ async fn native_reconcile(parent: Arc<DynamicObject>, ctx: Arc<Native>) -> Resul
     }
     Ok(Action::await_change())
 }
-

@@ -125,8 +125,7 @@ pub fn svg(title: &str, x_label: &str, panels: &[Panel], note: &str) -> String {
             escape(&panel.y_label)
         );
         for series in &panel.series {
-            let path: Vec<String> =
-                series.points.iter().map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y))).collect();
+            let path: Vec<String> = series.points.iter().map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y))).collect();
             if path.len() > 1 {
                 let _ = writeln!(
                     s,
@@ -136,15 +135,25 @@ pub fn svg(title: &str, x_label: &str, panels: &[Panel], note: &str) -> String {
                 );
             }
             for &(x, y) in &series.points {
+                let value = label((y * 10.0).round() / 10.0);
                 let _ = writeln!(
                     s,
-                    r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{}"><title>{}: {} at {}</title></circle>"#,
+                    r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{}"><title>{}: {value} at {}</title></circle>"#,
                     px(x),
                     py(y),
                     series.color,
                     escape(&series.label),
-                    label((y * 10.0).round() / 10.0),
                     label(x)
+                );
+                // The value beside the point, left of it at the right edge.
+                let anchor = if px(x) > x0 + PANEL_W - 60.0 { "end" } else { "start" };
+                let dx = if anchor == "end" { -7.0 } else { 7.0 };
+                let _ = writeln!(
+                    s,
+                    r#"<text x="{:.1}" y="{:.1}" font-size="10" fill="{}" text-anchor="{anchor}">{value}</text>"#,
+                    px(x) + dx,
+                    py(y) - 5.0,
+                    series.color
                 );
             }
         }

@@ -38,10 +38,7 @@ impl Starts {
     pub fn first_after(&self, name: &str, after: i128) -> Option<i128> {
         let (end, dotted) = (format!("/{name}"), format!("/{name}."));
         let seen = self.seen.lock().unwrap();
-        seen.iter()
-            .filter(|(o, t)| *t >= after && (o.ends_with(&end) || o.contains(&dotted)))
-            .map(|(_, t)| *t)
-            .min()
+        seen.iter().filter(|(o, t)| *t >= after && (o.ends_with(&end) || o.contains(&dotted))).map(|(_, t)| *t).min()
     }
 
     pub fn len(&self) -> usize {
@@ -80,6 +77,16 @@ pub fn proc_stats(pid: u32) -> ProcStats {
     let rest: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, r)| r).split_whitespace().collect();
     let ticks = |i: usize| rest.get(i - 3).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
     ProcStats { rss: field("VmRSS:"), hwm: field("VmHWM:"), cpu: (ticks(14) + ticks(15)) as f64 / 100.0 }
+}
+
+/// Busy CPU seconds of the whole machine (all CPUs: user, nice, system,
+/// irq, softirq, steal) from `/proc/stat`.
+pub fn machine_busy() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<u64> =
+        stat.lines().next().unwrap_or_default().split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
+    // user nice system idle iowait irq softirq steal
+    [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| ticks.get(i)).sum::<u64>() as f64 / 100.0
 }
 
 // ---------------------------------------------------------------------------
@@ -323,7 +330,7 @@ impl Contender {
                     .arg(format!("--metrics-bind-address={metrics_addr}"))
                     .arg("--health-probe-bind-address=0")
                     .arg("--zap-encoder=json")
-                    .arg("--zap-time-encoding=nano");
+                    .arg("--zap-time-encoding=nanos");
                 if launch.instrumented {
                     // Development mode: debug level and no log sampling, so
                     // that every "reconcile start" line is written.
@@ -346,7 +353,8 @@ impl Contender {
             (Box::new(child.stdout.take().context("stdout")?) as Box<dyn std::io::Read + Send>, "stdout"),
             (Box::new(child.stderr.take().context("stderr")?), "stderr"),
         ] {
-            let (log, ready, starts, counts_tx) = (log.clone(), ready.clone(), launch.starts.clone(), counts_tx.clone());
+            let (log, ready, starts, counts_tx) =
+                (log.clone(), ready.clone(), launch.starts.clone(), counts_tx.clone());
             std::thread::spawn(move || {
                 for line in BufReader::new(stream).lines() {
                     let Ok(line) = line else { return };

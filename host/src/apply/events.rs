@@ -194,6 +194,24 @@ impl Recorder {
     }
 }
 
+/// The `reportingController` of a controller's events: a qualified name
+/// (`operon.dev/<name>`, where a Reconciler's `namespace/name` becomes
+/// `namespace.name`, cut to 63 characters with a hash when longer), as the
+/// API server requires.
+pub fn reporting_controller(controller: &str) -> String {
+    let name: String =
+        controller.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '.' }).collect();
+    let name = name.trim_matches(|c: char| !c.is_ascii_alphanumeric()).to_string();
+    let name = if name.len() <= 63 {
+        name
+    } else {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        controller.hash(&mut h);
+        format!("{}-{:08x}", name[..54].trim_end_matches(|c: char| !c.is_ascii_alphanumeric()), h.finish() as u32)
+    };
+    format!("operon.dev/{name}")
+}
+
 /// `<regarding name>.<hash of everything a reader sees>`: the same event
 /// gets the same name, a different message a different one.
 fn event_name(
@@ -247,6 +265,15 @@ mod tests {
         assert!(a.starts_with("web."));
         let warning = event_name(&r, EventType::Warning, "Scaled", "Reconcile", "scaled to 2", "operon/webapp");
         assert_ne!(a, warning);
+    }
+
+    #[test]
+    fn reporting_controllers_should_be_qualified_names() {
+        assert_eq!(reporting_controller("webapp"), "operon.dev/webapp");
+        assert_eq!(reporting_controller("team-a/webapp"), "operon.dev/team-a.webapp");
+        let long = reporting_controller(&format!("{}/{}", "n".repeat(60), "x".repeat(60)));
+        let name = long.strip_prefix("operon.dev/").unwrap();
+        assert!(name.len() <= 63 && name.ends_with(|c: char| c.is_ascii_alphanumeric()), "{long}");
     }
 
     #[test]

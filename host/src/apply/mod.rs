@@ -179,12 +179,11 @@ impl Applier {
     /// `client` makes the writes (it may impersonate the Reconciler's
     /// ServiceAccount); `events` records events (the host's own identity).
     pub fn new(client: kube::Client, events: kube::Client, controller: &str, instance: Option<String>) -> Applier {
-        let reporter = format!("operon/{controller}");
         let instance = instance.unwrap_or_else(|| "operon".into());
         Applier {
-            recorder: Recorder::new(events, &reporter, &instance),
+            recorder: Recorder::new(events, &events::reporting_controller(controller), &instance),
             client,
-            field_manager: reporter,
+            field_manager: format!("operon/{controller}"),
             resources: Mutex::new(HashMap::new()),
             applied: Mutex::new(HashMap::new()),
         }

@@ -292,6 +292,9 @@ async fn run_informer(client: kube::Client, weak: Weak<Informer>, resync: Durati
     let mut stream = watcher::watcher(api, config).boxed();
     let mut backoff = Duration::from_millis(100);
     let mut relist: Option<Store> = None;
+    // The kind stopped being served (its CRD was deleted): not synced until
+    // the watch works again.
+    let mut gone = false;
     let mut resync_timer = Box::pin(tokio::time::sleep(jitter(resync)));
     loop {
         let item = tokio::select! {
@@ -315,6 +318,13 @@ async fn run_informer(client: kube::Client, weak: Weak<Informer>, resync: Durati
                 // back off so a down API server is not hammered.
                 tracing::debug!(informer = %key, error = %e, "watch error; retrying");
                 informer.set_error(Some(format!("watch of {key} failed: {e}")));
+                // The cache no longer reflects the cluster: say so (/readyz)
+                // rather than serve a kind that is gone as if it were empty.
+                if not_served(&e) && informer.is_synced() {
+                    tracing::warn!(informer = %key, "kind no longer served (CRD deleted?); not synced until it returns");
+                    informer.synced.send_replace(false);
+                    gone = true;
+                }
                 drop(informer);
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(10));
@@ -322,6 +332,15 @@ async fn run_informer(client: kube::Client, weak: Weak<Informer>, resync: Durati
             }
             Ok(event) => {
                 backoff = Duration::from_millis(100);
+                if gone && matches!(event, watcher::Event::Apply(_) | watcher::Event::Delete(_)) {
+                    // Served again and the watch resumed without a re-list.
+                    gone = false;
+                    informer.set_error(None);
+                    informer.synced.send_replace(true);
+                }
+                if matches!(event, watcher::Event::InitDone) {
+                    gone = false;
+                }
                 apply_event(&informer, event, &types, &mut relist);
             }
         }
@@ -386,6 +405,17 @@ fn apply_event(
             }
             informer.synced.send_replace(true);
         }
+    }
+}
+
+/// Whether a watch error says the kind is not served (404).
+fn not_served(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code == 404,
+        watcher::Error::WatchError(s) => s.code == 404,
+        _ => false,
     }
 }
 

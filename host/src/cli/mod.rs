@@ -71,6 +71,14 @@ pub enum Command {
         #[arg(long, short)]
         verbose: bool,
     },
+    /// Print the CustomResourceDefinitions of `Reconciler` and
+    /// `ClusterReconciler` (YAML), or write them into a directory.
+    Crds {
+        /// Write `operon.dev_reconcilers.yaml` and
+        /// `operon.dev_clusterreconcilers.yaml` here instead of printing.
+        #[arg(long)]
+        out_dir: Option<PathBuf>,
+    },
     /// Print a module's manifest, WIT version, imports, size and compile time.
     Inspect {
         /// The module (a .wasm component).
@@ -106,9 +114,51 @@ impl LimitArgs {
 /// Flags of `operon run`, named as controller-runtime's where they match.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
-    /// A module to run (repeat for several controllers).
-    #[arg(long = "module", required = true)]
+    /// A module file to run (repeat for several controllers); swapped when
+    /// the file changes.
+    #[arg(long = "module")]
     pub modules: Vec<PathBuf>,
+    /// Run the controllers that `Reconciler` and `ClusterReconciler`
+    /// resources describe (their CRDs must be installed: `operon crds`).
+    /// The default when no --module is given.
+    #[arg(long)]
+    pub reconcilers: bool,
+    /// Accept Reconcilers whose module is a file on this host
+    /// (`spec.module.path`): for development only.
+    #[arg(long)]
+    pub allow_module_paths: bool,
+    /// Only Reconcilers whose labels match this selector (several Operon
+    /// installations sharing a cluster).
+    #[arg(long)]
+    pub reconciler_selector: Option<String>,
+    /// With --leader-elect: one Lease per controller instead of one for the
+    /// process, so several replicas share the controllers out.
+    #[arg(long, requires = "leader_elect")]
+    pub lease_per_reconciler: bool,
+    /// Refuse namespaced Reconcilers that do not name a ServiceAccount to
+    /// write as (multi-tenant clusters: the host then needs little more
+    /// than watch and impersonate).
+    #[arg(long)]
+    pub require_service_account: bool,
+    /// Most children one outcome may hold.
+    #[arg(long, default_value_t = crate::apply::Policy::DEFAULT_MAX_DESIRED)]
+    pub max_children_per_outcome: usize,
+    /// Most events one outcome may hold.
+    #[arg(long, default_value_t = crate::apply::Policy::DEFAULT_MAX_EVENTS)]
+    pub max_events_per_outcome: usize,
+    /// Shortest requeue-after honoured, in milliseconds.
+    #[arg(long, default_value_t = 100)]
+    pub requeue_floor_ms: u64,
+    /// Retries per second per controller (controller-runtime's overall
+    /// bucket); 0 for no limit.
+    #[arg(long, default_value_t = 10.0)]
+    pub retry_qps: f64,
+    /// Burst of that bucket.
+    #[arg(long, default_value_t = 100)]
+    pub retry_burst: u32,
+    /// Deadline of one whole reconcile (reads, guest call, writes), in seconds.
+    #[arg(long, default_value_t = 60)]
+    pub reconcile_timeout_secs: u64,
     /// Watch and act in this namespace only (default: all namespaces).
     #[arg(long, env = "OPERON_NAMESPACE")]
     pub namespace: Option<String>,
@@ -147,12 +197,36 @@ pub struct RunArgs {
     /// Most memory the host lets any guest grow to, in MiB.
     #[arg(long, default_value_t = 512)]
     pub max_guest_memory_mib: u64,
+    /// Where to serve admission webhooks over HTTPS (e.g. `:9443`), for
+    /// modules that export validate/mutate; `0` serves none.
+    #[arg(long, default_value = "0")]
+    pub webhook_bind_address: String,
+    /// A directory holding tls.crt and tls.key (a mounted Secret), reloaded
+    /// when they change; a ca.crt beside them becomes the webhook
+    /// configurations' caBundle. Without it a CA and a serving certificate
+    /// are generated at start, and the configurations are removed on exit
+    /// (development).
+    #[arg(long)]
+    pub webhook_cert_dir: Option<PathBuf>,
+    /// How the API server reaches this process directly, as HOST[:PORT]
+    /// (clientConfig.url); default 127.0.0.1 and the bound port.
+    #[arg(long, conflicts_with = "webhook_service")]
+    pub webhook_url_host: Option<String>,
+    /// The Service in front of this process, as NAMESPACE/NAME[:PORT]
+    /// (clientConfig.service; port 443 by default): in a cluster.
+    #[arg(long)]
+    pub webhook_service: Option<String>,
+    /// What the API server does when a --module's guest cannot answer an
+    /// admission request: Fail (deny) or Ignore (allow).
+    #[arg(long, default_value = "Fail")]
+    pub webhook_failure_policy: crate::webhook::FailurePolicy,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
 
 /// Entry point of the `operon` binary.
 pub fn main() -> ExitCode {
+    crate::install_crypto_provider();
     let cli = Cli::parse();
     let _telemetry = match crate::telemetry::init(cli.log_format) {
         Ok(guard) => Some(guard),
@@ -213,6 +287,24 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 if built.changed { "" } else { ", unchanged" },
                 built.elapsed.as_secs_f64()
             );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Crds { out_dir } => {
+            let files = crate::reconciler::crd::render()?;
+            match out_dir {
+                Some(dir) => {
+                    for (name, text) in files {
+                        let path = dir.join(name);
+                        crate::project::write_if_changed(&path, text.as_bytes())?;
+                        println!("{}", path.display());
+                    }
+                }
+                None => {
+                    for (_, text) in files {
+                        print!("---\n{text}");
+                    }
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Inspect { module, json } => {

@@ -1,10 +1,13 @@
-//! `operon run`: load modules from files, build a manager, run until a
-//! signal; swap a module when its file changes.
+//! `operon run`: build a manager, add controllers for module files
+//! (`--module`, swapped when the file changes) and for `Reconciler`
+//! resources, run until a signal.
 
 use super::{RunArgs, load};
-use crate::controller::Controller;
+use crate::controller::{Controller, Notice};
 use crate::manager::{self, Manager};
+use crate::reconciler::{self, Plugins};
 use crate::runtime::{self, Runtime};
+use crate::webhook::{self, Webhooks};
 use anyhow::Context;
 use sha2::{Digest, Sha256};
 use std::net::SocketAddr;
@@ -15,8 +18,9 @@ use std::time::Duration;
 const MODULE_POLL: Duration = Duration::from_secs(2);
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let client =
-        kube::Client::try_default().await.context("connecting to Kubernetes (set KUBECONFIG, or run in a pod)")?;
+    let kube_config =
+        kube::Config::infer().await.context("connecting to Kubernetes (set KUBECONFIG, or run in a pod)")?;
+    let client = kube::Client::try_from(kube_config.clone()).context("building the Kubernetes client")?;
     let runtime = Runtime::new(runtime::Config { max_memory: args.max_guest_memory_mib << 20, ..Default::default() })?;
     let limits = args.limits.limits();
 
@@ -35,21 +39,43 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     } else {
         None
     };
+    let instance = std::env::var("HOSTNAME").ok();
+    let controller = crate::controller::Config {
+        max_concurrent_reconciles: args.max_concurrent_reconciles.max(1),
+        namespace: args.namespace.clone(),
+        instance: instance.clone(),
+        retry_qps: args.retry_qps,
+        retry_burst: args.retry_burst,
+        requeue_floor: Duration::from_millis(args.requeue_floor_ms),
+        reconcile_timeout: Duration::from_secs(args.reconcile_timeout_secs),
+        max_desired: args.max_children_per_outcome,
+        max_events: args.max_events_per_outcome,
+        ..Default::default()
+    };
     let config = manager::Config {
-        controller: crate::controller::Config {
-            max_concurrent_reconciles: args.max_concurrent_reconciles.max(1),
-            namespace: args.namespace.clone(),
-            instance: std::env::var("HOSTNAME").ok(),
-            ..Default::default()
-        },
+        controller: controller.clone(),
         leader,
+        lease_per_controller: args.lease_per_reconciler,
         server_addr: parse_addr(&args.metrics_bind_address)?,
         probe_addr: args.health_probe_bind_address.as_deref().map(parse_addr).transpose()?.flatten(),
         shutdown_timeout: Duration::from_secs(args.shutdown_timeout_secs),
         ..Default::default()
     };
-    let mut manager = Manager::new(client, config);
+    let mut manager = Manager::new(client.clone(), config);
+    let (stop_webhooks, webhooks_stopped) = tokio::sync::oneshot::channel::<()>();
+    let webhooks = match parse_addr(&args.webhook_bind_address)? {
+        Some(bind) => {
+            let config = webhook_config(&args, bind)?;
+            let stopped = async move {
+                let _ = webhooks_stopped.await;
+            };
+            Some(Webhooks::start(client.clone(), manager.metrics().clone(), config, stopped).await?)
+        }
+        None => None,
+    };
     let mut watchers = tokio::task::JoinSet::new();
+    // Without module files, Reconciler resources are what there is to run.
+    let reconcilers = args.reconcilers || args.modules.is_empty();
     for path in &args.modules {
         let module = load(&runtime, path, limits.clone())?;
         let info = module.info();
@@ -57,12 +83,102 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             controller = %info.manifest.name, digest = %info.digest, path = %path.display(),
             compile_ms = info.compile_time.as_millis() as u64, "module loaded"
         );
+        let admission = module.admission();
         let controller = manager.add(module);
+        match (&webhooks, admission) {
+            (Some(webhooks), true) => {
+                let mut plugin = webhook::Plugin::new(controller.name(), controller.clone());
+                plugin.failure_policy = args.webhook_failure_policy;
+                plugin.scope_namespace = args.namespace.clone();
+                watchers.spawn(register_webhooks(webhooks.clone(), plugin));
+            }
+            (None, true) => tracing::info!(
+                controller = controller.name(),
+                "the module exports admission; pass --webhook-bind-address to serve it as webhooks"
+            ),
+            (_, false) => {}
+        }
+        watchers.spawn(log_notices(controller.clone()));
         watchers.spawn(watch_module(runtime.clone(), path.clone(), limits.clone(), controller));
     }
+    let (stop_plugins, plugins_stopped) = tokio::sync::oneshot::channel::<()>();
+    let plugins = reconcilers.then(|| {
+        let plugins = Plugins::new(
+            manager.clone(),
+            runtime.clone(),
+            reconciler::Config {
+                kube_config,
+                namespace: args.namespace.clone(),
+                selector: args.reconciler_selector.clone(),
+                require_service_account: args.require_service_account,
+                allow_module_paths: args.allow_module_paths,
+                controller,
+                status_period: Duration::from_secs(5),
+                path_poll: MODULE_POLL,
+                instance: instance.unwrap_or_else(|| "operon".into()),
+            },
+        );
+        tokio::spawn(plugins.run(async move {
+            let _ = plugins_stopped.await;
+        }))
+    });
     let result = manager.run(shutdown_signal()).await;
+    let _ = stop_plugins.send(());
+    if let Some(plugins) = plugins {
+        let _ = plugins.await;
+    }
     watchers.abort_all();
+    // A self-generated CA dies with the process: configurations that name it
+    // would only make the API server call a host nobody can trust.
+    if let Some(webhooks) = webhooks.filter(Webhooks::self_signed) {
+        let _ = tokio::time::timeout(Duration::from_secs(5), webhooks.unregister_all()).await;
+    }
+    let _ = stop_webhooks.send(());
     result.map_err(Into::into)
+}
+
+/// The webhook server's settings from the flags.
+fn webhook_config(args: &RunArgs, bind: SocketAddr) -> anyhow::Result<webhook::Config> {
+    let endpoint = match (&args.webhook_service, &args.webhook_url_host) {
+        (Some(service), _) => webhook::Endpoint::service(service).map_err(anyhow::Error::msg)?,
+        (None, Some(host)) => webhook::Endpoint::url(host).map_err(anyhow::Error::msg)?,
+        (None, None) => webhook::Endpoint::default(),
+    };
+    Ok(webhook::Config { bind, cert_dir: args.webhook_cert_dir.clone(), endpoint })
+}
+
+/// Register a plugin's webhooks, retrying while its kind is not served yet
+/// (a CRD installed after start) or the API server refuses.
+async fn register_webhooks(webhooks: Webhooks, plugin: webhook::Plugin) {
+    let mut delay = Duration::from_secs(1);
+    loop {
+        match webhooks.register(plugin.clone()).await {
+            Ok(()) => return,
+            Err(e @ (webhook::Error::NoAdmission { .. } | webhook::Error::InvalidPlugin { .. })) => {
+                tracing::error!(plugin = %plugin.name, error = %e, "admission webhooks not served");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(plugin = %plugin.name, error = %e, retry_in = ?delay, "admission webhooks not registered yet");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(60));
+            }
+        }
+    }
+}
+
+/// Log a standalone controller's rollbacks (Reconcilers report them in
+/// their status and events).
+async fn log_notices(controller: Controller) {
+    let mut rx = controller.notices();
+    while let Ok(notice) = rx.recv().await {
+        match notice {
+            Notice::RolledBack { from, to, reason } => {
+                tracing::error!(controller = controller.name(), %from, %to, "new module version rolled back: {reason}")
+            }
+            Notice::ShadowDiffers { sample } => tracing::info!(controller = controller.name(), "shadow differs: {sample}"),
+        }
+    }
 }
 
 /// `host:port`, or `0` for "do not serve".

@@ -54,22 +54,43 @@ impl Default for Grants {
 
 /// Which parents a controller reconciles (and whose objects it may read):
 /// informers are shared per kind, each controller sees its part.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum Scope {
-    /// Every namespace, and cluster-scoped objects.
-    #[default]
-    All,
-    /// These namespaces (and cluster-scoped objects).
-    Namespaces(Vec<String>),
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scope {
+    /// These namespaces, or `None` for every namespace.
+    pub namespaces: Option<Vec<String>>,
+    /// Whether cluster-scoped objects are in scope.
+    pub cluster: bool,
+}
+
+impl Default for Scope {
+    fn default() -> Self {
+        Scope::all()
+    }
 }
 
 impl Scope {
+    /// Every namespace and cluster-scoped objects.
+    pub fn all() -> Scope {
+        Scope { namespaces: None, cluster: true }
+    }
+
+    /// One namespace only (a namespaced Reconciler).
+    pub fn namespace(ns: &str) -> Scope {
+        Scope { namespaces: Some(vec![ns.to_string()]), cluster: false }
+    }
+
     /// Whether an object in `namespace` (`None`: cluster-scoped) is in scope.
     pub fn contains(&self, namespace: Option<&str>) -> bool {
-        match (self, namespace) {
-            (Scope::All, _) | (_, None) => true,
-            (Scope::Namespaces(list), Some(ns)) => list.iter().any(|n| n == ns),
+        match (namespace, &self.namespaces) {
+            (None, _) => self.cluster,
+            (Some(_), None) => true,
+            (Some(ns), Some(list)) => list.iter().any(|n| n == ns),
         }
+    }
+
+    /// Whether every namespace is in scope.
+    pub fn all_namespaces(&self) -> bool {
+        self.namespaces.is_none()
     }
 }
 
@@ -120,6 +141,8 @@ pub struct Config {
     pub namespace: Option<String>,
     /// The parents this controller reconciles, within what is watched.
     pub scope: Scope,
+    /// Only parents whose labels match this selector.
+    pub parent_selector: Option<crate::contract::Selector>,
     /// When a swapped-in version is rolled back.
     pub probation: Probation,
     /// The first retry delay of a failing parent.
@@ -151,7 +174,8 @@ impl Default for Config {
             name: None,
             max_concurrent_reconciles: 1,
             namespace: None,
-            scope: Scope::All,
+            scope: Scope::all(),
+            parent_selector: None,
             probation: Probation::default(),
             backoff_base: Duration::from_millis(5),
             backoff_max: Duration::from_secs(1000),
@@ -350,6 +374,17 @@ impl Controller {
         self.shared.shadow.get()
     }
 
+    /// A reader over this controller's informers, within its namespace
+    /// scope, for guest calls outside a reconcile (admission webhooks): the
+    /// same read grants as a reconcile of a parent in `parent_namespace`.
+    pub fn reader(&self, parent_namespace: Option<String>) -> CacheReader {
+        CacheReader {
+            informers: self.shared.readable.clone(),
+            parent_namespace,
+            scope: self.shared.config.scope.clone(),
+        }
+    }
+
     /// Counters of finished reconciles.
     pub fn stats(&self) -> StatsSnapshot {
         self.shared.stats.snapshot()
@@ -483,9 +518,17 @@ impl Controller {
             }
         };
         let mut rx = shared.parents.subscribe();
-        let (q, enq) = (queue.clone(), enqueue.clone());
+        let (q, enq, selector) = (queue.clone(), enqueue.clone(), shared.config.parent_selector.clone());
         tasks.spawn(async move {
             while let Some(ev) = rx.recv().await {
+                let object = match &ev {
+                    crate::cache::ObjectEvent::Applied { new: o, .. }
+                    | crate::cache::ObjectEvent::Deleted(o)
+                    | crate::cache::ObjectEvent::Resync(o) => o,
+                };
+                if selector.as_ref().is_some_and(|s| !s.matches_with(|k| object.label(k))) {
+                    continue;
+                }
                 if let Some(e) = mapping::for_event(&ev) {
                     enq(&q, e);
                 }
@@ -597,6 +640,12 @@ impl Shared {
             // Deleted: Kubernetes garbage-collects the children.
             return Verdict::Done(None);
         };
+        if let Some(selector) = &self.config.parent_selector
+            && !selector.matches_with(|k| parent.label(k))
+        {
+            // Another plugin's parent (or no longer ours): not touched.
+            return Verdict::Done(None);
+        }
         let finalizing = match &self.manifest.finalizer {
             Some(f) if parent.is_deleting() => {
                 if !parent.has_finalizer(f) {

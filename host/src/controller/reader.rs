@@ -37,7 +37,7 @@ impl CacheReader {
         if ns.is_none() {
             // A namespaced kind across every namespace: only for a controller
             // that may read every namespace.
-            if self.scope != super::Scope::All {
+            if !self.scope.all_namespaces() {
                 return Err("listing a namespaced kind across all namespaces is outside this controller's namespaces".into());
             }
         }

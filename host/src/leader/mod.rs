@@ -26,8 +26,10 @@
 //! metric.
 
 mod fence;
+mod shards;
 
 pub use fence::{Fence, NotLeading};
+pub use shards::{MEMBER_LABEL, Membership, Shards, lease_name};
 
 use std::error::Error as StdError;
 use std::future::Future;
@@ -118,8 +120,13 @@ impl Config {
         Ok(())
     }
 
-    fn lease(&self) -> String {
+    /// `namespace/name` of the Lease.
+    pub fn qualified_name(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
+    }
+
+    fn lease(&self) -> String {
+        self.qualified_name()
     }
 }
 
@@ -287,6 +294,14 @@ impl LeaderElector {
         &self.elector.config
     }
 
+    /// Take (or create) the Lease only while `gate` says so; renewing a Lease
+    /// already held is never gated. Used to spread per-controller leases
+    /// over replicas ([`Shards`]).
+    pub fn with_gate(mut self, gate: std::sync::Arc<Shards>) -> Self {
+        self.elector.gate = Some(gate);
+        self
+    }
+
     /// Contends for the Lease, leads while it can renew, and stands by
     /// otherwise, until `shutdown` completes; then releases the Lease if it
     /// still holds it (waiting at most the renew deadline) and returns.
@@ -336,6 +351,8 @@ struct Elector<L> {
     /// start from it, skipping a read, and fail with 409 if anyone else
     /// wrote since.
     held: Option<Lease>,
+    /// Whether taking a free or expired Lease is allowed now.
+    gate: Option<std::sync::Arc<Shards>>,
 }
 
 /// How [`Elector::lead`] ended.
@@ -355,7 +372,7 @@ enum Outcome {
 
 impl<L: Leases> Elector<L> {
     fn new(leases: L, config: Config) -> Self {
-        Self { leases, config, leading: watch::Sender::new(false), observed: None, held: None }
+        Self { leases, config, leading: watch::Sender::new(false), observed: None, held: None, gate: None }
     }
 
     async fn run(mut self, shutdown: impl Future<Output = ()>) {
@@ -485,6 +502,14 @@ impl<L: Leases> Elector<L> {
         let action = decide(self.observed.as_ref(), &self.config.identity, self.config.lease_duration, now);
         if let Action::Wait { holder, .. } = action {
             return Ok(Outcome::Following { holder: Some(holder) });
+        }
+        // The share applies to free Leases (new, or released on a clean
+        // shutdown); one whose holder stopped renewing is taken at once, so
+        // a crashed replica's work moves within a lease duration.
+        let expired = self.observed.as_ref().is_some_and(|o| o.spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty()));
+        if !expired && self.gate.as_ref().is_some_and(|g| !g.may_acquire()) {
+            debug!(lease = %self.config.lease(), "free, but this replica holds its share of leases; leaving it");
+            return Ok(Outcome::Following { holder: None });
         }
 
         let spec =

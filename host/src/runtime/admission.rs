@@ -45,7 +45,6 @@ pub(super) struct Admission {
 pub(crate) struct AdmissionInstance {
     store: Store<State>,
     bindings: ReconcilerWithAdmission,
-    stdio_seen: (usize, usize),
 }
 
 impl Admission {
@@ -159,7 +158,7 @@ impl Module {
         };
         // The smaller deadline, and the limits that name it in errors.
         let limits = Limits { timeout: inner.limits.timeout.min(deadline), ..inner.limits.clone() };
-        let scope = CallScope { reader, manifest: Some(inner.manifest.clone()) };
+        let scope = CallScope::new(reader, Some(inner.manifest.clone()));
         let mut instance = match admission.pool.as_ref().and_then(Pool::take) {
             Some(mut instance) => {
                 instance.store.data_mut().scope = Some(scope);
@@ -172,7 +171,7 @@ impl Module {
         instance.store.data_mut().limiter.exceeded = None;
         let result = f(&instance.bindings, &mut instance.store, &wit_review);
         if let Some(wasi) = instance.store.data_mut().wasi.as_mut() {
-            wasi.flush(&mut instance.stdio_seen);
+            wasi.flush();
         }
         let result = result.map_err(|e| super::module::classify(e, &instance.store, &limits));
         // A trapped instance may be in any state: only clean ones go back.
@@ -191,9 +190,9 @@ impl Module {
     ) -> Result<AdmissionInstance, CallError> {
         let inner = &self.inner;
         let state = State {
-            limiter: Limiter { memory: limits.memory, exceeded: None },
+            limiter: Limiter::new(limits.memory),
             scope: Some(scope),
-            wasi: inner.info.uses_wasi.then(WasiState::new),
+            wasi: inner.info.uses_wasi.then(|| WasiState::new(&inner.stdio)),
         };
         let mut store = Store::new(inner.runtime.engine(), state);
         store.limiter(|s| &mut s.limiter);
@@ -201,7 +200,7 @@ impl Module {
         arm_deadline(&mut store, inner.runtime.config().epoch_tick, limits.timeout);
         let bindings =
             admission.pre.instantiate(&mut store).map_err(|e| super::module::classify(e, &store, limits))?;
-        Ok(AdmissionInstance { store, bindings, stdio_seen: (0, 0) })
+        Ok(AdmissionInstance { store, bindings })
     }
 }
 

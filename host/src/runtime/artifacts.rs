@@ -1,13 +1,28 @@
 //! The on-disk cache of compiled components, keyed by module digest and the
 //! engine's compatibility hash, so a restart or a swap back to a known
 //! version skips Cranelift (seconds for language-runtime guests).
+//!
+//! **Invariant: only artifacts this host wrote are loaded.** A precompiled
+//! artifact is native code that wasmtime maps and runs without checking it,
+//! so the cache is trusted only as far as its directory is:
+//! - the directory is created `0700`, and used only if it is a real
+//!   directory (not a symlink), owned by the host's user and writable by
+//!   nobody else; otherwise the cache is off (every load compiles) and a
+//!   warning says why;
+//! - each entry is named by the module's digest and the engine's hash, must
+//!   be a regular file owned by the host's user and writable by nobody else,
+//!   and ends with the sha256 of the module digest and the artifact, so a
+//!   torn write, a corrupted file or an entry copied under another module's
+//!   name is recompiled, never loaded.
 
 #![allow(unsafe_code, reason = "deserialising a precompiled artifact is unsafe in wasmtime's API")]
 
 use super::error::LoadError;
 use sha2::{Digest, Sha256};
 use std::hash::{Hash, Hasher};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use wasmtime::component::Component;
 
 pub(crate) struct ArtifactCache {
@@ -15,13 +30,50 @@ pub(crate) struct ArtifactCache {
     /// Identifies the engine build and settings; artifacts from another
     /// engine live under another name and are never loaded.
     engine_key: String,
+    /// Whether `dir` is safe to use, decided on first use: `Err` says why not.
+    trusted: OnceLock<Result<u32, String>>,
 }
 
 impl ArtifactCache {
     pub fn new(dir: PathBuf, engine: &wasmtime::Engine) -> ArtifactCache {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut h);
-        ArtifactCache { dir, engine_key: format!("{:016x}", h.finish()) }
+        ArtifactCache { dir, engine_key: format!("{:016x}", h.finish()), trusted: OnceLock::new() }
+    }
+
+    /// The host's uid if the directory may hold artifacts: created `0700` if
+    /// missing; a real directory, owned by us, writable by nobody else.
+    fn trusted(&self) -> Result<u32, &str> {
+        let checked = self.trusted.get_or_init(|| {
+            let check = || -> Result<u32, String> {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(&self.dir)
+                    .map_err(|e| format!("cannot create it: {e}"))?;
+                // Our uid: the owner of a file we create.
+                let probe = self.dir.join(format!(".probe-{}", std::process::id()));
+                std::fs::write(&probe, b"").map_err(|e| format!("cannot write to it: {e}"))?;
+                let uid = std::fs::metadata(&probe).map(|m| m.uid());
+                let _ = std::fs::remove_file(&probe);
+                let uid = uid.map_err(|e| e.to_string())?;
+                let meta = std::fs::symlink_metadata(&self.dir).map_err(|e| e.to_string())?;
+                if !meta.file_type().is_dir() {
+                    return Err("it is not a directory (a symlink?)".into());
+                }
+                if meta.uid() != uid {
+                    return Err(format!("it is owned by uid {}, not by this process's uid {uid}", meta.uid()));
+                }
+                if meta.mode() & 0o022 != 0 {
+                    return Err(format!("others may write to it (mode {:o}); chmod go-w it", meta.mode() & 0o777));
+                }
+                Ok(uid)
+            };
+            check().inspect_err(|why| {
+                tracing::warn!(dir = %self.dir.display(), "not using the compiled-module cache: {why}");
+            })
+        });
+        checked.as_ref().map(|uid| *uid).map_err(String::as_str)
     }
 
     fn path(&self, digest: &str) -> PathBuf {
@@ -38,32 +90,44 @@ impl ArtifactCache {
         bytes: &[u8],
     ) -> Result<(Component, bool), LoadError> {
         let path = self.path(digest);
-        if let Some(component) = self.load(engine, &path) {
+        let Ok(uid) = self.trusted() else {
+            return Ok((Component::new(engine, bytes).map_err(LoadError::Compile)?, false));
+        };
+        if let Some(component) = self.load(engine, &path, digest, uid) {
             return Ok((component, true));
         }
         let component = Component::new(engine, bytes).map_err(LoadError::Compile)?;
-        if let Err(e) = self.store(&path, &component) {
+        if let Err(e) = self.store(&path, digest, &component) {
             tracing::debug!(path = %path.display(), error = %e, "not caching the compiled module");
         }
         Ok((component, false))
     }
 
-    fn load(&self, engine: &wasmtime::Engine, path: &Path) -> Option<Component> {
+    fn load(&self, engine: &wasmtime::Engine, path: &Path, digest: &str, uid: u32) -> Option<Component> {
+        let meta = std::fs::symlink_metadata(path).ok()?;
+        if !meta.file_type().is_file() || meta.uid() != uid || meta.mode() & 0o022 != 0 {
+            tracing::warn!(path = %path.display(), "compiled-module cache entry was not written by this host; recompiling");
+            let _ = std::fs::remove_file(path);
+            return None;
+        }
         let data = std::fs::read(path).ok()?;
-        // The file ends with the sha256 of what precedes it, so a torn or
-        // corrupted write is detected before wasmtime sees it.
+        // The file ends with the sha256 of the module digest and what
+        // precedes it, so a torn or corrupted write, or an entry copied under
+        // another module's name, is detected before wasmtime sees it.
         let (artifact, sum) = data.split_at_checked(data.len().checked_sub(32)?)?;
-        if Sha256::digest(artifact).as_slice() != sum {
+        if checksum(digest, artifact).as_slice() != sum {
             tracing::warn!(path = %path.display(), "compiled-module cache entry is corrupt; recompiling");
             let _ = std::fs::remove_file(path);
             return None;
         }
         // SAFETY: the artifact was written by `store` below from
         // `Component::serialize` of an engine with the same compatibility
-        // hash (part of the file name), and its checksum matches. wasmtime
+        // hash (part of the file name), for this module digest, and its
+        // checksum matches. The file and its directory are owned by this
+        // process's user and writable by nobody else (checked above and in
+        // `trusted`), so no one else can have planted it. wasmtime
         // additionally checks the engine's version and settings in the
-        // artifact header. The cache directory must be writable only by the
-        // operator's user, like wasmtime's own cache.
+        // artifact header.
         match unsafe { Component::deserialize(engine, artifact) } {
             Ok(c) => Some(c),
             Err(e) => {
@@ -73,13 +137,23 @@ impl ArtifactCache {
         }
     }
 
-    fn store(&self, path: &Path, component: &Component) -> std::io::Result<()> {
+    fn store(&self, path: &Path, digest: &str, component: &Component) -> std::io::Result<()> {
         let mut data = component.serialize().map_err(std::io::Error::other)?;
-        let sum = Sha256::digest(&data);
+        let sum = checksum(digest, &data);
         data.extend_from_slice(&sum);
-        std::fs::create_dir_all(&self.dir)?;
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        std::fs::write(&tmp, &data)?;
+        let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+        std::io::Write::write_all(&mut file, &data)?;
+        drop(file);
         std::fs::rename(&tmp, path)
     }
+}
+
+/// sha256 of the module digest, a separator, and the artifact.
+fn checksum(digest: &str, artifact: &[u8]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(digest.as_bytes());
+    h.update([0]);
+    h.update(artifact);
+    h.finalize().into()
 }

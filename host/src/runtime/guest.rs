@@ -2,10 +2,10 @@
 //! the `operon:reconciler/host` import, and conversions between generated
 //! and host types.
 
+use super::stdio::{GuestLog, GuestStream, Stream};
 use crate::contract::{self as host_types, Gvk};
 use std::sync::Arc;
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 wasmtime::component::bindgen!({
@@ -41,9 +41,6 @@ impl ObjectReader for NoObjects {
     }
 }
 
-/// Bytes of stdout/stderr kept per call for WASI guests; more is dropped.
-const STDIO_CAPTURE: usize = 64 << 10;
-
 /// Everything a `Store` carries for one guest instance.
 pub(crate) struct State {
     pub limiter: Limiter,
@@ -53,25 +50,39 @@ pub(crate) struct State {
     pub wasi: Option<WasiState>,
 }
 
+/// Most `host.get`/`host.list` calls one guest call may make.
+pub(crate) const MAX_HOST_CALLS: u32 = 1000;
+/// Most bytes of objects those calls may return in one guest call.
+pub(crate) const MAX_READ_BYTES: usize = 64 << 20;
+
 /// What a guest may read during one call.
 pub(crate) struct CallScope {
     pub reader: Arc<dyn ObjectReader>,
     pub manifest: Option<Arc<host_types::Manifest>>,
+    /// Host calls made and bytes they returned so far in this call (the
+    /// read budget).
+    pub reads: (u32, usize),
 }
 
-/// WASI context with nothing granted but clocks and randomness; output is
-/// captured, never inherited.
+impl CallScope {
+    pub fn new(reader: Arc<dyn ObjectReader>, manifest: Option<Arc<host_types::Manifest>>) -> CallScope {
+        CallScope { reader, manifest, reads: (0, 0) }
+    }
+}
+
+/// WASI context with nothing granted but clocks and randomness; stdout and
+/// stderr stream to the host's log (`stdio.rs`), never inherited.
 pub(crate) struct WasiState {
     ctx: WasiCtx,
     table: ResourceTable,
-    stdout: MemoryOutputPipe,
-    stderr: MemoryOutputPipe,
+    stdout: GuestStream,
+    stderr: GuestStream,
 }
 
 impl WasiState {
-    pub fn new() -> WasiState {
-        let stdout = MemoryOutputPipe::new(STDIO_CAPTURE);
-        let stderr = MemoryOutputPipe::new(STDIO_CAPTURE);
+    pub fn new(log: &Arc<GuestLog>) -> WasiState {
+        let stdout = GuestStream::new(log.clone(), Stream::Stdout);
+        let stderr = GuestStream::new(log.clone(), Stream::Stderr);
         // No preopens, no environment, no arguments, no sockets.
         let ctx = WasiCtx::builder()
             .stdout(stdout.clone())
@@ -83,23 +94,12 @@ impl WasiState {
         WasiState { ctx, table: ResourceTable::new(), stdout, stderr }
     }
 
-    /// Forward what the guest wrote since the last call to the host's logs.
-    /// The pipes accumulate, so `seen` tracks how much was already logged.
-    pub fn flush(&mut self, seen: &mut (usize, usize)) {
-        forward(&self.stdout.contents(), &mut seen.0, "stdout");
-        forward(&self.stderr.contents(), &mut seen.1, "stderr");
+    /// Log the lines the guest left unfinished (at the end of a call):
+    /// complete lines were logged as they were written.
+    pub fn flush(&mut self) {
+        self.stdout.finish_line();
+        self.stderr.finish_line();
     }
-}
-
-fn forward(bytes: &[u8], seen: &mut usize, stream: &str) {
-    if bytes.len() <= *seen {
-        return;
-    }
-    let text = String::from_utf8_lossy(&bytes[*seen..]);
-    for line in text.lines().filter(|l| !l.is_empty()) {
-        tracing::info!(target: "operon::guest", stream, "{line}");
-    }
-    *seen = bytes.len();
 }
 
 impl WasiView for State {
@@ -117,14 +117,23 @@ impl WasiView for State {
 pub(crate) struct Limiter {
     pub memory: u64,
     pub exceeded: Option<u64>,
+    /// Linear memory of every memory of the instance, in bytes.
+    pub used: u64,
+}
+
+impl Limiter {
+    pub fn new(memory: u64) -> Limiter {
+        Limiter { memory, exceeded: None, used: 0 }
+    }
 }
 
 impl wasmtime::ResourceLimiter for Limiter {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(&mut self, current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
         if desired as u64 > self.memory {
             self.exceeded = Some(desired as u64);
             return Ok(false);
         }
+        self.used += desired.saturating_sub(current) as u64;
         Ok(true)
     }
 
@@ -159,8 +168,11 @@ impl wit_host::Host for State {
 
     fn get(&mut self, r: wit::ObjectRef) -> Result<Option<String>, String> {
         let kind = Gvk::from(r.kind);
+        self.charge(1, 0)?;
         let scope = self.readable(&kind)?;
-        scope.reader.get(&kind, r.namespace.as_deref(), &r.name)
+        let found = scope.reader.get(&kind, r.namespace.as_deref(), &r.name)?;
+        self.charge(0, found.as_ref().map_or(0, String::len))?;
+        Ok(found)
     }
 
     fn list(
@@ -170,12 +182,38 @@ impl wit_host::Host for State {
         label_selector: Option<String>,
     ) -> Result<Vec<String>, String> {
         let kind = Gvk::from(kind);
+        self.charge(1, 0)?;
         let scope = self.readable(&kind)?;
-        scope.reader.list(&kind, namespace.as_deref(), label_selector.as_deref())
+        let found = scope.reader.list(&kind, namespace.as_deref(), label_selector.as_deref())?;
+        self.charge(0, found.iter().map(String::len).sum())?;
+        Ok(found)
     }
 }
 
 impl State {
+    /// Count host calls and the bytes they returned against the call's
+    /// read budget.
+    fn charge(&mut self, calls: u32, bytes: usize) -> Result<(), String> {
+        let Some(scope) = self.scope.as_mut() else { return Ok(()) };
+        let (made, read) = &mut scope.reads;
+        *made = made.saturating_add(calls);
+        *read = read.saturating_add(bytes);
+        let calls = *made;
+        if calls > MAX_HOST_CALLS {
+            return Err(format!(
+                "read budget exhausted: more than {MAX_HOST_CALLS} host.get/host.list calls in one call \
+                 (the host's limit); list once and filter instead of reading object by object"
+            ));
+        }
+        if *read > MAX_READ_BYTES {
+            return Err(format!(
+                "read budget exhausted: host.get/host.list returned more than {MAX_READ_BYTES} bytes in one call \
+                 (the host's limit); narrow the reads with a namespace or a label selector"
+            ));
+        }
+        Ok(())
+    }
+
     /// The call scope, if `kind` may be read in it.
     fn readable(&self, kind: &Gvk) -> Result<&CallScope, String> {
         let scope = self.scope.as_ref().ok_or("no reads are allowed while loading the module")?;

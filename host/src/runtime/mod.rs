@@ -10,19 +10,23 @@
 //! through [`ObjectReader`] (backed by the informer cache, or by a fixture in
 //! `operon test`) and returns an [`Outcome`]; applying it is `apply`'s job.
 
+mod admission;
 mod artifacts;
 mod error;
 mod guest;
 mod limits;
 mod module;
 mod pool;
+mod stdio;
 
 pub use error::{CallError, LoadError};
 pub use guest::{NoObjects, ObjectReader};
-pub use limits::{InstancePolicy, Limits};
+pub use limits::{InstancePolicy, Limits, POOLED_ABOVE_BYTES};
 pub use module::{Module, ModuleInfo};
+#[doc(hidden)]
+pub use module::fuzz_outcome;
 // The contract's vocabulary, re-exported: it is the runtime's API too.
-pub use crate::contract::{Event, Failure, Gvk, Manifest, Mapping, Outcome, Request, Watch};
+pub use crate::contract::{Denial, Event, Failure, Gvk, Manifest, Mapping, Outcome, Request, Review, Watch};
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -99,6 +103,7 @@ impl Runtime {
     /// Build the engine. Fails only if the platform cannot reserve the
     /// pooling allocator's address space.
     pub fn new(config: Config) -> Result<Runtime, LoadError> {
+        crate::install_crypto_provider();
         let engine = build_engine(&config).map_err(LoadError::Engine)?;
         let linker = guest::linker(&engine, false).map_err(LoadError::Engine)?;
         let wasi_linker = guest::linker(&engine, true).map_err(LoadError::Engine)?;

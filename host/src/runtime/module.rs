@@ -1,16 +1,19 @@
 //! A loaded module version: compiled component, pre-linked instance
 //! template, its manifest, and calls into it.
 
+use super::admission::Admission;
 use super::error::{CallError, LoadError};
 use super::guest::{self, CallScope, Limiter, ObjectReader, ReconcilerPre, State, WasiState, wit};
 use super::limits::{InstancePolicy, Limits};
 use super::pool::Pool;
+use super::stdio::GuestLog;
 use crate::contract::{Event, Failure, Manifest, Outcome, Request};
 use super::{Runtime, WIT_PACKAGE, WIT_VERSION};
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use wasmtime::Store;
 
@@ -47,23 +50,29 @@ fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error
 /// from many threads.
 #[derive(Clone)]
 pub struct Module {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
-struct Inner {
-    runtime: Runtime,
+pub(super) struct Inner {
+    pub(super) runtime: Runtime,
     pre: ReconcilerPre<State>,
-    info: ModuleInfo,
-    manifest: Arc<Manifest>,
-    limits: Limits,
-    pool: Option<Pool>,
+    pub(super) info: ModuleInfo,
+    pub(super) manifest: Arc<Manifest>,
+    pub(super) limits: Limits,
+    pool: Option<Pool<Instance>>,
+    /// Where the guests' WASI stdout and stderr go (rate-limited).
+    pub(super) stdio: Arc<GuestLog>,
+    /// The most linear memory one instance has had, in bytes.
+    peak_memory: AtomicU64,
+    /// The `validate`/`mutate` exports, when the module has them
+    /// (`admission.rs`).
+    pub(super) admission: Option<Admission>,
 }
 
 /// An instance ready for calls, with the store that owns it.
 pub(crate) struct Instance {
     store: Store<State>,
     bindings: guest::Reconciler,
-    stdio_seen: (usize, usize),
 }
 
 pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Module, LoadError> {
@@ -78,10 +87,11 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
     let digest = format!("sha256:{}", hex::encode(Sha256::digest(bytes)));
 
     let started = Instant::now();
-    let (component, from_cache) = match &runtime.inner.artifacts {
-        Some(cache) => cache.get_or_compile(runtime.engine(), &digest, bytes)?,
-        None => (wasmtime::component::Component::new(runtime.engine(), bytes).map_err(LoadError::Compile)?, false),
+    let compiled = match &runtime.inner.artifacts {
+        Some(cache) => cache.get_or_compile(runtime.engine(), &digest, bytes),
+        None => wasmtime::component::Component::new(runtime.engine(), bytes).map(|c| (c, false)).map_err(LoadError::Compile),
     };
+    let (component, from_cache) = compiled.map_err(|e| malformed_or(e, bytes))?;
     let compile_time = started.elapsed();
 
     let ty = component.component_type();
@@ -89,12 +99,15 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
     let export_names: Vec<String> = ty.exports(runtime.engine()).map(|(n, _)| n.to_string()).collect();
     let wit_version = check_world(&imports, &export_names)?;
     let uses_wasi = imports.iter().any(|i| i.starts_with("wasi:"));
+    let limits = Limits { instance_policy: limits.instance_policy.resolve(uses_wasi, bytes.len()), ..limits };
 
     let linker = if uses_wasi { &runtime.inner.wasi_linker } else { &runtime.inner.linker };
     let instance_pre = linker.instantiate_pre(&component).map_err(LoadError::Link)?;
+    let admission = Admission::new(&instance_pre, &export_names, &limits)?;
     let pre = ReconcilerPre::new(instance_pre).map_err(LoadError::Link)?;
 
     let pool = (limits.instance_policy == InstancePolicy::Pooled).then(|| Pool::new(limits.pool_size));
+    let limits_log = (limits.log_lines_per_second, limits.log_burst);
     let mut module = Inner {
         runtime: runtime.clone(),
         pre,
@@ -112,6 +125,9 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
         manifest: Arc::new(placeholder_manifest()),
         limits,
         pool,
+        stdio: Arc::new(GuestLog::new(limits_log.0, limits_log.1)),
+        peak_memory: AtomicU64::new(0),
+        admission,
     };
 
     // Smoke call: a module whose manifest() traps or lies never goes live.
@@ -127,6 +143,7 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
         result.map_err(|e| LoadError::Manifest(Box::new(e)))?.into()
     };
     manifest.validate().map_err(LoadError::InvalidManifest)?;
+    module.stdio.set_controller(&manifest.name);
     module.info.manifest = manifest.clone();
     module.manifest = Arc::new(manifest);
     Ok(Module { inner: Arc::new(module) })
@@ -140,6 +157,20 @@ fn placeholder_manifest() -> Manifest {
         watches: Vec::new(),
         reads: Vec::new(),
         finalizer: None,
+    }
+}
+
+/// A compile error of bytes that are not valid WebAssembly is a malformed
+/// module, not a compiler failure: say which (validated only after a
+/// failure, so a good module pays nothing).
+fn malformed_or(error: LoadError, bytes: &[u8]) -> LoadError {
+    if !matches!(error, LoadError::Compile(_)) {
+        return error;
+    }
+    let mut validator = wasmparser::Validator::new_with_features(wasmparser::WasmFeatures::all());
+    match validator.validate_all(bytes) {
+        Err(e) => LoadError::NotAComponent(format!("the component is not valid WebAssembly: {e}")),
+        Ok(_) => error,
     }
 }
 
@@ -219,9 +250,22 @@ impl Module {
         &self.inner.manifest
     }
 
-    /// The limits the module runs under.
+    /// The limits the module runs under, with its instance policy resolved
+    /// (never [`InstancePolicy::Auto`]).
     pub fn limits(&self) -> &Limits {
         &self.inner.limits
+    }
+
+    /// The most linear memory one instance of the module has had so far, in
+    /// bytes (the instances' memories together).
+    pub fn peak_instance_memory(&self) -> u64 {
+        self.inner.peak_memory.load(Ordering::Relaxed)
+    }
+
+    /// Lines of WASI stdout/stderr dropped so far by the module's log rate
+    /// ([`Limits::log_lines_per_second`]).
+    pub fn dropped_log_lines(&self) -> u64 {
+        self.inner.stdio.dropped()
     }
 
     /// Call `reconcile`. The outer `Result` is the sandbox's verdict (did the
@@ -236,7 +280,7 @@ impl Module {
         reader: Arc<dyn ObjectReader>,
     ) -> Result<Result<Outcome, Failure>, CallError> {
         let inner = &self.inner;
-        let scope = CallScope { reader, manifest: Some(inner.manifest.clone()) };
+        let scope = CallScope::new(reader, Some(inner.manifest.clone()));
         let mut instance = match &inner.pool {
             Some(pool) => match pool.take() {
                 Some(mut i) => {
@@ -267,16 +311,16 @@ impl Module {
 impl Inner {
     fn instantiate(&self, scope: Option<CallScope>) -> Result<Instance, CallError> {
         let state = State {
-            limiter: Limiter { memory: self.limits.memory, exceeded: None },
+            limiter: Limiter::new(self.limits.memory),
             scope,
-            wasi: self.info.uses_wasi.then(WasiState::new),
+            wasi: self.info.uses_wasi.then(|| WasiState::new(&self.stdio)),
         };
         let mut store = Store::new(self.runtime.engine(), state);
         store.limiter(|s| &mut s.limiter);
         // Instantiation runs guest start functions: bound it like a call.
         self.arm_deadline(&mut store);
         let bindings = self.pre.instantiate(&mut store).map_err(|e| classify(e, &store, &self.limits))?;
-        Ok(Instance { store, bindings, stdio_seen: (0, 0) })
+        Ok(Instance { store, bindings })
     }
 
     fn arm_deadline(&self, store: &mut Store<State>) {
@@ -297,13 +341,14 @@ impl Inner {
         instance.store.data_mut().limiter.exceeded = None;
         let result = f(&instance.bindings, &mut instance.store);
         if let Some(wasi) = instance.store.data_mut().wasi.as_mut() {
-            wasi.flush(&mut instance.stdio_seen);
+            wasi.flush();
         }
+        self.peak_memory.fetch_max(instance.store.data().limiter.used, Ordering::Relaxed);
         result.map_err(|e| classify(e, &instance.store, &self.limits))
     }
 }
 
-fn classify(error: wasmtime::Error, store: &Store<State>, limits: &Limits) -> CallError {
+pub(super) fn classify(error: wasmtime::Error, store: &Store<State>, limits: &Limits) -> CallError {
     if let Some(requested) = store.data().limiter.exceeded {
         return CallError::MemoryExceeded { limit: limits.memory, requested };
     }
@@ -375,6 +420,21 @@ fn convert_outcome(o: wit::Outcome, max_output: usize) -> Result<Outcome, CallEr
         requeue_after: o.requeue_after_ms.map(Duration::from_millis),
         finalized: o.finalized,
     })
+}
+
+/// The outcome check as the fuzz targets in `fuzz/` drive it: the raw parts
+/// of a WIT `outcome` in, the checked [`Outcome`] or the [`CallError`] out.
+/// Not an API.
+#[doc(hidden)]
+pub fn fuzz_outcome(
+    desired: Vec<String>,
+    status: Option<String>,
+    events: Vec<(bool, String, String)>,
+    requeue_after_ms: Option<u64>,
+    max_output: usize,
+) -> Result<Outcome, CallError> {
+    let events = events.into_iter().map(|(warning, reason, message)| wit::Event { warning, reason, message }).collect();
+    convert_outcome(wit::Outcome { desired, status, events, requeue_after_ms, finalized: false }, max_output)
 }
 
 /// Parse one desired object and check it names itself.

@@ -1,18 +1,18 @@
 //! A bounded pool of reused instances for the `pooled` instance policy.
 
-use super::module::Instance;
 use std::sync::Mutex;
 
-/// Idle instances of one module. Instances are taken for one call and given
-/// back only if the call did not trap, so a pooled instance is always one
-/// whose last call returned normally.
-pub(crate) struct Pool {
+/// Idle instances of one module (of its reconciler world, or of its
+/// admission world). Instances are taken for one call and given back only if
+/// the call did not trap, so a pooled instance is always one whose last call
+/// returned normally.
+pub(crate) struct Pool<Instance> {
     idle: Mutex<Vec<Instance>>,
     capacity: usize,
 }
 
-impl Pool {
-    pub fn new(capacity: usize) -> Pool {
+impl<Instance> Pool<Instance> {
+    pub fn new(capacity: usize) -> Pool<Instance> {
         Pool { idle: Mutex::new(Vec::with_capacity(capacity)), capacity: capacity.max(1) }
     }
 

@@ -73,6 +73,13 @@ where
     }
 }
 
+/// `GET url` with reqwest, after installing the process's TLS provider (the
+/// workspace's reqwest has TLS without a built-in provider).
+pub async fn http_get(url: impl reqwest::IntoUrl) -> reqwest::Result<reqwest::Response> {
+    operon::install_crypto_provider();
+    reqwest::get(url).await
+}
+
 /// A free loopback port (bound then released).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()

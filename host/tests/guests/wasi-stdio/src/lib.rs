@@ -8,6 +8,11 @@
 //! `fsEntries` counts the entries of `/`, and `netConnected` is true). A host
 //! that grants nothing should yield envCount 0 and both errors set. Otherwise
 //! a well-behaved reconcile: no children, finalizes when asked.
+//!
+//! With `spec.flood: N` it first writes N bytes of 100-byte lines to stdout,
+//! a 10 KB line without a newline to stderr, then one last line; a failing
+//! write panics (as `println!` does), so the call traps if the host ever
+//! refuses or closes its output. The status then says `"flooded": N`.
 
 wit_bindgen::generate!({ path: "../../../../wit", world: "reconciler" });
 
@@ -34,10 +39,26 @@ impl Guest for Component {
     }
 
     fn reconcile(request: Request) -> Result<Outcome, Failure> {
+        let object: serde_json::Value = serde_json::from_str(&request.object).unwrap_or_default();
+        let flood = object.pointer("/spec/flood").and_then(serde_json::Value::as_u64).unwrap_or(0);
+        if flood > 0 {
+            use std::io::Write;
+            let line = format!("{}\n", "x".repeat(99));
+            let mut stdout = std::io::stdout().lock();
+            for _ in 0..flood / 100 {
+                stdout.write_all(line.as_bytes()).expect("stdout refused a write");
+            }
+            stdout.flush().expect("stdout refused a flush");
+            eprint!("{}", "y".repeat(10_000));
+            println!("wasi-stdio: still writing after {flood} bytes");
+        }
         println!("wasi-stdio: hello on stdout");
         eprintln!("wasi-stdio: hello on stderr");
 
         let mut status = serde_json::Map::new();
+        if flood > 0 {
+            status.insert("flooded".into(), flood.into());
+        }
         status.insert("envCount".into(), std::env::vars_os().count().into());
         match std::fs::read_dir("/") {
             Ok(entries) => {

@@ -1,0 +1,257 @@
+//! The neighbour's cost of a hostile plugin (`cargo xtask bench hostile`):
+//! one manager, two controllers — the well-behaved `rust-webapp` (WebApps)
+//! and the `hostile` guest (Things; `spec.mode` picks the attack) — against
+//! a real control plane. For each attack, the same neighbour workload runs
+//! twice in the same process, once with the hostile parents calm and once
+//! with them attacking, and the program prints the ratios of the
+//! neighbour's reconcile latency p99 and throughput (attacking / calm). The
+//! issue's bar: within 10 %.
+//!
+//! The neighbour workload: `--webapps` WebApps (50) rescaled all at once,
+//! `--rounds` times (4) per phase; a change's latency is from its patch to
+//! the Deployment showing it (seen by a watch), throughput is changes
+//! converged per second of a round. The attack: `--hostile` Things (10) in
+//! the mode, with `max_concurrent_reconciles` 1 as `operon run` has it.
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use operon::manager::{self, Manager};
+use operon::runtime::{self, Limits, Runtime};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const NAMESPACE: &str = "bench";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn guest(name: &str) -> Vec<u8> {
+    let path = root().join("target/guests").join(format!("{name}.wasm"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}; run `cargo xtask guests`", path.display()))
+}
+
+fn arg(name: &str, default: usize) -> usize {
+    let argv: Vec<String> = std::env::args().collect();
+    argv.iter().position(|a| a == name).and_then(|i| argv.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn modes() -> Vec<String> {
+    let argv: Vec<String> = std::env::args().collect();
+    match argv.iter().position(|a| a == "--modes").and_then(|i| argv.get(i + 1)) {
+        Some(list) => list.split(',').map(str::to_string).collect(),
+        None => ["loop", "memory", "trap", "giant", "flood", "requeue", "read-secret", "escape"].map(String::from).to_vec(),
+    }
+}
+
+fn api(client: &kube::Client, kind: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.operon.dev", "v1alpha1", kind));
+    Api::namespaced_with(client.clone(), NAMESPACE, &ar)
+}
+
+fn crd(path: Option<&str>) -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    match path {
+        Some(p) => serde_yaml::from_str(&std::fs::read_to_string(root().join(p)).unwrap()).unwrap(),
+        None => serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "things.example.operon.dev"},
+            "spec": {"group": "example.operon.dev", "scope": "Namespaced",
+                "names": {"plural": "things", "singular": "thing", "kind": "Thing"},
+                "versions": [{"name": "v1alpha1", "served": true, "storage": true, "subresources": {"status": {}},
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}
+        }))
+        .unwrap(),
+    }
+}
+
+/// The spec of a hostile Thing in `mode`.
+fn hostile_spec(mode: &str, i: usize) -> Value {
+    match mode {
+        "giant" => json!({"mode": "giant", "bytes": 8 << 20}),
+        "escape" => json!({"mode": "echo", "desired": [
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": format!("stolen-{i}")}},
+        ]}),
+        "calm" => json!({"mode": "calm", "desired": null, "bytes": null}),
+        other => json!({"mode": other, "desired": null, "bytes": null}),
+    }
+}
+
+/// When each (Deployment, replicas) was first seen.
+type Seen = Arc<Mutex<HashMap<(String, i32), Instant>>>;
+
+struct Phase {
+    latencies: Vec<Duration>,
+    throughput: f64,
+}
+
+impl Phase {
+    fn p(&self, q: f64) -> Duration {
+        let mut l = self.latencies.clone();
+        l.sort();
+        l[((l.len() as f64 * q).ceil() as usize).clamp(1, l.len()) - 1]
+    }
+}
+
+/// Rescales every WebApp `rounds` times and measures.
+async fn neighbour_phase(webapps: &Api<DynamicObject>, seen: &Seen, count: usize, rounds: usize, next: &mut i32) -> Phase {
+    let mut latencies = Vec::new();
+    let mut rates = Vec::new();
+    for _ in 0..rounds {
+        *next = if *next >= 5 { 1 } else { *next + 1 };
+        let replicas = *next;
+        let started = Instant::now();
+        let mut patched = Vec::with_capacity(count);
+        for i in 0..count {
+            let patch = json!({"spec": {"replicas": replicas}});
+            webapps.patch(&format!("web-{i}"), &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+            patched.push(Instant::now());
+        }
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let done: Vec<Option<Instant>> = {
+                let seen = seen.lock().unwrap();
+                (0..count).map(|i| seen.get(&(format!("web-{i}"), replicas)).copied()).collect()
+            };
+            if done.iter().all(Option::is_some) {
+                let last = done.iter().flatten().max().copied().unwrap();
+                for (at, p) in done.iter().flatten().zip(&patched) {
+                    latencies.push(at.saturating_duration_since(*p));
+                }
+                rates.push(count as f64 / (last - started).as_secs_f64());
+                break;
+            }
+            assert!(Instant::now() < deadline, "the neighbour did not converge within 120 s");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // Forget this round's sightings of the other replica counts.
+        seen.lock().unwrap().retain(|(_, r), _| *r != (if replicas >= 5 { 1 } else { replicas + 1 }));
+    }
+    Phase { latencies, throughput: rates.iter().sum::<f64>() / rates.len() as f64 }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let count = arg("--webapps", 50);
+    let rounds = arg("--rounds", 4);
+    let hostile = arg("--hostile", 10);
+    let plane = operon_envtest::ControlPlane::start(
+        operon_envtest::Options::default().crd(crd(Some("guest-examples/webapp/crd.yaml"))).crd(crd(None)),
+    )
+    .expect("control plane");
+    let client = plane.client().await;
+    let ns: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}})).unwrap();
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
+
+    let rt = Runtime::new(runtime::Config { artifact_dir: None, ..Default::default() }).unwrap();
+    let mut mgr = Manager::new(
+        client.clone(),
+        manager::Config {
+            controller: operon::controller::Config { namespace: Some(NAMESPACE.into()), ..Default::default() },
+            server_addr: None,
+            ..Default::default()
+        },
+    );
+    mgr.add(rt.load(&guest("rust-webapp"), Limits::default()).unwrap());
+    mgr.add(rt.load(&guest("hostile"), Limits::default()).unwrap());
+    let _host = tokio::spawn(mgr.run(std::future::pending()));
+
+    // The neighbour's Deployments, as a watch sees them.
+    let seen: Seen = Arc::default();
+    {
+        let seen = seen.clone();
+        let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+        tokio::spawn(async move {
+            let mut stream = watcher::watcher(deployments, watcher::Config::default()).boxed();
+            while let Some(event) = stream.next().await {
+                let objects = match event {
+                    Ok(watcher::Event::Apply(d) | watcher::Event::InitApply(d)) => vec![d],
+                    _ => continue,
+                };
+                let now = Instant::now();
+                for d in objects {
+                    let (Some(name), Some(replicas)) = (d.metadata.name.clone(), d.spec.and_then(|s| s.replicas)) else { continue };
+                    seen.lock().unwrap().entry((name, replicas)).or_insert(now);
+                }
+            }
+        });
+    }
+
+    let (webapps, things) = (api(&client, "WebApp"), api(&client, "Thing"));
+    let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
+    for i in 0..20 {
+        let cm = serde_json::from_value(json!({"metadata": {"name": format!("cm-{i}")}, "data": {"k": "v".repeat(1000)}})).unwrap();
+        configmaps.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    for i in 0..count {
+        let obj = serde_json::from_value(json!({"apiVersion": "example.operon.dev/v1alpha1", "kind": "WebApp",
+            "metadata": {"name": format!("web-{i}")}, "spec": {"image": "nginx:1.27", "replicas": 1}}))
+        .unwrap();
+        webapps.create(&PostParams::default(), &obj).await.unwrap();
+    }
+    for i in 0..hostile {
+        let obj = serde_json::from_value(json!({"apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
+            "metadata": {"name": format!("hostile-{i}")}, "spec": hostile_spec("calm", i)}))
+        .unwrap();
+        things.create(&PostParams::default(), &obj).await.unwrap();
+    }
+    let mut next = 1;
+    // Warm-up: caches, connections, compiled code.
+    neighbour_phase(&webapps, &seen, count, 2, &mut next).await;
+
+    println!("neighbour: {count} WebApps x {rounds} rounds per phase; hostile: {hostile} Things; 2 cores shared with the control plane");
+    println!("{:<12} {:>10} {:>10} {:>8} {:>10} {:>10} {:>8}", "attack", "p99 calm", "p99 hostile", "ratio", "thr calm", "thr hostile", "ratio");
+    let mut rows = Vec::new();
+    for mode in modes() {
+        let set = |mode: &str| {
+            let things = things.clone();
+            let mode = mode.to_string();
+            async move {
+                for i in 0..hostile {
+                    let patch = json!({"spec": hostile_spec(&mode, i)});
+                    things.patch(&format!("hostile-{i}"), &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+                }
+            }
+        };
+        set("calm").await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let calm = neighbour_phase(&webapps, &seen, count, rounds, &mut next).await;
+        set(&mode).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let attacked = neighbour_phase(&webapps, &seen, count, rounds, &mut next).await;
+        let p99 = attacked.p(0.99).as_secs_f64() / calm.p(0.99).as_secs_f64();
+        let thr = attacked.throughput / calm.throughput;
+        println!(
+            "{:<12} {:>9.1}ms {:>9.1}ms {:>8.2} {:>9.1}/s {:>9.1}/s {:>8.2}",
+            mode,
+            calm.p(0.99).as_secs_f64() * 1e3,
+            attacked.p(0.99).as_secs_f64() * 1e3,
+            p99,
+            calm.throughput,
+            attacked.throughput,
+            thr
+        );
+        rows.push(json!({"attack": mode, "p99CalmMs": calm.p(0.99).as_secs_f64() * 1e3, "p99HostileMs": attacked.p(0.99).as_secs_f64() * 1e3,
+            "p99Ratio": p99, "throughputCalm": calm.throughput, "throughputHostile": attacked.throughput, "throughputRatio": thr,
+            "p50CalmMs": calm.p(0.5).as_secs_f64() * 1e3, "p50HostileMs": attacked.p(0.5).as_secs_f64() * 1e3}));
+    }
+    set_calm(&things, hostile).await;
+    let dir = root().join("target/bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("hostile.json"), serde_json::to_string_pretty(&rows).unwrap()).unwrap();
+    println!("written: target/bench/hostile.json");
+    drop(plane);
+    std::process::exit(0);
+}
+
+async fn set_calm(things: &Api<DynamicObject>, hostile: usize) {
+    for i in 0..hostile {
+        let patch = json!({"spec": hostile_spec("calm", i)});
+        let _ = things.patch(&format!("hostile-{i}"), &PatchParams::default(), &Patch::Merge(&patch)).await;
+    }
+}

@@ -1,0 +1,209 @@
+//! Spreading controllers over replicas: one Lease per controller, and a cap
+//! on how many of them one replica takes, so that N replicas share the work
+//! instead of the fastest taking everything.
+//!
+//! Kubernetes is the only coordinator. Each replica keeps a *membership*
+//! Lease of its own (labelled `operon.dev/replica-of=<group>`), renewed every
+//! retry period; counting the recently renewed ones gives the live replicas,
+//! and a replica contends for a free controller Lease (new, or released)
+//! only while it holds fewer than `ceil(controllers / replicas)`. A Lease
+//! whose holder stopped renewing is taken regardless, by whichever survivor
+//! tries first, so a crashed replica's controllers move within one lease
+//! duration plus one retry period (and end up split between the survivors
+//! roughly evenly, as their retries interleave).
+//!
+//! # Caveats
+//! Liveness is judged from `renewTime` against this replica's clock (bounded
+//! skew between nodes is assumed, as for Kubernetes node heartbeats); a
+//! replica that misjudges only takes a few leases more or less than its
+//! share for a while — never a Lease someone holds.
+
+use super::Config;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
+use std::future::Future;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The label that marks membership Leases, valued with the group name.
+pub const MEMBER_LABEL: &str = "operon.dev/replica-of";
+
+/// How many controller Leases this replica holds and may hold.
+#[derive(Debug)]
+pub struct Shards {
+    held: AtomicUsize,
+    cap: AtomicUsize,
+}
+
+impl Default for Shards {
+    fn default() -> Self {
+        // Until the first count, take everything: a lone replica must lead
+        // at once.
+        Shards { held: AtomicUsize::new(0), cap: AtomicUsize::new(usize::MAX) }
+    }
+}
+
+impl Shards {
+    /// Whether one more controller Lease may be taken.
+    pub fn may_acquire(&self) -> bool {
+        self.held.load(Ordering::SeqCst) < self.cap.load(Ordering::SeqCst)
+    }
+
+    /// This replica started leading one more controller.
+    pub fn acquired(&self) {
+        self.held.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// This replica stopped leading one controller.
+    pub fn released(&self) {
+        let _ = self.held.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |h| h.checked_sub(1));
+    }
+
+    /// Controller Leases held now.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::SeqCst)
+    }
+
+    /// The current cap.
+    pub fn cap(&self) -> usize {
+        self.cap.load(Ordering::SeqCst)
+    }
+
+    /// Set the cap from the number of controllers and live replicas.
+    pub fn set_share(&self, controllers: usize, replicas: usize) {
+        let cap = controllers.div_ceil(replicas.max(1)).max(1);
+        self.cap.store(cap, Ordering::SeqCst);
+    }
+}
+
+/// This replica's membership Lease and the count of live replicas.
+pub struct Membership {
+    api: Api<Lease>,
+    config: Config,
+    group: String,
+    name: String,
+}
+
+impl Membership {
+    /// Membership of `group` (the controller Leases' prefix), with the
+    /// namespace, identity and timings of `config`.
+    pub fn new(client: kube::Client, config: Config, group: &str) -> Membership {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        config.identity.hash(&mut h);
+        let name = format!("{group}-replica-{:016x}", h.finish());
+        Membership { api: Api::namespaced(client, &config.namespace), config, group: group.to_string(), name }
+    }
+
+    /// Renew our Lease and recount every retry period, setting `shards`' cap
+    /// from `controllers()`; until `shutdown`, then delete our Lease.
+    pub async fn run(self, shards: Arc<Shards>, controllers: impl Fn() -> usize, shutdown: impl Future<Output = ()>) {
+        let mut shutdown = std::pin::pin!(shutdown);
+        let mut tick = tokio::time::interval(self.config.retry_period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = shutdown.as_mut() => break,
+                _ = tick.tick() => {}
+            }
+            if let Err(e) = self.renew().await {
+                tracing::warn!(lease = %self.name, error = %crate::apply::describe(&e), "could not renew replica membership");
+                continue;
+            }
+            match self.live().await {
+                Ok(replicas) => {
+                    let before = shards.cap();
+                    shards.set_share(controllers(), replicas);
+                    if shards.cap() != before {
+                        tracing::info!(replicas, controllers = controllers(), cap = shards.cap(), held = shards.held(), "controller share changed");
+                    }
+                }
+                Err(e) => tracing::warn!(error = %crate::apply::describe(&e), "could not count live replicas"),
+            }
+        }
+        let _ = self.api.delete(&self.name, &DeleteParams::default()).await;
+    }
+
+    async fn renew(&self) -> kube::Result<()> {
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                namespace: Some(self.config.namespace.clone()),
+                labels: Some([(MEMBER_LABEL.to_string(), self.group.clone())].into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(self.config.identity.clone()),
+                lease_duration_seconds: Some(self.config.lease_duration.as_secs() as i32),
+                renew_time: Some(MicroTime(Timestamp::now())),
+                ..LeaseSpec::default()
+            }),
+        };
+        let params = PatchParams::apply("operon-membership").force();
+        self.api.patch(&self.name, &params, &Patch::Apply(&lease)).await.map(|_| ())
+    }
+
+    /// Replicas whose membership was renewed within the lease duration.
+    async fn live(&self) -> kube::Result<usize> {
+        let selector = format!("{MEMBER_LABEL}={}", self.group);
+        let leases = self.api.list(&ListParams::default().labels(&selector)).await?;
+        let now = Timestamp::now();
+        let fresh = leases
+            .items
+            .iter()
+            .filter_map(|l| l.spec.as_ref()?.renew_time.as_ref())
+            .filter(|t| {
+                let age = now.duration_since(t.0);
+                age.as_secs_f64() <= self.config.lease_duration.as_secs_f64()
+            })
+            .count();
+        Ok(fresh.max(1))
+    }
+}
+
+/// The Lease name of a controller in a group: readable, valid, unique.
+pub fn lease_name(group: &str, controller: &str) -> String {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    controller.hash(&mut h);
+    let readable: String = controller
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .take(40)
+        .collect();
+    format!("{group}-{}-{:08x}", readable.trim_matches('-'), h.finish() as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cap_should_be_the_fair_share_rounded_up() {
+        let s = Shards::default();
+        assert!(s.may_acquire(), "a lone replica takes everything until it has counted");
+        s.set_share(30, 3);
+        assert_eq!(s.cap(), 10);
+        for _ in 0..10 {
+            s.acquired();
+        }
+        assert!(!s.may_acquire());
+        s.set_share(30, 2);
+        assert_eq!(s.cap(), 15);
+        assert!(s.may_acquire(), "a replica fewer: the survivors take more");
+        s.set_share(31, 3);
+        assert_eq!(s.cap(), 11);
+        s.released();
+        assert_eq!(s.held(), 9);
+    }
+
+    #[test]
+    fn lease_names_should_be_valid_and_distinct() {
+        let a = lease_name("operon", "team-a/WebApp");
+        let b = lease_name("operon", "team-b/WebApp");
+        assert_ne!(a, b);
+        assert!(a.starts_with("operon-team-a-webapp-"), "{a}");
+        assert!(a.len() <= 63 && a.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-'));
+    }
+}

@@ -1,0 +1,155 @@
+//! What a plugin may touch: the Reconciler's grants against the module's
+//! manifest. The manifest may ask for less than the grants, never more.
+
+use super::crd::{Grants, KindRef};
+use crate::apply::{Namespaces, reserved};
+use crate::contract::{Gvk, Manifest};
+use crate::controller::{self, Scope};
+
+/// Where a plugin lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    /// A `Reconciler` in this namespace: acts only there.
+    Namespaced(String),
+    /// A `ClusterReconciler`.
+    Cluster,
+}
+
+impl KindRef {
+    /// Whether this grant covers `kind` (any version).
+    pub fn covers(&self, kind: &Gvk) -> bool {
+        self.group == kind.group && (self.kind == "*" || self.kind == kind.kind)
+    }
+}
+
+fn granted(list: &[KindRef], kind: &Gvk) -> bool {
+    list.iter().any(|g| g.covers(kind))
+}
+
+/// Check a manifest against the grants.
+///
+/// # Errors
+/// A message listing everything the manifest asks for that the grants do
+/// not give (or that no plugin may have), for a `Forbidden` condition.
+pub fn check(manifest: &Manifest, grants: &Grants) -> Result<(), String> {
+    let mut missing = Vec::new();
+    if !granted(&grants.for_kinds, &manifest.for_kind) {
+        missing.push(format!("for {} (spec.grants.for)", manifest.for_kind));
+    }
+    for kind in &manifest.owns {
+        if let Some(why) = reserved(kind) {
+            missing.push(format!("owns {kind}, which no plugin may write ({why})"));
+        } else if !granted(&grants.owns, kind) {
+            missing.push(format!("owns {kind} (spec.grants.owns)"));
+        }
+    }
+    let readable = |k: &Gvk| granted(&grants.reads, k) || granted(&grants.owns, k) || granted(&grants.for_kinds, k);
+    for kind in manifest.reads.iter().chain(manifest.watches.iter().map(|w| &w.kind)) {
+        if !readable(kind) {
+            missing.push(format!("reads {kind} (spec.grants.reads)"));
+        }
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("the module asks for more than the Reconciler grants: {}", missing.join("; ")))
+    }
+}
+
+/// The controller settings a placement and grants imply: which parents it
+/// sees, where children may go, adoption.
+pub fn controller_settings(placement: &Placement, grants: &Grants) -> (Scope, controller::Grants) {
+    match placement {
+        Placement::Namespaced(ns) => (
+            Scope::namespace(ns),
+            controller::Grants { namespaces: Namespaces::ParentOnly, cluster_scoped: false, adopt: grants.adopt },
+        ),
+        Placement::Cluster => {
+            let all = grants.namespaces.iter().any(|n| n == "*");
+            let scope = Scope {
+                namespaces: if all { None } else { Some(grants.namespaces.clone()) },
+                cluster: grants.cluster_scoped,
+            };
+            let namespaces =
+                if all { Namespaces::Any } else { Namespaces::Only(grants.namespaces.clone()) };
+            (scope, controller::Grants { namespaces, cluster_scoped: grants.cluster_scoped, adopt: grants.adopt })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::{Mapping, Watch};
+
+    fn kind(group: &str, kind: &str) -> KindRef {
+        KindRef { group: group.into(), kind: kind.into() }
+    }
+
+    fn manifest() -> Manifest {
+        Manifest {
+            name: "webapp".into(),
+            for_kind: Gvk::new("example.operon.dev", "v1alpha1", "WebApp"),
+            owns: vec![Gvk::new("apps", "v1", "Deployment"), Gvk::new("", "v1", "Service")],
+            watches: vec![Watch { kind: Gvk::new("", "v1", "ConfigMap"), mapping: Mapping::AllInNamespace }],
+            reads: vec![Gvk::new("", "v1", "Secret")],
+            finalizer: None,
+        }
+    }
+
+    fn grants() -> Grants {
+        Grants {
+            for_kinds: vec![kind("example.operon.dev", "WebApp")],
+            owns: vec![kind("apps", "Deployment"), kind("", "Service")],
+            reads: vec![kind("", "ConfigMap"), kind("", "Secret")],
+            ..Grants::default()
+        }
+    }
+
+    #[test]
+    fn a_manifest_within_its_grants_should_pass() {
+        assert_eq!(check(&manifest(), &grants()), Ok(()));
+        let mut wide = grants();
+        wide.owns = vec![kind("apps", "*"), kind("", "*")];
+        assert_eq!(check(&manifest(), &wide), Ok(()), "a wildcard covers the group");
+    }
+
+    #[test]
+    fn a_manifest_beyond_its_grants_should_list_what_it_asked_for() {
+        let mut g = grants();
+        g.owns.retain(|k| k.kind != "Service");
+        g.reads.clear();
+        let err = check(&manifest(), &g).unwrap_err();
+        assert!(err.contains("owns v1 Service (spec.grants.owns)"), "{err}");
+        assert!(err.contains("reads v1 Secret"), "{err}");
+        assert!(err.contains("reads v1 ConfigMap"), "watched kinds need a read grant: {err}");
+        let mut m = manifest();
+        m.owns.push(Gvk::new("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding"));
+        let mut g = grants();
+        g.owns.push(kind("rbac.authorization.k8s.io", "*"));
+        let err = check(&m, &g).unwrap_err();
+        assert!(err.contains("no plugin may write"), "reserved kinds are never granted: {err}");
+    }
+
+    #[test]
+    fn a_namespaced_reconciler_should_see_only_its_namespace() {
+        let (scope, g) = controller_settings(&Placement::Namespaced("team-a".into()), &grants());
+        assert!(scope.contains(Some("team-a")) && !scope.contains(Some("team-b")) && !scope.contains(None));
+        assert_eq!(g.namespaces, Namespaces::ParentOnly);
+        assert!(!g.cluster_scoped && !g.adopt);
+    }
+
+    #[test]
+    fn a_cluster_reconciler_should_see_only_its_granted_namespaces() {
+        let mut g = grants();
+        g.namespaces = vec!["a".into(), "b".into()];
+        let (scope, cg) = controller_settings(&Placement::Cluster, &g);
+        assert!(scope.contains(Some("a")) && !scope.contains(Some("c")) && !scope.contains(None));
+        assert_eq!(cg.namespaces, Namespaces::Only(vec!["a".into(), "b".into()]));
+        g.namespaces = vec!["*".into()];
+        g.cluster_scoped = true;
+        let (scope, cg) = controller_settings(&Placement::Cluster, &g);
+        assert!(scope.contains(Some("anything")) && scope.contains(None));
+        assert_eq!(cg.namespaces, Namespaces::Any);
+    }
+}

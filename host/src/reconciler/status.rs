@@ -1,0 +1,149 @@
+//! The conditions a Reconciler reports, and their reasons. Each reason says
+//! what happened; the message says what to do.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+
+/// Why a condition is what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// The module is being fetched and loaded.
+    Loading,
+    /// The module is loaded and its controller runs.
+    Loaded,
+    /// A new version replaced the old one.
+    Swapped,
+    /// The bytes are not a WebAssembly component of the reconciler world.
+    InvalidModule,
+    /// Cranelift could not compile the component.
+    CompileFailed,
+    /// The module was built for another major version of the WIT package.
+    WitVersionMismatch,
+    /// The manifest asks for more than the grants give.
+    Forbidden,
+    /// The module could not be fetched (ConfigMap missing, URL unreachable,
+    /// digest mismatch).
+    SourceUnavailable,
+    /// A new version failed too many of its first reconciles; the previous
+    /// one runs again.
+    RolledBack,
+    /// A shadow candidate runs beside the live version.
+    Shadowing,
+    /// The shadow candidate answered differently.
+    ShadowDiffers,
+    /// The spec cannot be acted on as it is.
+    InvalidSpec,
+    /// `spec.paused`.
+    Paused,
+    /// Writes of the plugin are refused by the API server (RBAC).
+    ApiForbidden,
+    /// Reconciles fail.
+    ReconcileErrors,
+}
+
+impl Reason {
+    /// The reason as written in the condition.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Loading => "Loading",
+            Reason::Loaded => "Loaded",
+            Reason::Swapped => "Swapped",
+            Reason::InvalidModule => "InvalidModule",
+            Reason::CompileFailed => "CompileFailed",
+            Reason::WitVersionMismatch => "WitVersionMismatch",
+            Reason::Forbidden => "Forbidden",
+            Reason::SourceUnavailable => "SourceUnavailable",
+            Reason::RolledBack => "RolledBack",
+            Reason::Shadowing => "Shadowing",
+            Reason::ShadowDiffers => "ShadowDiffers",
+            Reason::InvalidSpec => "InvalidSpec",
+            Reason::Paused => "Paused",
+            Reason::ApiForbidden => "ApiForbidden",
+            Reason::ReconcileErrors => "ReconcileErrors",
+        }
+    }
+}
+
+/// One condition's wanted state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Want {
+    /// `True` or `False`.
+    pub status: bool,
+    /// Why.
+    pub reason: Reason,
+    /// What a person should know or do.
+    pub message: String,
+}
+
+impl Want {
+    /// A condition that holds.
+    pub fn yes(reason: Reason, message: impl Into<String>) -> Want {
+        Want { status: true, reason, message: message.into() }
+    }
+
+    /// A condition that does not hold.
+    pub fn no(reason: Reason, message: impl Into<String>) -> Want {
+        Want { status: false, reason, message: message.into() }
+    }
+}
+
+/// Merge wanted conditions into the current ones, keeping
+/// `lastTransitionTime` when a condition's status did not change.
+pub fn conditions(current: &[Condition], wanted: &[(&str, Want)], generation: Option<i64>) -> Vec<Condition> {
+    let now = Time(Timestamp::now());
+    wanted
+        .iter()
+        .map(|(type_, want)| {
+            let status = if want.status { "True" } else { "False" }.to_string();
+            let since = current
+                .iter()
+                .find(|c| c.type_ == *type_ && c.status == status)
+                .map_or_else(|| now.clone(), |c| c.last_transition_time.clone());
+            let mut message: String = want.message.chars().take(1000).collect();
+            if message.len() < want.message.len() {
+                message.push('…');
+            }
+            Condition {
+                type_: type_.to_string(),
+                status,
+                reason: want.reason.as_str().into(),
+                message,
+                last_transition_time: since,
+                observed_generation: generation,
+            }
+        })
+        .collect()
+}
+
+/// The reason for a load error.
+pub fn load_reason(e: &crate::runtime::LoadError) -> Reason {
+    use crate::runtime::LoadError as E;
+    match e {
+        E::Compile(_) => Reason::CompileFailed,
+        E::WitVersion { .. } => Reason::WitVersionMismatch,
+        E::Limits(_) => Reason::InvalidSpec,
+        E::Engine(_)
+        | E::NotAComponent(_)
+        | E::WrongWorld(_)
+        | E::UnknownImport(_)
+        | E::Link(_)
+        | E::Manifest(_)
+        | E::InvalidManifest(_) => Reason::InvalidModule,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_condition_should_keep_its_transition_time_while_its_status_holds() {
+        let first = conditions(&[], &[("Ready", Want::yes(Reason::Loaded, "ok"))], Some(1));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let again = conditions(&first, &[("Ready", Want::yes(Reason::Swapped, "swapped"))], Some(2));
+        assert_eq!(again[0].last_transition_time, first[0].last_transition_time);
+        assert_eq!((again[0].reason.as_str(), again[0].observed_generation), ("Swapped", Some(2)));
+        let flipped = conditions(&again, &[("Ready", Want::no(Reason::Forbidden, "no"))], Some(2));
+        assert_ne!(flipped[0].last_transition_time, first[0].last_transition_time);
+    }
+}

@@ -1,0 +1,281 @@
+//! WASI stdout and stderr of guests, streamed line by line to the host's
+//! log (target `operon::guest`, with the controller's name), rate-limited per
+//! module.
+//!
+//! A guest's output never makes it fail: the streams accept every write at
+//! once, however much is written, and never close. What a module writes
+//! beyond its rate (a token bucket of [`Limits::log_lines_per_second`] with a
+//! burst of [`Limits::log_burst`]) is dropped and counted: the log says once
+//! that lines are being dropped, and how many once the guest has slowed down
+//! (the bucket is half full again), or every 10 s while it has not.
+//!
+//! A line longer than [`MAX_LINE`] bytes is logged in pieces of that size; a
+//! line the guest left unfinished is logged when the call returns.
+//!
+//! [`Limits::log_lines_per_second`]: super::Limits::log_lines_per_second
+//! [`Limits::log_burst`]: super::Limits::log_burst
+
+use bytes::Bytes;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
+use std::time::Instant;
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
+
+/// Longest line logged in one piece, in bytes.
+pub const MAX_LINE: usize = 4096;
+
+/// What one write may carry (the permit `check-write` grants); a guest
+/// writing more simply writes again.
+const WRITE_PERMIT: usize = 64 << 10;
+
+/// The log of one module's guests: the rate limit and the drop count, shared
+/// by every instance of the module.
+pub(crate) struct GuestLog {
+    /// The controller's name, known once `manifest()` has answered.
+    controller: OnceLock<String>,
+    rate: f64,
+    burst: f64,
+    bucket: Mutex<Bucket>,
+    dropped: AtomicU64,
+}
+
+struct Bucket {
+    tokens: f64,
+    refilled: Instant,
+    /// While an episode of dropping lasts: the lines dropped since the log
+    /// last said so, and when it did.
+    dropping: Option<(u64, Instant)>,
+}
+
+/// How often the log reports the count while dropping goes on.
+const REPORT_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl GuestLog {
+    /// A log allowing `rate` lines per second with bursts of `burst`.
+    pub fn new(rate: u32, burst: u32) -> GuestLog {
+        let burst = f64::from(burst.max(1));
+        GuestLog {
+            controller: OnceLock::new(),
+            rate: f64::from(rate),
+            burst,
+            bucket: Mutex::new(Bucket { tokens: burst, refilled: Instant::now(), dropping: None }),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    /// Name the controller in every later line.
+    pub fn set_controller(&self, name: &str) {
+        let _ = self.controller.set(name.to_string());
+    }
+
+    /// Lines dropped by the rate limit so far.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    fn controller(&self) -> &str {
+        self.controller.get().map_or("(loading)", String::as_str)
+    }
+
+    /// Log one line, or count it as dropped.
+    fn line(&self, stream: Stream, line: &[u8]) {
+        let line = String::from_utf8_lossy(line);
+        let line = line.trim_end_matches(['\r', '\n']);
+        if line.is_empty() {
+            return;
+        }
+        let report = {
+            let mut bucket = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
+            let now = Instant::now();
+            let refill = now.duration_since(bucket.refilled).as_secs_f64() * self.rate;
+            bucket.tokens = (bucket.tokens + refill).min(self.burst);
+            bucket.refilled = now;
+            if bucket.tokens < 1.0 {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                match &mut bucket.dropping {
+                    Some((count, _)) => *count += 1,
+                    None => {
+                        bucket.dropping = Some((1, now));
+                        tracing::warn!(
+                            target: "operon::guest",
+                            controller = self.controller(),
+                            "guest output exceeds {} lines/s (burst {}): dropping lines until it slows down",
+                            self.rate,
+                            self.burst
+                        );
+                    }
+                }
+                return;
+            }
+            bucket.tokens -= 1.0;
+            let slowed = bucket.tokens >= self.burst / 2.0;
+            match &mut bucket.dropping {
+                Some((count, _)) if slowed => {
+                    let count = *count;
+                    bucket.dropping = None;
+                    Some(count)
+                }
+                Some((count, last)) if now.duration_since(*last) >= REPORT_EVERY => {
+                    let count = std::mem::take(count);
+                    *last = now;
+                    Some(count)
+                }
+                _ => None,
+            }
+        };
+        let controller = self.controller();
+        if let Some(count) = report.filter(|&c| c > 0) {
+            tracing::warn!(target: "operon::guest", controller, dropped = count, "dropped {count} lines of guest output");
+        }
+        match stream {
+            Stream::Stdout => tracing::info!(target: "operon::guest", controller, stream = "stdout", "{line}"),
+            Stream::Stderr => tracing::warn!(target: "operon::guest", controller, stream = "stderr", "{line}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// One instance's stdout or stderr. Every stream the guest opens on it shares
+/// the unfinished line, so a line written in pieces is logged whole.
+#[derive(Clone)]
+pub(crate) struct GuestStream {
+    log: Arc<GuestLog>,
+    stream: Stream,
+    partial: Arc<Mutex<Vec<u8>>>,
+}
+
+impl GuestStream {
+    pub fn new(log: Arc<GuestLog>, stream: Stream) -> GuestStream {
+        GuestStream { log, stream, partial: Arc::new(Mutex::new(Vec::new())) }
+    }
+
+    fn write_bytes(&self, mut bytes: &[u8]) {
+        let mut partial = self.partial.lock().unwrap_or_else(|p| p.into_inner());
+        while !bytes.is_empty() {
+            let room = MAX_LINE - partial.len();
+            match bytes.iter().take(room).position(|&b| b == b'\n') {
+                Some(end) => {
+                    partial.extend_from_slice(&bytes[..end]);
+                    self.log.line(self.stream, &partial);
+                    partial.clear();
+                    bytes = &bytes[end + 1..];
+                }
+                None if bytes.len() < room => {
+                    partial.extend_from_slice(bytes);
+                    bytes = &[];
+                }
+                None => {
+                    partial.extend_from_slice(&bytes[..room]);
+                    self.log.line(self.stream, &partial);
+                    partial.clear();
+                    bytes = &bytes[room..];
+                }
+            }
+        }
+    }
+
+    /// Log the unfinished line, if any (at the end of a call).
+    pub fn finish_line(&self) {
+        let mut partial = self.partial.lock().unwrap_or_else(|p| p.into_inner());
+        if !partial.is_empty() {
+            self.log.line(self.stream, &partial);
+            partial.clear();
+        }
+    }
+}
+
+impl IsTerminal for GuestStream {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for GuestStream {
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(self.clone())
+    }
+
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+impl OutputStream for GuestStream {
+    fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
+        self.write_bytes(&bytes);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> StreamResult<()> {
+        Ok(())
+    }
+
+    fn check_write(&mut self) -> StreamResult<usize> {
+        Ok(WRITE_PERMIT)
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for GuestStream {
+    /// Always ready: a write never waits.
+    async fn ready(&mut self) {}
+}
+
+impl tokio::io::AsyncWrite for GuestStream {
+    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        self.write_bytes(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_beyond_the_burst_should_be_dropped_and_counted() {
+        let log = Arc::new(GuestLog::new(0, 10));
+        let out = GuestStream::new(log.clone(), Stream::Stdout);
+        out.write_bytes(&b"line\n".repeat(25));
+        assert_eq!(log.dropped(), 15);
+    }
+
+    #[test]
+    fn a_line_written_in_pieces_should_count_once_and_long_lines_in_pieces() {
+        let log = Arc::new(GuestLog::new(0, 3));
+        let out = GuestStream::new(log.clone(), Stream::Stderr);
+        out.write_bytes(b"hel");
+        out.clone().write_bytes(b"lo\n");
+        assert_eq!(log.dropped(), 0);
+        // 2.5 × MAX_LINE without a newline: two full pieces, the rest pending.
+        out.write_bytes(&vec![b'x'; MAX_LINE * 5 / 2]);
+        assert_eq!(log.dropped(), 0, "three lines fit the burst");
+        out.finish_line();
+        assert_eq!(log.dropped(), 1, "the unfinished rest is the fourth line");
+    }
+
+    #[test]
+    fn the_rate_should_refill_the_bucket() {
+        let log = GuestLog::new(1_000_000, 1);
+        log.line(Stream::Stdout, b"a");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        log.line(Stream::Stdout, b"b");
+        assert_eq!(log.dropped(), 0);
+    }
+}

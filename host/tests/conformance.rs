@@ -1,0 +1,164 @@
+//! Conformance: the WebApp reconciler is written once per language
+//! (`guest-examples/{rust,python,ts,go,c}-webapp`), and every one of them
+//! must give the same outcome for every shared fixture
+//! (`guest-examples/webapp/fixtures` and its subdirectories: reconcile
+//! requests, and the admission reviews of `admission/`).
+//!
+//! Each language's component comes from `target/guests/` (built by `cargo
+//! xtask guests`, which `cargo xtask test` runs first) and goes through
+//! `operon test` — the real binary, with the host's outcome validation — on
+//! every fixture directory. The expected files are the one definition of
+//! the semantics; since every language is compared with them, all outcomes
+//! are identical, or the test fails with a table of who differs where.
+//!
+//! A missing component fails the test with what to run; nothing is skipped.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const OPERON: &str = env!("CARGO_BIN_EXE_operon");
+
+/// The WebApp in every language, by component name.
+const LANGUAGES: [&str; 5] = ["rust-webapp", "python-webapp", "ts-webapp", "go-webapp", "c-webapp"];
+
+fn fixtures_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/webapp/fixtures")
+}
+
+fn is_request(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    [".yaml", ".yml", ".json"].iter().any(|e| name.ends_with(e)) && !name.contains(".expected.") && path.is_file()
+}
+
+/// The names of the fixtures directly in `dir`, sorted.
+fn fixture_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| is_request(p))
+        .map(|p| p.file_name().unwrap().to_string_lossy().rsplit_once('.').unwrap().0.to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The directories to run `operon test` on, with the fixtures each must
+/// report: the root, whose `admission/` reviews `operon test` runs with it
+/// (reported as `admission/NAME`), and every other directory below it that
+/// holds fixtures.
+fn fixture_dirs(dir: &Path, root: bool, out: &mut Vec<(PathBuf, Vec<String>)>) {
+    let mut names = fixture_names(dir);
+    let mut subdirs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    subdirs.sort();
+    if root && dir.join("admission").is_dir() {
+        names.extend(fixture_names(&dir.join("admission")).into_iter().map(|n| format!("admission/{n}")));
+        subdirs.retain(|d| !d.ends_with("admission"));
+    }
+    if !names.is_empty() {
+        out.push((dir.to_path_buf(), names));
+    }
+    for sub in subdirs {
+        fixture_dirs(&sub, false, out);
+    }
+}
+
+/// `operon test MODULE DIR`: per fixture `ok` or the failure text, and the
+/// closing `N passed, M failed` line.
+fn operon_test(module: &Path, dir: &Path) -> (BTreeMap<String, Result<(), String>>, String) {
+    let output = Command::new(OPERON).arg("test").arg(module).arg(dir).output().expect("running operon test");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let mut results = BTreeMap::new();
+    let mut current: Option<(String, String)> = None;
+    for line in stdout.lines() {
+        if let Some(name) = line.strip_prefix("ok      ") {
+            if let Some((n, text)) = current.take() {
+                results.insert(n, Err(text));
+            }
+            results.insert(name.trim().to_string(), Ok(()));
+        } else if let Some(rest) = line.strip_prefix("FAILED  ") {
+            if let Some((n, text)) = current.take() {
+                results.insert(n, Err(text));
+            }
+            let (name, why) = rest.split_once(": ").unwrap_or((rest, ""));
+            current = Some((name.trim().to_string(), why.to_string()));
+        } else if let Some((_, text)) = current.as_mut() {
+            if !line.contains(" passed, ") {
+                text.push('\n');
+                text.push_str(line);
+            }
+        }
+    }
+    if let Some((n, text)) = current.take() {
+        results.insert(n, Err(text));
+    }
+    let summary = stdout.lines().rev().find(|l| l.contains(" passed, ")).unwrap_or_default().to_string();
+    if results.is_empty() {
+        panic!(
+            "`operon test {} {}` ran no fixture ({}):\n{stdout}\n{stderr}",
+            module.display(),
+            dir.display(),
+            output.status
+        );
+    }
+    (results, summary)
+}
+
+#[test]
+fn every_language_should_give_the_same_outcome_for_every_webapp_fixture() {
+    let guests = common::guests_dir();
+    let missing: Vec<&str> =
+        LANGUAGES.iter().copied().filter(|l| !guests.join(format!("{l}.wasm")).is_file()).collect();
+    assert!(
+        missing.is_empty(),
+        "missing components in {}: {}; build them with `cargo xtask guests` (needs every language's toolchain: \
+         see .ci/run)",
+        guests.display(),
+        missing.join(", ")
+    );
+
+    let mut dirs = Vec::new();
+    fixture_dirs(&fixtures_root(), true, &mut dirs);
+    assert!(!dirs.is_empty(), "no fixtures under {}", fixtures_root().display());
+
+    // (directory, fixture) → language → result.
+    let mut table: BTreeMap<(String, String), BTreeMap<&str, Result<(), String>>> = BTreeMap::new();
+    let mut summaries = Vec::new();
+    for (dir, names) in &dirs {
+        let rel = dir.strip_prefix(fixtures_root()).unwrap_or(dir).display().to_string();
+        for language in LANGUAGES {
+            let (results, summary) = operon_test(&guests.join(format!("{language}.wasm")), dir);
+            summaries.push(format!("{language:<14} {:<10} {summary}", if rel.is_empty() { "." } else { &rel }));
+            for name in names {
+                let result = results.get(name).cloned().unwrap_or_else(|| Err("not run by `operon test`".to_string()));
+                table.entry((rel.clone(), name.clone())).or_default().insert(language, result);
+            }
+        }
+    }
+    eprintln!("{}", summaries.join("\n"));
+
+    let mut report = String::new();
+    for ((dir, name), results) in &table {
+        if results.values().all(Result::is_ok) {
+            continue;
+        }
+        let row: Vec<String> =
+            results.iter().map(|(l, r)| format!("{l}: {}", if r.is_ok() { "ok" } else { "DIFFERS" })).collect();
+        report.push_str(&format!("\n{}/{name}: {}\n", if dir.is_empty() { "." } else { dir }, row.join(", ")));
+        for (language, result) in results {
+            if let Err(text) = result {
+                report.push_str(&format!("  --- {language}: {text}\n"));
+            }
+        }
+    }
+    assert!(report.is_empty(), "the languages disagree with the expected outcomes (and so with each other):\n{report}");
+    let fixtures: usize = dirs.iter().map(|(_, n)| n.len()).sum();
+    eprintln!("{fixtures} fixtures × {} languages: identical outcomes", LANGUAGES.len());
+}

@@ -1,0 +1,84 @@
+//! The Rust author workflow, end to end, with the real toolchain (cargo,
+//! rustup) and the real host: `operon new --lang rust` → `operon build` →
+//! `operon test` in a scratch directory outside the repository, then the
+//! scaffold's own `cargo test`. The project builds with the SDK vendored in
+//! it, never with this workspace.
+//!
+//! The scratch project's crates are compiled into `target/scaffold-rust`
+//! (`CARGO_TARGET_DIR`), so later runs rebuild only what changed; the
+//! sources stay outside the repository. A missing toolchain fails the test
+//! with the install hint (CI installs everything); it never skips.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const OPERON: &str = env!("CARGO_BIN_EXE_operon");
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// Runs `command`, asserting success; returns stdout.
+fn run(command: &mut Command) -> String {
+    let output = command.output().unwrap_or_else(|e| panic!("{command:?}: {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{command:?} failed ({}):\n{stdout}\n{stderr}", output.status);
+    stdout
+}
+
+/// A command that builds Rust in the scratch project: its own workspace,
+/// with a target directory kept between runs.
+fn in_project(program: &str, dir: &Path) -> Command {
+    let mut command = Command::new(program);
+    command.current_dir(dir).env("CARGO_TARGET_DIR", repo().join("target/scaffold-rust"));
+    // The test runs under `cargo test`: nothing of this workspace's build
+    // may leak into the scaffold's.
+    for var in ["CARGO_MANIFEST_DIR", "CARGO_PKG_NAME", "RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS"] {
+        command.env_remove(var);
+    }
+    command
+}
+
+#[test]
+fn a_new_rust_project_should_build_and_pass_its_fixtures() {
+    let scratch = tempfile::tempdir().unwrap();
+    assert!(!scratch.path().starts_with(repo()), "the scratch directory must be outside the repository");
+    run(in_project(OPERON, scratch.path()).args(["new", "--lang", "rust", "greeter"]));
+    let project = scratch.path().join("greeter");
+    for file in [
+        "operon.toml",
+        "Cargo.toml",
+        "src/lib.rs",
+        "tests/fixtures.rs",
+        "README.md",
+        ".gitignore",
+        "wit/reconciler.wit",
+        "operon-sdk/Cargo.toml",
+        "operon-sdk/src/lib.rs",
+        "fixtures/create.yaml",
+    ] {
+        assert!(project.join(file).is_file(), "{file} was not scaffolded");
+    }
+    let sdk_manifest = std::fs::read_to_string(project.join("operon-sdk/Cargo.toml")).unwrap();
+    assert!(!sdk_manifest.contains("workspace"), "the vendored SDK must not need a workspace:\n{sdk_manifest}");
+
+    let built = run(in_project(OPERON, &project).arg("build"));
+    assert!(built.contains("dist/greeter.wasm"), "{built}");
+    let tested = run(in_project(OPERON, &project).arg("test"));
+    assert!(tested.lines().any(|l| l == "3 passed, 0 failed"), "{tested}");
+    let inspected = run(in_project(OPERON, &project).args(["inspect", "dist/greeter.wasm"]));
+    assert!(inspected.contains("wasi:         no"), "a Rust guest needs no WASI:\n{inspected}");
+
+    // The scaffold's own unit tests and fixtures, natively.
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let output = in_project(&cargo, &project).args(["test", "--quiet"]).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "cargo test failed:\n{text}");
+    let passed: u32 = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("test result: ok. "))
+        .filter_map(|rest| rest.split(' ').next()?.parse::<u32>().ok())
+        .sum();
+    assert_eq!(passed, 3, "two unit tests and the fixtures test:\n{text}");
+}

@@ -1,0 +1,5 @@
+//! A broken version of the stamp guest: same manifest, traps on every
+//! reconcile (see `../../stamp.rs`), for rollback tests.
+const VERSION: &str = "broken";
+const TRAP: bool = true;
+include!("../../stamp.rs");

@@ -1,0 +1,553 @@
+//! Hostile plugins and hostile resources, against a real API server.
+//!
+//! Every test runs one manager with two controllers: the `hostile` guest
+//! (Things; its parent's `spec.mode` names the attack) and its neighbour,
+//! the well-behaved `rust-webapp` (WebApps). Each attack must be cut off or
+//! refused with its own error and event, must write nothing it may not, and
+//! the neighbour must keep converging under load meanwhile. How much the
+//! neighbour slows down is measured, not asserted here: `cargo xtask bench
+//! hostile` prints it (docs/RELIABILITY.md).
+//!
+//! Hostile resources: parents with huge specs, names at the length limits,
+//! unexpected fields, and a CRD deleted while its controller runs.
+
+mod common;
+
+use common::{eventually, free_port, guest, thing_crd, webapp_crd};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
+use operon::manager::{self, Manager};
+use operon::runtime::{self, Limits, Runtime};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(60);
+/// WebApps the neighbour keeps converging while the attack runs.
+const NEIGHBOURS: usize = 10;
+
+fn plane() -> &'static operon_envtest::ControlPlane {
+    operon_envtest::shared_with(|| operon_envtest::Options::default().crd(webapp_crd()).crd(thing_crd()))
+}
+
+/// A manager running `hostile` and `rust-webapp` in one namespace.
+struct Host {
+    client: kube::Client,
+    namespace: String,
+    metrics: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), manager::Error>>,
+}
+
+impl Host {
+    async fn start(prefix: &str) -> Host {
+        let client = plane().client().await;
+        let namespace = operon_envtest::create_namespace(&client, prefix).await.unwrap();
+        Host::start_on(client, namespace).await
+    }
+
+    async fn start_on(client: kube::Client, namespace: String) -> Host {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+            .with_test_writer()
+            .try_init();
+        let rt = Runtime::new(runtime::Config { artifact_dir: None, ..Default::default() }).unwrap();
+        let port = free_port();
+        let mut mgr = Manager::new(
+            client.clone(),
+            manager::Config {
+                controller: operon::controller::Config {
+                    namespace: Some(namespace.clone()),
+                    max_concurrent_reconciles: 2,
+                    ..Default::default()
+                },
+                server_addr: Some(([127, 0, 0, 1], port).into()),
+                ..Default::default()
+            },
+        );
+        mgr.add(rt.load(&guest("hostile"), Limits::default()).unwrap());
+        mgr.add(rt.load(&guest("rust-webapp"), Limits::default()).unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(mgr.run(async move {
+            let _ = stopped.await;
+        }));
+        Host { client, namespace, metrics: format!("http://127.0.0.1:{port}"), stop: Some(stop), task }
+    }
+
+    fn custom(&self, kind: &str) -> Api<DynamicObject> {
+        let gvk = GroupVersionKind::gvk("example.operon.dev", "v1alpha1", kind);
+        Api::namespaced_with(self.client.clone(), &self.namespace, &ApiResource::from_gvk(&gvk))
+    }
+
+    async fn thing(&self, name: &str, spec: Value) {
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing", "metadata": {"name": name}, "spec": spec
+        }))
+        .unwrap();
+        self.custom("Thing").create(&PostParams::default(), &obj).await.unwrap();
+    }
+
+    /// Warning events about `name`, as `reason: note`.
+    async fn warnings(&self, name: &str) -> Vec<String> {
+        let events: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
+        let events = events.list(&ListParams::default()).await.unwrap();
+        events
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .filter(|e| e.type_.as_deref() == Some("Warning"))
+            .map(|e| format!("{}: {}", e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+            .collect()
+    }
+
+    /// Waits for a Warning event on `name` with `reason` whose note contains
+    /// every one of `needles`; returns it.
+    async fn warning(&self, name: &str, reason: &str, needles: &[&str]) -> String {
+        let what = format!("a {reason} event on {name} saying {needles:?}");
+        let event = eventually(&what, WAIT, || async {
+            let prefix = format!("{reason}: ");
+            self.warnings(name)
+                .await
+                .into_iter()
+                .find(|w| w.starts_with(&prefix) && needles.iter().all(|n| w.contains(n)))
+        })
+        .await;
+        eprintln!("hostile: {name}: {event}");
+        event
+    }
+
+    async fn status(&self, name: &str) -> Option<Value> {
+        self.custom("Thing").get_opt(name).await.ok()??.data.get("status").cloned()
+    }
+
+    async fn scrape(&self) -> String {
+        let url = format!("{}/metrics", self.metrics);
+        let resp = reqwest::get(&url).await.unwrap_or_else(|e| panic!("scraping {url}: {e}"));
+        resp.text().await.unwrap()
+    }
+
+    /// One series' value; panics when it is missing.
+    async fn metric(&self, series: &str) -> f64 {
+        let text = self.scrape().await;
+        text.lines()
+            .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
+            .unwrap_or_else(|| panic!("no series {series} in the metrics"))
+    }
+
+    /// Creates the neighbour's WebApps with `replicas`.
+    async fn neighbours(&self, replicas: i64) {
+        for i in 0..NEIGHBOURS {
+            let obj: DynamicObject = serde_json::from_value(json!({
+                "apiVersion": "example.operon.dev/v1alpha1", "kind": "WebApp",
+                "metadata": {"name": format!("web-{i}")}, "spec": {"image": "nginx:1.27", "replicas": replicas}
+            }))
+            .unwrap();
+            self.custom("WebApp").create(&PostParams::default(), &obj).await.unwrap();
+        }
+        self.neighbours_converge(replicas).await;
+    }
+
+    /// Changes every WebApp to `replicas` and waits until the neighbour has
+    /// followed: it keeps working while the attack runs.
+    async fn neighbours_follow(&self, replicas: i64) {
+        for i in 0..NEIGHBOURS {
+            let patch = json!({"spec": {"replicas": replicas}});
+            self.custom("WebApp").patch(&format!("web-{i}"), &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+        }
+        self.neighbours_converge(replicas).await;
+    }
+
+    async fn neighbours_converge(&self, replicas: i64) {
+        let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), &self.namespace);
+        eventually(&format!("the neighbour's {NEIGHBOURS} Deployments at {replicas} replicas"), WAIT, || async {
+            for i in 0..NEIGHBOURS {
+                let d = deployments.get_opt(&format!("web-{i}")).await.ok()??;
+                if d.spec?.replicas != Some(replicas as i32) {
+                    return None;
+                }
+            }
+            Some(())
+        })
+        .await;
+    }
+
+    async fn configmaps(&self) -> Vec<String> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace);
+        let list = api.list(&ListParams::default()).await.unwrap();
+        list.items.into_iter().filter_map(|c| c.metadata.name).filter(|n| n != "kube-root-ca.crt").collect()
+    }
+
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.task.await.unwrap().unwrap();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Hostile plugins
+
+#[tokio::test]
+async fn an_infinite_loop_is_cut_off_at_its_deadline_while_the_neighbour_keeps_up() {
+    let h = Host::start("loop").await;
+    h.neighbours(1).await;
+    h.thing("spin", json!({"mode": "loop"})).await;
+    h.thing("spin-2", json!({"mode": "loop"})).await;
+    h.warning("spin", "ReconcileError", &["timed out after 1s", "find the loop"]).await;
+    h.neighbours_follow(2).await;
+    assert!(h.metric(r#"controller_runtime_reconcile_timeouts_total{controller="hostile"}"#).await >= 1.0);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_memory_bomb_hits_its_cap_while_the_neighbour_keeps_up() {
+    let h = Host::start("memory").await;
+    h.neighbours(1).await;
+    h.thing("hoard", json!({"mode": "memory"})).await;
+    h.warning("hoard", "ReconcileError", &["exceeded its memory limit of 67108864 bytes"]).await;
+    h.neighbours_follow(2).await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_trap_storm_is_counted_and_backed_off_while_the_neighbour_keeps_up() {
+    let h = Host::start("traps").await;
+    h.neighbours(1).await;
+    for i in 0..20 {
+        h.thing(&format!("boom-{i}"), json!({"mode": "trap"})).await;
+    }
+    h.warning("boom-0", "ReconcileError", &["trapped:", "unreachable", "guest stack"]).await;
+    h.warning("boom-19", "ReconcileError", &["trapped"]).await;
+    h.neighbours_follow(3).await;
+    let panics = h.metric(r#"controller_runtime_reconcile_panics_total{controller="hostile"}"#).await;
+    assert!(panics >= 20.0, "{panics} traps counted for 20 trapping parents");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_giant_outcome_is_refused_and_nothing_of_it_written() {
+    let h = Host::start("giant").await;
+    h.neighbours(1).await;
+    h.thing("big", json!({"mode": "giant", "bytes": 16 << 20})).await;
+    h.warning("big", "InvalidOutcome", &["oversized outcome", "limit: 4194304"]).await;
+    h.neighbours_follow(2).await;
+    assert!(h.configmaps().await.iter().all(|n| !n.starts_with("giant-")), "part of a refused outcome was written");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn outcomes_aimed_outside_the_grants_are_refused_whole() {
+    let h = Host::start("escape").await;
+    h.neighbours(1).await;
+    let cm = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
+    let cases = [
+        ("kind", json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "stolen"}}), vec![
+            "v1 Secret stolen",
+            "not among the kinds hostile may write",
+        ]),
+        (
+            "namespace",
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "kube-system"}}),
+            vec!["\"kube-system\"", "children live in their parent's namespace"],
+        ),
+        ("cluster", json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "taken"}}), vec![
+            "v1 Namespace is cluster-scoped and cannot be owned by a namespaced parent",
+        ]),
+        (
+            "reconciler",
+            json!({"apiVersion": "operon.dev/v1alpha1", "kind": "Reconciler", "metadata": {"name": "hostile"}}),
+            vec!["may never be written by a plugin", "operon.dev kinds belong to the host"],
+        ),
+        (
+            "lease",
+            json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "operon-leader"}}),
+            vec!["may never be written by a plugin", "Leases carry leader election"],
+        ),
+        ("rbac", json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "me"}}), vec![
+            "RBAC objects would let a plugin grant itself rights",
+        ]),
+    ];
+    for (name, bad, _) in &cases {
+        // A valid ConfigMap first: it must not be written either.
+        h.thing(name, json!({"mode": "echo", "desired": [cm(&format!("{name}-ok")), bad]})).await;
+    }
+    for (name, _, needles) in &cases {
+        h.warning(name, "InvalidOutcome", needles).await;
+    }
+    h.neighbours_follow(2).await;
+    let written = h.configmaps().await;
+    assert!(written.iter().all(|n| !n.ends_with("-ok")), "part of a refused outcome was written: {written:?}");
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(h.client.clone());
+    assert!(namespaces.get_opt("taken").await.unwrap().is_none());
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(h.client.clone(), &h.namespace);
+    assert!(leases.get_opt("operon-leader").await.unwrap().is_none());
+    // Refused outcomes are terminal: one error per parent, no retry storm.
+    let refused = h.metric(r#"operon_outcomes_refused_total{controller="hostile"}"#).await;
+    assert_eq!(refused, cases.len() as f64, "each refused outcome counted once, not retried");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn reads_of_undeclared_kinds_are_refused_and_no_secret_shows_anywhere() {
+    let h = Host::start("reads").await;
+    h.neighbours(1).await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(h.client.clone(), &h.namespace);
+    let secret = serde_json::from_value(json!({"metadata": {"name": "admin-token"}, "stringData": {"token": "sup3r-s3cret-t0ken"}}))
+        .unwrap();
+    secrets.create(&PostParams::default(), &secret).await.unwrap();
+    h.thing("peek", json!({"mode": "read-secret"})).await;
+    h.warning("peek", "ReconcileFailed", &["v1 Secret may not be read", "declare it in the manifest's `reads`"])
+        .await;
+    h.neighbours_follow(2).await;
+    // Neither the Secret, nor the host's credentials, nor the API server's
+    // address show in what the host serves or records.
+    let readyz = reqwest::get(format!("{}/readyz", h.metrics)).await.unwrap().text().await.unwrap();
+    let healthz = reqwest::get(format!("{}/healthz", h.metrics)).await.unwrap().text().await.unwrap();
+    let events = h.warnings("peek").await.join("\n");
+    let key = std::fs::read_to_string(plane().config().auth_info.client_key.as_deref().unwrap()).unwrap();
+    let key_line = key.lines().nth(1).unwrap().to_string();
+    for (what, text) in [("/metrics", h.scrape().await), ("/readyz", readyz), ("/healthz", healthz), ("events", events)] {
+        for secret in ["sup3r-s3cret-t0ken", "c3VwM3ItczNjcmV0LXQwa2Vu", "BEGIN", key_line.as_str(), plane().server()] {
+            assert!(!text.contains(secret), "{what} shows {secret:?}:\n{text}");
+        }
+    }
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_flood_of_host_calls_exhausts_its_read_budget() {
+    let h = Host::start("flood").await;
+    h.neighbours(1).await;
+    for i in 0..20 {
+        let api: Api<ConfigMap> = Api::namespaced(h.client.clone(), &h.namespace);
+        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": format!("cm-{i}")}, "data": {"k": "v".repeat(1000)}})).unwrap();
+        api.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    h.thing("flood", json!({"mode": "flood"})).await;
+    h.warning("flood", "ReconcileFailed", &["after 1000 host calls", "read budget exhausted", "list once and filter"]).await;
+    // A reconcile that reads within the budget is not refused.
+    h.thing("modest", json!({"mode": "flood", "calls": 200})).await;
+    eventually("the modest reader's status", WAIT, || async {
+        h.status("modest").await.filter(|s| s["calls"] == 200)
+    })
+    .await;
+    h.neighbours_follow(2).await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_requeue_storm_is_held_to_the_floor() {
+    let h = Host::start("requeues").await;
+    h.neighbours(1).await;
+    for i in 0..10 {
+        h.thing(&format!("storm-{i}"), json!({"mode": "requeue"})).await;
+    }
+    h.warning("storm-0", "RequeueTooSoon", &["raised to the host's floor of 100ms"]).await;
+    h.neighbours_follow(2).await;
+    let raised = h.metric(r#"operon_requeue_raised_total{controller="hostile"}"#).await;
+    assert!(raised >= 10.0, "requeues raised: {raised}");
+    let warnings = h.warnings("storm-0").await;
+    let count = warnings.iter().filter(|w| w.starts_with("RequeueTooSoon")).count();
+    assert_eq!(count, 1, "one RequeueTooSoon event per parent, not one per reconcile: {warnings:?}");
+    h.stop().await;
+}
+
+// ---------------------------------------------------------------------------
+// Hostile resources
+
+#[tokio::test]
+async fn a_parent_with_a_huge_spec_is_reconciled() {
+    let h = Host::start("huge").await;
+    h.neighbours(1).await;
+    // 1.2 MB of spec: near etcd's 1.5 MiB limit for one object.
+    h.thing("huge", json!({"mode": "calm", "blob": "x".repeat(1_200_000)})).await;
+    eventually("the huge parent's status", WAIT, || async { h.status("huge").await.filter(|s| s["calm"] == true) })
+        .await;
+    h.neighbours_follow(2).await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn names_at_the_length_limits_are_reconciled_or_refused_clearly() {
+    let h = Host::start("names").await;
+    h.neighbours(1).await;
+    // A custom object's name may be a 253-character DNS subdomain.
+    let long = format!("{}.{}.{}.{}", "a".repeat(63), "b".repeat(63), "c".repeat(63), "d".repeat(61));
+    assert_eq!(long.len(), 253);
+    h.thing(&long, json!({"mode": "calm"})).await;
+    eventually("the 253-character parent's status", WAIT, || async {
+        h.status(&long).await.filter(|s| s["calm"] == true)
+    })
+    .await;
+    // A WebApp named with 63 characters gets children of that name.
+    let label = "w".repeat(63);
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.operon.dev/v1alpha1", "kind": "WebApp",
+        "metadata": {"name": label}, "spec": {"image": "nginx:1.27"}
+    }))
+    .unwrap();
+    h.custom("WebApp").create(&PostParams::default(), &obj).await.unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(h.client.clone(), &h.namespace);
+    eventually("the 63-character WebApp's Deployment", WAIT, || async { deployments.get_opt(&label).await.ok()? })
+        .await;
+    // A 253-character WebApp: its children's names or labels are out of the
+    // API server's bounds. Refused with the API server's reason, not retried
+    // in a loop, and the host keeps going.
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.operon.dev/v1alpha1", "kind": "WebApp",
+        "metadata": {"name": long}, "spec": {"image": "nginx:1.27"}
+    }))
+    .unwrap();
+    h.custom("WebApp").create(&PostParams::default(), &obj).await.unwrap();
+    let refused = h.warning(&long, "ApplyRefused", &["422"]).await;
+    assert!(refused.contains("not retried until the object changes"), "{refused}");
+    h.neighbours_follow(2).await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn unexpected_fields_are_pruned_or_ignored() {
+    let h = Host::start("fields").await;
+    h.neighbours(1).await;
+    // The WebApp schema is structural: the API server prunes what it does
+    // not know, and the guest never sees it.
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.operon.dev/v1alpha1", "kind": "WebApp",
+        "metadata": {"name": "odd", "labels": {"x": "y"}},
+        "spec": {"image": "nginx:1.27", "replicas": 2, "surprise": {"nested": [1, 2, 3]}, "sidecar": true},
+        "extra": "top-level"
+    }))
+    .unwrap();
+    h.custom("WebApp").create(&PostParams::default(), &obj).await.unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(h.client.clone(), &h.namespace);
+    eventually("the odd WebApp's Deployment", WAIT, || async {
+        deployments.get_opt("odd").await.ok()?.filter(|d| d.spec.as_ref().and_then(|s| s.replicas) == Some(2))
+    })
+    .await;
+    // Things keep unknown fields: the guest gets them, with types it does
+    // not expect, and answers anyway.
+    h.thing("odd", json!({"mode": ["not", "a", "string"], "desired": "not-a-list", "calls": -1, "": null})).await;
+    eventually("the odd Thing's status", WAIT, || async { h.status("odd").await.filter(|s| s["calm"] == true) })
+        .await;
+    h.neighbours_follow(2).await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crd_deleted_while_its_controller_runs_is_reported_and_recovered() {
+    // A control plane of its own: the CRD goes away.
+    let plane = tokio::task::block_in_place(|| {
+        operon_envtest::ControlPlane::start(operon_envtest::Options::default().crd(webapp_crd()).crd(thing_crd()))
+    })
+    .expect("control plane");
+    let client = plane.client().await;
+    let namespace = operon_envtest::create_namespace(&client, "crd-gone").await.unwrap();
+    let h = Host::start_on(client.clone(), namespace).await;
+    h.neighbours(1).await;
+    h.thing("before", json!({"mode": "calm"})).await;
+    eventually("a reconcile before", WAIT, || async { h.status("before").await.filter(|s| s["calm"] == true) }).await;
+
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.delete("things.example.operon.dev", &DeleteParams::default()).await.unwrap();
+    eventually("the CRD gone", WAIT, || async {
+        crds.get_opt("things.example.operon.dev").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    // Reported, not fatal: /readyz names the kind, the host keeps running
+    // and the neighbour keeps converging.
+    let readyz = format!("{}/readyz", h.metrics);
+    let why = eventually("/readyz to report the missing kind", WAIT, || async {
+        let resp = reqwest::get(&readyz).await.ok()?;
+        let status = resp.status();
+        let body = resp.text().await.ok()?;
+        (status == 503 && body.contains("Thing")).then_some(body)
+    })
+    .await;
+    eprintln!("readyz while the CRD is gone: {why}");
+    assert!(!h.task.is_finished(), "a deleted CRD must not stop the manager");
+    h.neighbours_follow(2).await;
+
+    // The CRD comes back: the controller picks the kind up again.
+    crds.create(&PostParams::default(), &thing_crd()).await.unwrap();
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing", "metadata": {"name": "after"}, "spec": {"mode": "calm"}
+    }))
+    .unwrap();
+    eventually("the kind served again", WAIT, || async {
+        h.custom("Thing").create(&PostParams::default(), &obj).await.ok()
+    })
+    .await;
+    eventually("a reconcile after the CRD returned", Duration::from_secs(90), || async {
+        h.status("after").await.filter(|s| s["calm"] == true)
+    })
+    .await;
+    eventually("/readyz ok again", WAIT, || async { reqwest::get(&readyz).await.ok()?.status().is_success().then_some(()) })
+        .await;
+    h.neighbours_follow(3).await;
+    h.stop().await;
+    drop(plane);
+}
+
+// ---------------------------------------------------------------------------
+// Hostile files: the precompiled cache loads only what the host wrote
+
+/// The cached artifacts of a directory (not the probe or temporary files).
+fn artifacts(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "cwasm"))
+        .collect()
+}
+
+fn runtime_with_cache(dir: &std::path::Path) -> Runtime {
+    Runtime::new(runtime::Config { artifact_dir: Some(dir.into()), ..Default::default() }).unwrap()
+}
+
+#[test]
+fn a_cache_directory_others_may_write_is_not_used() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("artifacts");
+    std::fs::create_dir(&cache).unwrap();
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let rt = runtime_with_cache(&cache);
+    let first = rt.load(&guest("echo"), Limits::default()).unwrap();
+    let second = rt.load(&guest("echo"), Limits::default()).unwrap();
+    assert!(!first.info().from_cache && !second.info().from_cache, "a world-writable cache must not be used");
+    assert!(artifacts(&cache).is_empty(), "nothing is written to a directory others may write");
+}
+
+#[test]
+fn the_cache_directory_is_created_private_and_its_entries_checked_before_use() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("operon").join("artifacts");
+    let rt = runtime_with_cache(&cache);
+    assert!(!rt.load(&guest("echo"), Limits::default()).unwrap().info().from_cache);
+    let mode = std::fs::metadata(&cache).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "the cache directory is private to the host");
+    let written = artifacts(&cache);
+    assert_eq!(written.len(), 1);
+    assert_eq!(std::fs::metadata(&written[0]).unwrap().permissions().mode() & 0o777, 0o600);
+    assert!(rt.load(&guest("echo"), Limits::default()).unwrap().info().from_cache, "our own entry is used");
+
+    // An entry others may write is not trusted, even with a valid checksum.
+    std::fs::set_permissions(&written[0], std::fs::Permissions::from_mode(0o666)).unwrap();
+    assert!(!rt.load(&guest("echo"), Limits::default()).unwrap().info().from_cache);
+
+    // An artifact planted under another module's name (digest-named files
+    // bind the artifact to its module) is recompiled, never run.
+    let echo = artifacts(&cache).pop().unwrap();
+    assert!(!rt.load(&guest("requeue-counter"), Limits::default()).unwrap().info().from_cache);
+    let counter = artifacts(&cache).into_iter().find(|p| *p != echo).unwrap();
+    std::fs::copy(&echo, &counter).unwrap();
+    std::fs::set_permissions(&counter, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let module = rt.load(&guest("requeue-counter"), Limits::default()).unwrap();
+    assert!(!module.info().from_cache, "an artifact of another module was loaded");
+    assert_eq!(module.manifest().name, "requeue-counter");
+}

@@ -1,0 +1,619 @@
+//! Reconcilers as resources, against a real API server: plugins loaded from
+//! ConfigMaps and URLs, refused with a reason, swapped under load, rolled
+//! back, shadowed, scoped to their namespace, bounded by their
+//! ServiceAccount's RBAC and by adoption rules, and removed cleanly.
+//!
+//! Each test runs its own in-process manager with the Reconciler controller
+//! (`Plugins`), watching its own namespace.
+
+mod common;
+
+use common::{eventually, guest, thing_crd};
+use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::ByteString;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
+use operon::manager::{self, Manager};
+use operon::reconciler::{self, Plugins};
+use operon::runtime::{self, Runtime};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn reconciler_crds() -> Vec<CustomResourceDefinition> {
+    use kube::CustomResourceExt;
+    vec![reconciler::crd::Reconciler::crd(), reconciler::crd::ClusterReconciler::crd()]
+}
+
+fn plane() -> &'static operon_envtest::ControlPlane {
+    operon_envtest::shared_with(|| {
+        let mut o = operon_envtest::Options::with_controller_manager().crd(thing_crd());
+        for crd in reconciler_crds() {
+            o = o.crd(crd);
+        }
+        o
+    })
+}
+
+/// A manager with the Reconciler controller, acting on the Reconcilers
+/// labelled for this test only (tests run side by side on one plane).
+struct Host {
+    client: kube::Client,
+    ns: String,
+    label: String,
+    manager: Manager,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+    runtime: Runtime,
+    _artifacts: tempfile::TempDir,
+}
+
+impl Host {
+    async fn start(prefix: &str) -> Host {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+            .with_test_writer()
+            .try_init();
+        let client = plane().client().await;
+        let ns = operon_envtest::create_namespace(&client, prefix).await.unwrap();
+        let artifacts = tempfile::tempdir().unwrap();
+        let runtime = Runtime::new(runtime::Config {
+            artifact_dir: Some(artifacts.path().to_path_buf()),
+            ..Default::default()
+        })
+        .unwrap();
+        let controller = operon::controller::Config { max_concurrent_reconciles: 4, ..Default::default() };
+        let manager = Manager::new(
+            client.clone(),
+            manager::Config { controller: controller.clone(), server_addr: None, ..Default::default() },
+        );
+        let plugins = Plugins::new(
+            manager.clone(),
+            runtime.clone(),
+            reconciler::Config {
+                kube_config: plane().config(),
+                namespace: None,
+                selector: Some(format!("operon.dev/test={ns}")),
+                require_service_account: false,
+                allow_module_paths: false,
+                controller,
+                status_period: Duration::from_millis(500),
+                path_poll: Duration::from_millis(500),
+                instance: "test".into(),
+            },
+        );
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (mgr, plugins_task) = (manager.clone(), plugins.clone());
+        let task = tokio::spawn(async move {
+            let (stop_plugins, plugins_stopped) = tokio::sync::oneshot::channel::<()>();
+            let p = tokio::spawn(plugins_task.run(async move {
+                let _ = plugins_stopped.await;
+            }));
+            mgr.run(async move {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+            let _ = stop_plugins.send(());
+            let _ = p.await;
+        });
+        Host { client, label: ns.clone(), ns, manager, stop: Some(stop), task, runtime, _artifacts: artifacts }
+    }
+
+    async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(60), &mut self.task).await;
+    }
+
+    fn things(&self) -> Api<DynamicObject> {
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.operon.dev", "v1alpha1", "Thing"));
+        Api::namespaced_with(self.client.clone(), &self.ns, &ar)
+    }
+
+    fn reconcilers(&self) -> Api<reconciler::crd::Reconciler> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    async fn module_config_map(&self, name: &str, bytes: &[u8]) {
+        let cm = ConfigMap {
+            metadata: kube::api::ObjectMeta { name: Some(name.into()), ..Default::default() },
+            binary_data: Some([("module.wasm".to_string(), ByteString(bytes.to_vec()))].into()),
+            ..Default::default()
+        };
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.ns);
+        api.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&cm)).await.unwrap();
+    }
+
+    async fn reconciler(&self, name: &str, spec: Value) {
+        self.reconciler_in(&self.ns, name, spec).await;
+    }
+
+    async fn reconciler_in(&self, ns: &str, name: &str, spec: Value) {
+        let r: reconciler::crd::Reconciler = serde_json::from_value(json!({
+            "apiVersion": "operon.dev/v1alpha1", "kind": "Reconciler",
+            "metadata": {"name": name, "labels": {"operon.dev/test": self.label}}, "spec": spec
+        }))
+        .unwrap();
+        let api: Api<reconciler::crd::Reconciler> = Api::namespaced(self.client.clone(), ns);
+        api.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&r)).await.unwrap();
+    }
+
+    async fn thing(&self, name: &str, value: Value) {
+        let t: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
+            "metadata": {"name": name}, "spec": {"value": value}
+        }))
+        .unwrap();
+        self.things().patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&t)).await.unwrap();
+    }
+
+    /// `(version, value)` of a Thing's status.
+    async fn stamped(&self, name: &str) -> Option<(String, Value)> {
+        let t = self.things().get_opt(name).await.ok()??;
+        let s = t.data.get("status")?;
+        Some((s.get("version")?.as_str()?.to_string(), s.get("value")?.clone()))
+    }
+
+    /// The condition `type_` of a Reconciler: `(status, reason, message)`.
+    async fn condition(&self, name: &str, type_: &str) -> Option<(String, String, String)> {
+        let r = self.reconcilers().get_opt(name).await.ok()??;
+        let c = r.status?.conditions.into_iter().find(|c| c.type_ == type_)?;
+        Some((c.status, c.reason, c.message))
+    }
+
+    async fn events(&self, regarding: &str) -> Vec<(String, String)> {
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &self.ns);
+        api.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(regarding))
+            .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+            .collect()
+    }
+}
+
+fn stamp_grants() -> Value {
+    json!({"for": [{"group": "example.operon.dev", "kind": "Thing"}], "owns": [{"group": "", "kind": "ConfigMap"}]})
+}
+
+fn config_map_module(name: &str) -> Value {
+    json!({"configMap": {"name": name}})
+}
+
+fn digest(bytes: &[u8]) -> String {
+    reconciler::source::digest(bytes)
+}
+
+#[tokio::test]
+async fn a_reconciler_from_a_config_map_swaps_under_load_without_failures() {
+    let host = Host::start("rec-swap").await;
+    let (v1, v2) = (guest("stamp-v1"), guest("stamp-v2"));
+    // v2 is compiled once beforehand: the swap takes it from the precompiled cache.
+    host.runtime.load(&v2, runtime::Limits::default()).unwrap();
+    host.module_config_map("stamp", &v1).await;
+    host.reconciler("stamp", json!({"module": config_map_module("stamp"), "grants": stamp_grants()})).await;
+    let names: Vec<String> = (0..20).map(|i| format!("t{i}")).collect();
+    for n in &names {
+        host.thing(n, json!(0)).await;
+    }
+    eventually("every Thing stamped by v1", WAIT, || async {
+        for n in &names {
+            if host.stamped(n).await?.0 != "v1" {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    let ready = eventually("Ready", WAIT, || async { host.condition("stamp", "Ready").await }).await;
+    assert_eq!(ready.0, "True", "{ready:?}");
+
+    // A steady stream of changes: each Thing's value goes up, many times a second.
+    let writer = {
+        let (things, names) = (host.things(), names.clone());
+        tokio::spawn(async move {
+            let mut value = 0;
+            let started = Instant::now();
+            while started.elapsed() < Duration::from_secs(6) {
+                value += 1;
+                for n in &names {
+                    let patch = json!({"spec": {"value": value}});
+                    let _ = things.patch(n, &PatchParams::default(), &Patch::Merge(&patch)).await;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            value
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let swapped_at = Instant::now();
+    host.module_config_map("stamp", &v2).await;
+    let v2_digest = digest(&v2);
+    eventually("v2 active", WAIT, || async {
+        let r = host.reconcilers().get("stamp").await.ok()?;
+        (r.status?.digest.as_deref() == Some(v2_digest.as_str())).then_some(())
+    })
+    .await;
+    eprintln!("swap: new version active {:?} after the ConfigMap changed (precompiled)", swapped_at.elapsed());
+    let last = writer.await.unwrap();
+    eventually("every Thing converged to v2's output for the last value", WAIT, || async {
+        for n in &names {
+            let (version, value) = host.stamped(n).await?;
+            if version != "v2" || value != json!(last) {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    let c = host.manager.controller(&format!("{}/stamp", host.ns)).unwrap();
+    let stats = c.stats();
+    assert_eq!(stats.errors, 0, "no reconcile failed across the swap: {stats:?}");
+    assert!(stats.reconciles >= 50, "{stats:?}");
+    host.stop().await;
+}
+
+#[tokio::test]
+async fn bad_modules_are_refused_with_the_reason_and_the_old_version_keeps_serving() {
+    let host = Host::start("rec-bad").await;
+    // No version yet: each bad source makes the Reconciler not Ready, with its reason.
+    let cases: Vec<(&str, Value, &str)> = vec![
+        ("garbage", config_map_module("garbage"), "InvalidModule"),
+        ("old-major", config_map_module("old-major"), "WitVersionMismatch"),
+        ("too-much", config_map_module("too-much"), "Forbidden"),
+        ("nowhere", json!({"url": {"href": "http://127.0.0.1:9/module.wasm", "sha256": "0".repeat(64)}}), "SourceUnavailable"),
+    ];
+    host.module_config_map("garbage", b"this is not wasm").await;
+    host.module_config_map("old-major", &guest("misbehave-old-major")).await;
+    // echo owns Deployments, Services and ConfigMaps; it is granted ConfigMaps only.
+    host.module_config_map("too-much", &guest("echo")).await;
+    for (name, module, _) in &cases {
+        host.reconciler(name, json!({"module": module, "grants": stamp_grants()})).await;
+    }
+    for (name, _, reason) in &cases {
+        let (status, got, message) = eventually(&format!("{name}: Ready=False"), WAIT, || async {
+            host.condition(name, "Ready").await.filter(|c| c.0 == "False" && c.1 != "Loading")
+        })
+        .await;
+        assert_eq!((status.as_str(), got.as_str()), ("False", *reason), "{name}: {message}");
+        eprintln!("{name}: {got}: {message}");
+    }
+    let (_, _, forbidden) = host.condition("too-much", "Ready").await.unwrap();
+    assert!(forbidden.contains("owns apps/v1 Deployment") && forbidden.contains("owns v1 Service"), "{forbidden}");
+    assert!(host.manager.controller(&format!("{}/too-much", host.ns)).is_none(), "no controller starts");
+
+    // With a good version running, a bad one leaves it serving: Degraded, still Ready.
+    host.module_config_map("good", &guest("stamp-v1")).await;
+    host.reconciler("good", json!({"module": config_map_module("good"), "grants": stamp_grants()})).await;
+    host.thing("a", json!(1)).await;
+    eventually("v1 serving", WAIT, || async { host.stamped("a").await.filter(|s| s.0 == "v1") }).await;
+    host.module_config_map("good", b"\0asm\x0d\0\x01\0garbage").await;
+    let degraded = eventually("Degraded", WAIT, || async {
+        host.condition("good", "Degraded").await.filter(|c| c.0 == "True")
+    })
+    .await;
+    assert_eq!(degraded.1, "InvalidModule", "{degraded:?}");
+    assert_eq!(host.condition("good", "Ready").await.unwrap().0, "True", "the old version keeps serving");
+    host.thing("a", json!(2)).await;
+    eventually("v1 still reconciles", WAIT, || async { host.stamped("a").await.filter(|s| s.1 == json!(2)) }).await;
+    let events = host.events("good").await;
+    assert!(events.iter().any(|(r, _)| r == "InvalidModule"), "{events:?}");
+    host.stop().await;
+}
+
+#[tokio::test]
+async fn a_version_that_traps_is_rolled_back_by_itself() {
+    let host = Host::start("rec-rollback").await;
+    host.module_config_map("stamp", &guest("stamp-v1")).await;
+    host.reconciler(
+        "stamp",
+        json!({"module": config_map_module("stamp"), "grants": stamp_grants(), "rollback": {"probationCalls": 10, "maxFailures": 2}}),
+    )
+    .await;
+    for i in 0..5 {
+        host.thing(&format!("t{i}"), json!(i)).await;
+    }
+    eventually("v1 serving", WAIT, || async { host.stamped("t0").await.filter(|s| s.0 == "v1") }).await;
+    let v1 = digest(&guest("stamp-v1"));
+    host.module_config_map("stamp", &guest("stamp-trap")).await;
+    // Changes reach the broken version, which traps; after three failures it goes.
+    for i in 0..5 {
+        host.thing(&format!("t{i}"), json!(100 + i)).await;
+    }
+    let degraded = eventually("RolledBack", WAIT, || async {
+        host.condition("stamp", "Degraded").await.filter(|c| c.1 == "RolledBack")
+    })
+    .await;
+    assert!(degraded.2.contains("rolled back"), "{degraded:?}");
+    let r = host.reconcilers().get("stamp").await.unwrap();
+    assert_eq!(r.status.unwrap().digest.as_deref(), Some(v1.as_str()), "v1 is active again");
+    eventually("the changes reconciled by v1", WAIT, || async {
+        for i in 0..5 {
+            let (version, value) = host.stamped(&format!("t{i}")).await?;
+            if version != "v1" || value != json!(100 + i) {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    let events = host.events("stamp").await;
+    assert!(events.iter().any(|(r, _)| r == "RolledBack"), "{events:?}");
+    let swaps = host.manager.metrics().module_swaps_total.with_label_values(&[&format!("{}/stamp", host.ns), "rolled_back"]).get();
+    assert_eq!(swaps, 1);
+    host.stop().await;
+}
+
+#[tokio::test]
+async fn a_shadow_candidate_reports_differences_and_writes_nothing() {
+    let host = Host::start("rec-shadow").await;
+    host.module_config_map("stamp", &guest("stamp-v1")).await;
+    host.reconciler("stamp", json!({"module": config_map_module("stamp"), "grants": stamp_grants(), "rollout": "shadow"}))
+        .await;
+    host.thing("a", json!(1)).await;
+    eventually("v1 serving", WAIT, || async { host.stamped("a").await.filter(|s| s.0 == "v1") }).await;
+
+    // An identical candidate (other bytes, same behaviour): no difference.
+    let mut same = guest("stamp-v1");
+    wasm_encoder_custom_section(&mut same);
+    host.module_config_map("stamp", &same).await;
+    eventually("the identical candidate compared", WAIT, || async {
+        host.thing("a", json!(rand_value())).await;
+        let s = host.reconcilers().get("stamp").await.ok()?.status?.shadow?;
+        (s.candidate_digest == digest(&same) && s.compared >= 2).then_some(s)
+    })
+    .await;
+    let s = host.reconcilers().get("stamp").await.unwrap().status.unwrap().shadow.unwrap();
+    assert_eq!(s.differing, 0, "identical versions report no difference: {s:?}");
+
+    // A candidate that answers differently: counted and shown, never written.
+    host.module_config_map("stamp", &guest("stamp-v2")).await;
+    let s = eventually("differences counted", WAIT, || async {
+        host.thing("a", json!(rand_value())).await;
+        let s = host.reconcilers().get("stamp").await.ok()?.status?.shadow?;
+        (s.candidate_digest == digest(&guest("stamp-v2")) && s.differing >= 1).then_some(s)
+    })
+    .await;
+    assert!(s.compared >= s.differing);
+    let events = host.events("stamp").await;
+    let sample = events.iter().find(|(r, _)| r == "ShadowDiffers").map(|(_, n)| n.clone());
+    assert!(sample.as_deref().is_some_and(|n| n.contains("v1") && n.contains("v2")), "{events:?}");
+    assert_eq!(host.stamped("a").await.unwrap().0, "v1", "nothing of the candidate is applied");
+    let cm: Api<ConfigMap> = Api::namespaced(host.client.clone(), &host.ns);
+    assert_eq!(cm.get("a-stamp").await.unwrap().data.unwrap()["version"], "v1");
+
+    // Promotion is a spec change.
+    host.reconciler("stamp", json!({"module": config_map_module("stamp"), "grants": stamp_grants(), "rollout": "immediate"}))
+        .await;
+    host.thing("a", json!(rand_value())).await;
+    eventually("v2 promoted", WAIT, || async { host.stamped("a").await.filter(|s| s.0 == "v2") }).await;
+    host.stop().await;
+}
+
+#[tokio::test]
+async fn reconcilers_in_two_namespaces_each_see_and_write_only_their_own() {
+    let a = Host::start("rec-ns-a").await;
+    let client = a.client.clone();
+    let ns_b = operon_envtest::create_namespace(&client, "rec-ns-b").await.unwrap();
+    let things = |ns: &str| -> Api<DynamicObject> {
+        Api::namespaced_with(
+            client.clone(),
+            ns,
+            &ApiResource::from_gvk(&GroupVersionKind::gvk("example.operon.dev", "v1alpha1", "Thing")),
+        )
+    };
+    let module = guest("stamp-v1");
+    for ns in [a.ns.as_str(), ns_b.as_str()] {
+        let cm = ConfigMap {
+            metadata: kube::api::ObjectMeta { name: Some("stamp".into()), ..Default::default() },
+            binary_data: Some([("module.wasm".to_string(), ByteString(module.clone()))].into()),
+            ..Default::default()
+        };
+        Api::<ConfigMap>::namespaced(client.clone(), ns)
+            .patch("stamp", &PatchParams::apply("test").force(), &Patch::Apply(&cm))
+            .await
+            .unwrap();
+        a.reconciler_in(ns, "stamp", json!({"module": config_map_module("stamp"), "grants": stamp_grants()})).await;
+        let t: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
+            "metadata": {"name": "t"}, "spec": {"value": ns}}))
+        .unwrap();
+        things(ns).create(&PostParams::default(), &t).await.unwrap();
+    }
+    // Same module, same kind, one watch per kind: each controller reconciles
+    // its own namespace's Thing and writes its child there.
+    for ns in [a.ns.as_str(), ns_b.as_str()] {
+        eventually(&format!("the Thing in {ns} reconciled"), WAIT, || async {
+            let t = things(ns).get("t").await.ok()?;
+            (t.data.pointer("/status/value")? == &json!(ns)).then_some(())
+        })
+        .await;
+        let cm = Api::<ConfigMap>::namespaced(client.clone(), ns).get("t-stamp").await.unwrap();
+        assert_eq!(cm.data.unwrap()["value"], format!("\"{ns}\""));
+        let owner = &cm.metadata.managed_fields.unwrap_or_default();
+        let manager = format!("operon/{ns}/stamp");
+        assert!(owner.iter().any(|m| m.manager.as_deref() == Some(manager.as_str())), "written by its own controller");
+    }
+    let names = a.manager.controller_names();
+    assert!(names.contains(&format!("{}/stamp", a.ns)) && names.contains(&format!("{ns_b}/stamp")), "{names:?}");
+    let informers = a.manager.cache().informers();
+    let thing_watches = informers.iter().filter(|i| i.key().kind.kind == "Thing").count();
+    assert_eq!(thing_watches, 1, "one watch per kind, shared by both controllers");
+    a.stop().await;
+}
+
+#[tokio::test]
+async fn a_service_account_without_rights_is_forbidden_until_granted() {
+    let host = Host::start("rec-rbac").await;
+    let sas: Api<ServiceAccount> = Api::namespaced(host.client.clone(), &host.ns);
+    sas.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "plugin"}})).unwrap())
+        .await
+        .unwrap();
+    host.module_config_map("stamp", &guest("stamp-v1")).await;
+    host.reconciler(
+        "stamp",
+        json!({"module": config_map_module("stamp"), "grants": stamp_grants(), "serviceAccountName": "plugin"}),
+    )
+    .await;
+    host.thing("a", json!(1)).await;
+    let degraded = eventually("the API server's Forbidden in the status", WAIT, || async {
+        host.condition("stamp", "Degraded").await.filter(|c| c.1 == "ApiForbidden")
+    })
+    .await;
+    assert!(degraded.2.contains("forbidden") || degraded.2.contains("Forbidden"), "{degraded:?}");
+    assert!(host.stamped("a").await.is_none(), "nothing written as the ServiceAccount");
+
+    // Grant the role: the retries succeed, no restart.
+    let roles: Api<Role> = Api::namespaced(host.client.clone(), &host.ns);
+    roles
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "plugin"}, "rules": [
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+                {"apiGroups": ["example.operon.dev"], "resources": ["things", "things/status"], "verbs": ["get", "patch", "update"]}
+            ]}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let bindings: Api<RoleBinding> = Api::namespaced(host.client.clone(), &host.ns);
+    bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "plugin"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "plugin"},
+                "subjects": [{"kind": "ServiceAccount", "name": "plugin", "namespace": host.ns}]}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    eventually("reconciled once granted", Duration::from_secs(120), || async { host.stamped("a").await }).await;
+    let cm: Api<ConfigMap> = Api::namespaced(host.client.clone(), &host.ns);
+    let written = cm.get("a-stamp").await.unwrap();
+    let managers: Vec<String> =
+        written.metadata.managed_fields.unwrap_or_default().into_iter().filter_map(|m| m.manager).collect();
+    assert!(managers.iter().any(|m| m.contains("stamp")), "{managers:?}");
+    host.stop().await;
+}
+
+#[tokio::test]
+async fn existing_objects_are_never_taken_over_and_adopted_only_with_the_grant() {
+    let host = Host::start("rec-adopt").await;
+    let cm: Api<ConfigMap> = Api::namespaced(host.client.clone(), &host.ns);
+    // One unowned, one controlled by someone else, both named as the guest's children.
+    let unowned: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "free-stamp"}, "data": {"keep": "me"}})).unwrap();
+    cm.create(&PostParams::default(), &unowned).await.unwrap();
+    let owner = cm
+        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "owner"}})).unwrap())
+        .await
+        .unwrap();
+    let taken: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "taken-stamp", "ownerReferences": [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.metadata.uid.unwrap(), "controller": true}]},
+        "data": {"keep": "me"}}))
+    .unwrap();
+    cm.create(&PostParams::default(), &taken).await.unwrap();
+    host.module_config_map("stamp", &guest("stamp-v1")).await;
+    host.reconciler("stamp", json!({"module": config_map_module("stamp"), "grants": stamp_grants()})).await;
+    host.thing("free", json!(1)).await;
+    host.thing("taken", json!(1)).await;
+    for (thing, rule) in [("free", "spec.grants.adopt"), ("taken", "never taken over")] {
+        let events = eventually(&format!("{thing}: InvalidOutcome"), WAIT, || async {
+            let api: Api<Event> = Api::namespaced(host.client.clone(), &host.ns);
+            let list = api.list(&ListParams::default()).await.ok()?;
+            let notes: Vec<String> = list
+                .items
+                .into_iter()
+                .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(thing))
+                .filter(|e| e.reason.as_deref() == Some("InvalidOutcome"))
+                .filter_map(|e| e.note)
+                .collect();
+            (!notes.is_empty()).then_some(notes)
+        })
+        .await;
+        assert!(events.iter().any(|n| n.contains(rule)), "{thing}: {events:?}");
+    }
+    for name in ["free-stamp", "taken-stamp"] {
+        let c = cm.get(name).await.unwrap();
+        assert_eq!(c.data.unwrap().get("keep").map(String::as_str), Some("me"), "{name} untouched");
+    }
+    // With the grant, the unowned one is adopted; the other stays its owner's.
+    let mut grants = stamp_grants();
+    grants["adopt"] = true.into();
+    host.reconciler("stamp", json!({"module": config_map_module("stamp"), "grants": grants})).await;
+    host.thing("free", json!(2)).await;
+    host.thing("taken", json!(2)).await;
+    eventually("the unowned ConfigMap adopted", WAIT, || async {
+        let c = cm.get("free-stamp").await.ok()?;
+        let owner = c.metadata.owner_references?.into_iter().find(|o| o.controller == Some(true))?;
+        (owner.kind == "Thing").then_some(())
+    })
+    .await;
+    let c = cm.get("taken-stamp").await.unwrap();
+    assert_eq!(c.metadata.owner_references.unwrap()[0].name, "owner", "never taken over, even with adopt");
+    host.stop().await;
+}
+
+#[tokio::test]
+async fn deleting_a_reconciler_stops_its_controller_and_no_other() {
+    let host = Host::start("rec-delete").await;
+    host.module_config_map("stamp", &guest("stamp-v1")).await;
+    host.module_config_map("echo", &guest("echo")).await;
+    host.reconciler("stamp", json!({"module": config_map_module("stamp"), "grants": stamp_grants()})).await;
+    // echo reconciles Things too: give it its own label-free work through a
+    // second kind of write — a status count — so both run side by side.
+    host.reconciler(
+        "counter",
+        json!({"module": config_map_module("echo"), "grants": {
+            "for": [{"group": "example.operon.dev", "kind": "Thing"}],
+            "owns": [{"group": "", "kind": "ConfigMap"}, {"group": "apps", "kind": "Deployment"}, {"group": "", "kind": "Service"}]}}),
+    )
+    .await;
+    let stamp_name = format!("{}/stamp", host.ns);
+    let counter_name = format!("{}/counter", host.ns);
+    eventually("both controllers", WAIT, || async {
+        (host.manager.controller(&stamp_name).is_some() && host.manager.controller(&counter_name).is_some()).then_some(())
+    })
+    .await;
+    host.thing("a", json!(1)).await;
+    eventually("reconciled", WAIT, || async { host.stamped("a").await }).await;
+    let counter = host.manager.controller(&counter_name).unwrap();
+    host.reconcilers().delete("stamp", &DeleteParams::default()).await.unwrap();
+    let before = counter.stats().reconciles;
+    eventually("the stamp controller gone", WAIT, || async {
+        host.manager.controller(&stamp_name).is_none().then_some(())
+    })
+    .await;
+    // The other controller keeps reconciling during and after the deletion.
+    for v in 2..6 {
+        host.thing("a", json!(v)).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eventually("the other controller still reconciles", WAIT, || async {
+        (counter.stats().reconciles > before).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(host.stamped("a").await.unwrap().1, json!(1), "no reconcile of the deleted Reconciler afterwards");
+    assert!(
+        !host.manager.metrics().encode().unwrap().contains(&format!("controller=\"{stamp_name}\"")),
+        "its metrics series are gone"
+    );
+    host.stop().await;
+}
+
+/// Append an empty custom section: other bytes (another digest), the same
+/// behaviour.
+fn wasm_encoder_custom_section(bytes: &mut Vec<u8>) {
+    // id 0 (custom), size, name length 4, "test".
+    bytes.extend_from_slice(&[0, 5, 4, b't', b'e', b's', b't']);
+}
+
+fn rand_value() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as u64
+}
