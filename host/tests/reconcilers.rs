@@ -617,3 +617,134 @@ fn wasm_encoder_custom_section(bytes: &mut Vec<u8>) {
 fn rand_value() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as u64
 }
+
+/// Serve `bytes` at `http://127.0.0.1:PORT/module.wasm` (a minimal HTTP/1.1
+/// server, one response per connection).
+async fn serve_module(bytes: Vec<u8>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else { return };
+            let bytes = bytes.clone();
+            tokio::spawn(async move {
+                let mut request = [0u8; 4096];
+                let _ = socket.read(&mut request).await;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/wasm\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    bytes.len()
+                );
+                let _ = socket.write_all(head.as_bytes()).await;
+                let _ = socket.write_all(&bytes).await;
+            });
+        }
+    });
+    format!("http://{addr}/module.wasm")
+}
+
+/// A real OCI registry (Debian's `docker-registry`, the CNCF distribution
+/// registry) on a loopback port, storing under `dir`.
+struct Registry {
+    child: std::process::Child,
+    addr: String,
+}
+
+impl Registry {
+    fn start(dir: &std::path::Path) -> Registry {
+        let port = common::free_port();
+        let config = dir.join("config.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
+                dir.join("data").display()
+            ),
+        )
+        .unwrap();
+        let child = std::process::Command::new("docker-registry")
+            .args(["serve", config.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("docker-registry is needed for the OCI source test: {e}; install it with `apt-get install docker-registry`")
+            });
+        Registry { child, addr: format!("127.0.0.1:{port}") }
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn modules_from_a_url_or_a_registry_load_only_with_their_pinned_digest() {
+    use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+    use oci_client::secrets::RegistryAuth;
+    let host = Host::start("rec-remote").await;
+    let module = guest("stamp-v1");
+    let sha = digest(&module).trim_start_matches("sha256:").to_string();
+
+    // URL: the right digest loads; a wrong one is refused, nothing loaded.
+    let href = serve_module(module.clone()).await;
+    host.reconciler("by-url", json!({"module": {"url": {"href": href, "sha256": sha}}, "grants": stamp_grants()})).await;
+    let ready = eventually("by-url Ready", WAIT, || async {
+        host.condition("by-url", "Ready").await.filter(|c| c.1 != "Loading")
+    })
+    .await;
+    assert_eq!(ready.0, "True", "{ready:?}");
+    host.reconciler("bad-url", json!({"module": {"url": {"href": href, "sha256": "0".repeat(64)}}, "grants": stamp_grants()}))
+        .await;
+    let refused = eventually("bad-url refused", WAIT, || async {
+        host.condition("bad-url", "Ready").await.filter(|c| c.1 == "SourceUnavailable")
+    })
+    .await;
+    assert!(refused.2.contains("digest mismatch"), "{refused:?}");
+
+    // OCI: push the module as an artifact, pin its manifest digest.
+    operon::install_crypto_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Registry::start(dir.path());
+    let reference: oci_client::Reference = format!("{}/operon/stamp:v1", registry.addr).parse().unwrap();
+    let client = oci_client::Client::new(ClientConfig {
+        protocol: ClientProtocol::HttpsExcept(vec![registry.addr.clone()]),
+        ..ClientConfig::default()
+    });
+    let pushed = eventually("the registry up and the module pushed", WAIT, || async {
+        let layer = ImageLayer::new(module.clone(), "application/wasm".into(), None);
+        let config = Config::new(b"{}".to_vec(), "application/vnd.wasm.config.v0+json".into(), None);
+        client.push(&reference, &[layer], config, &RegistryAuth::Anonymous, None).await.ok()
+    })
+    .await;
+    let (_, manifest_digest) =
+        client.pull_image_manifest(&reference, &RegistryAuth::Anonymous).await.expect("the manifest back");
+    eprintln!("pushed {} ({manifest_digest})", pushed.manifest_url);
+    host.reconciler(
+        "by-oci",
+        json!({"module": {"oci": {"reference": format!("{}/operon/stamp:v1", registry.addr), "digest": manifest_digest}},
+            "grants": stamp_grants()}),
+    )
+    .await;
+    let ready = eventually("by-oci Ready", WAIT, || async {
+        host.condition("by-oci", "Ready").await.filter(|c| c.1 != "Loading")
+    })
+    .await;
+    assert_eq!(ready.0, "True", "{ready:?}");
+    let status = host.reconcilers().get("by-oci").await.unwrap().status.unwrap();
+    assert_eq!(status.digest.as_deref(), Some(digest(&module).as_str()), "the layer is the module");
+    host.reconciler(
+        "bad-oci",
+        json!({"module": {"oci": {"reference": format!("{}/operon/stamp:v1", registry.addr), "digest": format!("sha256:{}", "1".repeat(64))}},
+            "grants": stamp_grants()}),
+    )
+    .await;
+    eventually("bad-oci refused", WAIT, || async {
+        host.condition("bad-oci", "Ready").await.filter(|c| c.1 == "SourceUnavailable")
+    })
+    .await;
+    host.stop().await;
+}
