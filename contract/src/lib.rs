@@ -6,11 +6,15 @@
 //! host.** It is the vocabulary the rest share — kinds ([`Gvk`]), what a
 //! module declares ([`Manifest`]), one reconcile's [`Request`] and
 //! [`Outcome`], one admission [`Review`] and its [`Denial`], and
-//! [label selectors](selector) — so that each has one implementation.
+//! [label selectors](selector) — so that each has one implementation; and,
+//! with the `fixtures` feature, the [fixture files](fixture) of `operon
+//! test` and of the Rust SDK's `testing::fixtures`.
 
 mod admission;
 mod types;
 
+#[cfg(feature = "fixtures")]
+pub mod fixture;
 pub mod selector;
 
 pub use admission::{Denial, IMMUTABLE_BY_MUTATE, Operation, Review, UserInfo};

@@ -725,7 +725,11 @@ async fn fake_nodes_ready(config: kube::Config, count: usize) -> Result<(), Stri
 /// the same request rate as the controller manager (its default, 50 a
 /// second, binds 20 000 Pods in 7 minutes).
 fn scheduler_config_yaml(kubeconfig: &Path) -> Result<String> {
-    let kubeconfig = serde_yaml::to_string(&kubeconfig.display().to_string())?;
+    // One plain or quoted scalar, never a block: it is put inline below.
+    let kubeconfig = serde_saphyr::to_string_with_options(
+        &kubeconfig.display().to_string(),
+        serde_saphyr::ser_options! { prefer_block_scalars: false },
+    )?;
     let kubeconfig = kubeconfig.trim_end();
     Ok(format!(
         r"apiVersion: kubescheduler.config.k8s.io/v1

@@ -45,5 +45,8 @@ pub(crate) fn render(server: &str, pki: &PkiFiles) -> Result<String> {
         current_context: Some(NAME.into()),
         ..Kubeconfig::default()
     };
-    serde_yaml::to_string(&config).context("could not serialize the kubeconfig")
+    // Plain scalars only (no folded `>` blocks for long paths): what every
+    // kubeconfig reader, Go's included, reads the same way.
+    serde_saphyr::to_string_with_options(&config, serde_saphyr::ser_options! { prefer_block_scalars: false })
+        .context("could not serialize the kubeconfig")
 }

@@ -44,7 +44,9 @@ fn modes() -> Vec<String> {
     let argv: Vec<String> = std::env::args().collect();
     match argv.iter().position(|a| a == "--modes").and_then(|i| argv.get(i + 1)) {
         Some(list) => list.split(',').map(str::to_string).collect(),
-        None => ["loop", "memory", "trap", "giant", "flood", "requeue", "read-secret", "escape"].map(String::from).to_vec(),
+        None => {
+            ["loop", "memory", "trap", "giant", "flood", "requeue", "read-secret", "escape"].map(String::from).to_vec()
+        }
     }
 }
 
@@ -53,9 +55,11 @@ fn api(client: &kube::Client, kind: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), NAMESPACE, &ar)
 }
 
-fn crd(path: Option<&str>) -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+fn crd(
+    path: Option<&str>,
+) -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
     match path {
-        Some(p) => serde_yaml::from_str(&std::fs::read_to_string(root().join(p)).unwrap()).unwrap(),
+        Some(p) => serde_saphyr::from_str(&std::fs::read_to_string(root().join(p)).unwrap()).unwrap(),
         None => serde_json::from_value(json!({
             "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": "things.example.operon.dev"},
@@ -99,7 +103,13 @@ impl Phase {
 }
 
 /// Rescales every WebApp `rounds` times and measures.
-async fn neighbour_phase(webapps: &Api<DynamicObject>, seen: &Seen, count: usize, rounds: usize, next: &mut i32) -> Phase {
+async fn neighbour_phase(
+    webapps: &Api<DynamicObject>,
+    seen: &Seen,
+    count: usize,
+    rounds: usize,
+    next: &mut i32,
+) -> Phase {
     let mut latencies = Vec::new();
     let mut rates = Vec::new();
     for _ in 0..rounds {
@@ -145,8 +155,12 @@ async fn main() {
     )
     .expect("control plane");
     let client = plane.client().await;
-    let ns: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}})).unwrap();
-    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
+    let ns: k8s_openapi::api::core::v1::Namespace =
+        serde_json::from_value(json!({"metadata": {"name": NAMESPACE}})).unwrap();
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
 
     let rt = Runtime::new(runtime::Config { artifact_dir: None, ..Default::default() }).unwrap();
     let mut mgr = Manager::new(
@@ -175,7 +189,10 @@ async fn main() {
                 };
                 let now = Instant::now();
                 for d in objects {
-                    let (Some(name), Some(replicas)) = (d.metadata.name.clone(), d.spec.and_then(|s| s.replicas)) else { continue };
+                    let (Some(name), Some(replicas)) = (d.metadata.name.clone(), d.spec.and_then(|s| s.replicas))
+                    else {
+                        continue;
+                    };
                     seen.lock().unwrap().entry((name, replicas)).or_insert(now);
                 }
             }
@@ -185,7 +202,9 @@ async fn main() {
     let (webapps, things) = (api(&client, "WebApp"), api(&client, "Thing"));
     let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
     for i in 0..20 {
-        let cm = serde_json::from_value(json!({"metadata": {"name": format!("cm-{i}")}, "data": {"k": "v".repeat(1000)}})).unwrap();
+        let cm =
+            serde_json::from_value(json!({"metadata": {"name": format!("cm-{i}")}, "data": {"k": "v".repeat(1000)}}))
+                .unwrap();
         configmaps.create(&PostParams::default(), &cm).await.unwrap();
     }
     for i in 0..count {
@@ -204,8 +223,13 @@ async fn main() {
     // Warm-up: caches, connections, compiled code.
     neighbour_phase(&webapps, &seen, count, 2, &mut next).await;
 
-    println!("neighbour: {count} WebApps x {rounds} rounds per phase; hostile: {hostile} Things; 2 cores shared with the control plane");
-    println!("{:<12} {:>10} {:>10} {:>8} {:>10} {:>10} {:>8}", "attack", "p99 calm", "p99 hostile", "ratio", "thr calm", "thr hostile", "ratio");
+    println!(
+        "neighbour: {count} WebApps x {rounds} rounds per phase; hostile: {hostile} Things; 2 cores shared with the control plane"
+    );
+    println!(
+        "{:<12} {:>10} {:>10} {:>8} {:>10} {:>10} {:>8}",
+        "attack", "p99 calm", "p99 hostile", "ratio", "thr calm", "thr hostile", "ratio"
+    );
     let mut rows = Vec::new();
     for mode in modes() {
         let set = |mode: &str| {
@@ -214,7 +238,10 @@ async fn main() {
             async move {
                 for i in 0..hostile {
                     let patch = json!({"spec": hostile_spec(&mode, i)});
-                    things.patch(&format!("hostile-{i}"), &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+                    things
+                        .patch(&format!("hostile-{i}"), &PatchParams::default(), &Patch::Merge(&patch))
+                        .await
+                        .unwrap();
                 }
             }
         };

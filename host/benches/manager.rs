@@ -1151,7 +1151,7 @@ fn webapp(name: &str) -> Value {
 fn webapp_crd() -> Result<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>
 {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/webapp/crd.yaml");
-    Ok(serde_yaml::from_str(&std::fs::read_to_string(&path).with_context(|| path.display().to_string())?)?)
+    Ok(serde_saphyr::from_str(&std::fs::read_to_string(&path).with_context(|| path.display().to_string())?)?)
 }
 
 /// `target/guests`, or `$OPERON_GUESTS_DIR`.

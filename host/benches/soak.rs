@@ -27,7 +27,9 @@
 //!
 //! Writes `target/soak/`: the replicas' logs and `soak.json`.
 
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -74,7 +76,10 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn crd(kind: &str, plural: &str) -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+fn crd(
+    kind: &str,
+    plural: &str,
+) -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
     serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": format!("{plural}.example.operon.dev")},
@@ -91,7 +96,7 @@ fn crd(kind: &str, plural: &str) -> k8s_openapi::apiextensions_apiserver::pkg::a
 }
 
 fn webapp_crd() -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
-    serde_yaml::from_str(&std::fs::read_to_string(root().join("guest-examples/webapp/crd.yaml")).unwrap()).unwrap()
+    serde_saphyr::from_str(&std::fs::read_to_string(root().join("guest-examples/webapp/crd.yaml")).unwrap()).unwrap()
 }
 
 fn api(client: &kube::Client, kind: &str) -> Api<DynamicObject> {
@@ -129,7 +134,8 @@ impl Replica {
 
     fn rss_mib(&self) -> Option<f64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        let kb: f64 = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+        let kb: f64 =
+            status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
         Some(kb / 1024.0)
     }
 
@@ -207,7 +213,10 @@ async fn lagging(client: &kube::Client, webapps: usize, things: usize) -> Option
     for w in api(client, "WebApp").list(&ListParams::default()).await.ok()?.items {
         let name = w.metadata.name.clone().unwrap_or_default();
         let want = w.data.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1) as i32;
-        let have = deployments.iter().find(|d| d.metadata.name.as_deref() == Some(&name)).and_then(|d| d.spec.as_ref()?.replicas);
+        let have = deployments
+            .iter()
+            .find(|d| d.metadata.name.as_deref() == Some(&name))
+            .and_then(|d| d.spec.as_ref()?.replicas);
         if have != Some(want) {
             return Some(format!("WebApp {name}: Deployment replicas {have:?}, want {want}"));
         }
@@ -273,8 +282,12 @@ async fn main() {
     )
     .expect("control plane");
     let client = plane.client().await;
-    let ns: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(json!({"metadata": {"name": NAMESPACE}})).unwrap();
-    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
+    let ns: k8s_openapi::api::core::v1::Namespace =
+        serde_json::from_value(json!({"metadata": {"name": NAMESPACE}})).unwrap();
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
 
     let (webapps, things, tickers) = (api(&client, "WebApp"), api(&client, "Thing"), api(&client, "Ticker"));
     let mut versions = vec![1u64; args.things];
@@ -289,7 +302,8 @@ async fn main() {
         create(&tickers, "Ticker", &format!("tick-{i}"), json!({"everyMs": 1000, "message": "m0"})).await;
     }
 
-    let mut replicas = vec![Replica::start(0, &dir, plane.kubeconfig_path()), Replica::start(1, &dir, plane.kubeconfig_path())];
+    let mut replicas =
+        vec![Replica::start(0, &dir, plane.kubeconfig_path()), Replica::start(1, &dir, plane.kubeconfig_path())];
     let mut next_id = 2;
     let started = Instant::now();
     let kill_at = (total / 4).max(Duration::from_secs(15));
@@ -304,7 +318,10 @@ async fn main() {
     let mut rng = Lcg(42);
     let mut tick = 0u64;
     let mut errors_of_killed = 0.0;
-    eprintln!("soak: {:.1} min, {} WebApps, {} Things, {} Tickers, 3 controllers per replica", args.minutes, args.webapps, args.things, args.tickers);
+    eprintln!(
+        "soak: {:.1} min, {} WebApps, {} Things, {} Tickers, 3 controllers per replica",
+        args.minutes, args.webapps, args.things, args.tickers
+    );
     while started.elapsed() < total {
         let now = started.elapsed();
         tick += 1;
@@ -316,7 +333,9 @@ async fn main() {
             let i = rng.below(args.things);
             versions[i] += 1;
             let name = format!("thing-{i}");
-            let _ = things.patch(&name, &PatchParams::default(), &Patch::Merge(&json!({"spec": thing_spec(&name, versions[i])}))).await;
+            let _ = things
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&json!({"spec": thing_spec(&name, versions[i])})))
+                .await;
         }
         let i = rng.below(args.tickers);
         let patch = json!({"spec": {"message": format!("m{tick}")}});
@@ -337,7 +356,8 @@ async fn main() {
         // Swap.
         if now >= next_swap {
             swaps += 1;
-            let bytes = if swaps % 2 == 1 { with_custom_section(&echo, &format!("swap-{swaps}")) } else { echo.clone() };
+            let bytes =
+                if swaps % 2 == 1 { with_custom_section(&echo, &format!("swap-{swaps}")) } else { echo.clone() };
             let tmp = dir.join("echo.wasm.tmp");
             std::fs::write(&tmp, bytes).unwrap();
             std::fs::rename(&tmp, dir.join("echo.wasm")).unwrap();
@@ -354,7 +374,8 @@ async fn main() {
             }
             if let Some(i) = leader {
                 let mut r = replicas.remove(i);
-                errors_of_killed = r.scrape().await.map_or(0.0, |t| sum(&t, "controller_runtime_reconcile_errors_total"));
+                errors_of_killed =
+                    r.scrape().await.map_or(0.0, |t| sum(&t, "controller_runtime_reconcile_errors_total"));
                 r.child.kill().unwrap();
                 r.child.wait().unwrap();
                 eprintln!("soak: {:>5.1}s kill -9 of the leader (replica {})", now.as_secs_f64(), r.id);
@@ -381,7 +402,12 @@ async fn main() {
                 );
                 eprintln!(
                     "soak: {:>5.1}s replica {} rss {:>6.1} MiB {} reconciles {:>7} errors {:>4}",
-                    sample.0, sample.1, sample.2, if sample.3 { "leader " } else { "standby" }, sample.4, sample.5
+                    sample.0,
+                    sample.1,
+                    sample.2,
+                    if sample.3 { "leader " } else { "standby" },
+                    sample.4,
+                    sample.5
                 );
                 samples.push(sample);
             }
@@ -421,23 +447,45 @@ async fn main() {
     let leader = final_leader.expect("a leader at the end");
     let since = leader_since.iter().rev().find(|(id, _)| *id == leader).map_or(0.0, |(_, t)| *t);
     let warmup = (total.as_secs_f64() / 4.0).max(10.0);
-    let after: Vec<f64> =
-        samples.iter().filter(|s| s.1 == leader && s.0 >= since + warmup).map(|s| s.2).collect();
+    let after: Vec<f64> = samples.iter().filter(|s| s.1 == leader && s.0 >= since + warmup).map(|s| s.2).collect();
     let end_rss = replicas.iter().find(|r| r.id == leader).and_then(Replica::rss_mib).unwrap_or(0.0);
     let low = after.iter().copied().fold(f64::INFINITY, f64::min).min(end_rss);
     let growth = end_rss - low;
     let allowed = (low * 0.05).max(8.0);
     let flat = growth <= allowed;
 
-    println!("soak: {:.1} min, {} swaps, leader killed at {:?}", args.minutes, swaps, killed.map(|(id, at)| (id, at.as_secs_f64())));
+    println!(
+        "soak: {:.1} min, {} swaps, leader killed at {:?}",
+        args.minutes,
+        swaps,
+        killed.map(|(id, at)| (id, at.as_secs_f64()))
+    );
     println!("RSS over time (MiB):");
     println!("  t(s)  replica  role     rss    reconciles  errors");
     for s in &samples {
-        println!("  {:>5.0}  {:>7}  {:<7}  {:>5.1}  {:>10}  {:>6}", s.0, s.1, if s.3 { "leader" } else { "standby" }, s.2, s.4, s.5);
+        println!(
+            "  {:>5.0}  {:>7}  {:<7}  {:>5.1}  {:>10}  {:>6}",
+            s.0,
+            s.1,
+            if s.3 { "leader" } else { "standby" },
+            s.2,
+            s.4,
+            s.5
+        );
     }
-    println!("final leader: replica {leader}, leading since {since:.0}s; RSS after warm-up: lowest {low:.1} MiB, end {end_rss:.1} MiB, growth {growth:+.1} MiB (allowed {allowed:.1}): {}", if flat { "flat" } else { "GROWING" });
-    println!("reconciles (live replicas): {reconciles}; reconcile errors (all replicas, incl. the killed one): {errors}");
-    println!("converged: {} ({:.1?} after the churn stopped){}", if converged { "yes" } else { "NO" }, converge_time, if converged { String::new() } else { format!("; still: {last}") });
+    println!(
+        "final leader: replica {leader}, leading since {since:.0}s; RSS after warm-up: lowest {low:.1} MiB, end {end_rss:.1} MiB, growth {growth:+.1} MiB (allowed {allowed:.1}): {}",
+        if flat { "flat" } else { "GROWING" }
+    );
+    println!(
+        "reconciles (live replicas): {reconciles}; reconcile errors (all replicas, incl. the killed one): {errors}"
+    );
+    println!(
+        "converged: {} ({:.1?} after the churn stopped){}",
+        if converged { "yes" } else { "NO" },
+        converge_time,
+        if converged { String::new() } else { format!("; still: {last}") }
+    );
     let record = json!({
         "minutes": args.minutes, "swaps": swaps, "killed": killed.map(|(id, at)| json!({"replica": id, "at": at.as_secs_f64()})),
         "samples": samples.iter().map(|s| json!({"t": s.0, "replica": s.1, "rssMiB": s.2, "leader": s.3, "reconciles": s.4, "errors": s.5})).collect::<Vec<_>>(),

@@ -9,6 +9,7 @@ pub mod apply;
 pub mod cache;
 pub mod cli;
 pub mod controller;
+pub mod dev;
 pub mod fixtures;
 pub mod leader;
 pub mod manager;

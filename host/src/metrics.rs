@@ -161,6 +161,9 @@ const RESULTS: [ReconcileResult; 4] =
 /// does not cover; prefer the methods, which keep label values consistent.
 pub struct Metrics {
     registry: Registry,
+    /// Every family this file defines, in definition order: the metrics
+    /// reference (`docs/reference/metrics.md`) is generated from it.
+    families: Vec<Family>,
     /// `controller_runtime_reconcile_total{controller,result}`.
     pub reconcile_total: IntCounterVec,
     /// `controller_runtime_reconcile_errors_total{controller}`.
@@ -254,10 +257,34 @@ impl Default for Metrics {
 /// Builds and registers one family. Names, help texts and labels are
 /// constants of this file, so a failure is a bug in it (a duplicate or an
 /// invalid name), caught by every test that makes a `Metrics`.
-fn register<C: Collector + Clone + 'static>(registry: &Registry, collector: Result<C, prometheus::Error>) -> C {
+fn register<C: Collector + Clone + 'static>(
+    registry: &Registry,
+    families: &std::cell::RefCell<Vec<Family>>,
+    kind: &'static str,
+    collector: Result<C, prometheus::Error>,
+) -> C {
     let collector = collector.expect("metric definition is valid");
     registry.register(Box::new(collector.clone())).expect("metric names are unique");
+    families.borrow_mut().extend(collector.desc().into_iter().map(|d| Family {
+        name: d.fq_name.clone(),
+        kind,
+        help: d.help.clone(),
+        labels: d.variable_labels.clone(),
+    }));
     collector
+}
+
+/// One metric family as defined here: what the reference documents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Family {
+    /// The full name.
+    pub name: String,
+    /// `counter`, `gauge` or `histogram`.
+    pub kind: &'static str,
+    /// The help text.
+    pub help: String,
+    /// The label names.
+    pub labels: Vec<String>,
 }
 
 impl Metrics {
@@ -269,18 +296,22 @@ impl Metrics {
     /// name, which the tests would show.
     pub fn new() -> Self {
         let r = Registry::new();
-        let counter =
-            |name: &str, help: &str, labels: &[&str]| register(&r, IntCounterVec::new(Opts::new(name, help), labels));
-        let int_gauge =
-            |name: &str, help: &str, labels: &[&str]| register(&r, IntGaugeVec::new(Opts::new(name, help), labels));
-        let gauge =
-            |name: &str, help: &str, labels: &[&str]| register(&r, GaugeVec::new(Opts::new(name, help), labels));
+        let f = std::cell::RefCell::new(Vec::new());
+        let counter = |name: &str, help: &str, labels: &[&str]| {
+            register(&r, &f, "counter", IntCounterVec::new(Opts::new(name, help), labels))
+        };
+        let int_gauge = |name: &str, help: &str, labels: &[&str]| {
+            register(&r, &f, "gauge", IntGaugeVec::new(Opts::new(name, help), labels))
+        };
+        let gauge = |name: &str, help: &str, labels: &[&str]| {
+            register(&r, &f, "gauge", GaugeVec::new(Opts::new(name, help), labels))
+        };
         let histogram = |name: &str, help: &str, labels: &[&str], buckets: Vec<f64>| {
-            register(&r, HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels))
+            register(&r, &f, "histogram", HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels))
         };
         const C: &[&str] = &["controller"];
         const CN: &[&str] = &["controller", "name"];
-        Self {
+        let mut metrics = Self {
             reconcile_total: counter(
                 "controller_runtime_reconcile_total",
                 "Total number of reconciliations per controller",
@@ -435,8 +466,17 @@ impl Metrics {
                 &["webhook", "kind", "failure_policy"],
             ),
             module_digests: Mutex::new(HashMap::new()),
+            families: Vec::new(),
             registry: r,
-        }
+        };
+        metrics.families = f.into_inner();
+        metrics
+    }
+
+    /// Every family defined here, in definition order (not the
+    /// process-specific collectors added through [`Metrics::registry`]).
+    pub fn families(&self) -> &[Family] {
+        &self.families
     }
 
     /// The registry, to add process-specific collectors.
@@ -483,6 +523,11 @@ impl Metrics {
         }
         for op in ApplyOperation::ALL {
             self.apply_total.with_label_values(&[controller, op.label()]);
+        }
+        // Swaps and rollbacks are rare: without a zero series, a dashboard
+        // or an alert on them has nothing to show until the first one.
+        for result in ["swapped", "refused", "rolled_back"] {
+            self.module_swaps_total.with_label_values(&[controller, result]);
         }
     }
 
@@ -865,10 +910,16 @@ mod tests {
         let text = populated().encode().expect("encodes");
         let get = |s: &str| sample(&text, s).unwrap_or(f64::NAN);
         assert_eq!(get(r#"controller_runtime_webhook_requests_total{code="200",webhook="/validate/shop"}"#), 1.0);
-        assert_eq!(get(r#"controller_runtime_webhook_requests_in_flight{webhook="/validate/shop"}"#), 0.0, "guard dropped");
+        assert_eq!(
+            get(r#"controller_runtime_webhook_requests_in_flight{webhook="/validate/shop"}"#),
+            0.0,
+            "guard dropped"
+        );
         assert_eq!(get(r#"controller_runtime_webhook_latency_seconds_count{webhook="/validate/shop"}"#), 1.0);
         assert_eq!(
-            get(r#"operon_webhook_guest_failures_total{failure_policy="Fail",kind="timeout",webhook="/validate/shop"}"#),
+            get(
+                r#"operon_webhook_guest_failures_total{failure_policy="Fail",kind="timeout",webhook="/validate/shop"}"#
+            ),
             0.0,
             "zero-initialised"
         );

@@ -334,9 +334,11 @@ where
             *failures = failures.saturating_add(1);
             backoff(self.inner.base_delay, self.inner.max_delay, exponent)
         };
-        let bucket = self.inner.bucket.as_ref().map_or(Duration::ZERO, |b| {
-            b.lock().unwrap_or_else(PoisonError::into_inner).reserve(Instant::now())
-        });
+        let bucket = self
+            .inner
+            .bucket
+            .as_ref()
+            .map_or(Duration::ZERO, |b| b.lock().unwrap_or_else(PoisonError::into_inner).reserve(Instant::now()));
         let delay = delay.max(bucket);
         self.add_after(key, delay);
         delay

@@ -22,6 +22,10 @@ fn fixtures() -> PathBuf {
 fn copy_dir(from: &Path, to: &Path) {
     for entry in std::fs::read_dir(from).unwrap() {
         let path = entry.unwrap().path();
+        if path.is_dir() {
+            // `admission/`: its own fixtures, not needed by these tests.
+            continue;
+        }
         std::fs::copy(&path, to.join(path.file_name().unwrap())).unwrap();
     }
 }
@@ -103,8 +107,8 @@ fn update_writes_missing_expected_files() {
 
     let out = operon(&["test", "--update", &webapp_module(), dir.path().to_str().unwrap()]);
     assert!(out.status.success(), "{}", stdout(&out));
-    let written: serde_yaml::Value = serde_yaml::from_str(&std::fs::read_to_string(&expected).unwrap()).unwrap();
-    let original: serde_yaml::Value = serde_yaml::from_str(&original).unwrap();
+    let written: serde_json::Value = serde_saphyr::from_str(&std::fs::read_to_string(&expected).unwrap()).unwrap();
+    let original: serde_json::Value = serde_saphyr::from_str(&original).unwrap();
     assert_eq!(written, original, "--update writes what the reviewed golden file says");
 }
 

@@ -18,7 +18,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
 use operon::manager::{self, Manager};
 use operon::runtime::{self, Limits, Runtime};
 use serde_json::{Value, json};
@@ -154,7 +156,10 @@ impl Host {
     async fn neighbours_follow(&self, replicas: i64) {
         for i in 0..NEIGHBOURS {
             let patch = json!({"spec": {"replicas": replicas}});
-            self.custom("WebApp").patch(&format!("web-{i}"), &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+            self.custom("WebApp")
+                .patch(&format!("web-{i}"), &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap();
         }
         self.neighbours_converge(replicas).await;
     }
@@ -244,18 +249,21 @@ async fn outcomes_aimed_outside_the_grants_are_refused_whole() {
     h.neighbours(1).await;
     let cm = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
     let cases = [
-        ("kind", json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "stolen"}}), vec![
-            "v1 Secret stolen",
-            "not among the kinds hostile may write",
-        ]),
+        (
+            "kind",
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "stolen"}}),
+            vec!["v1 Secret stolen", "not among the kinds hostile may write"],
+        ),
         (
             "namespace",
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "kube-system"}}),
             vec!["\"kube-system\"", "children live in their parent's namespace"],
         ),
-        ("cluster", json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "taken"}}), vec![
-            "v1 Namespace is cluster-scoped and cannot be owned by a namespaced parent",
-        ]),
+        (
+            "cluster",
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "taken"}}),
+            vec!["v1 Namespace is cluster-scoped and cannot be owned by a namespaced parent"],
+        ),
         (
             "reconciler",
             json!({"apiVersion": "operon.dev/v1alpha1", "kind": "Reconciler", "metadata": {"name": "hostile"}}),
@@ -266,9 +274,11 @@ async fn outcomes_aimed_outside_the_grants_are_refused_whole() {
             json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "operon-leader"}}),
             vec!["may never be written by a plugin", "Leases carry leader election"],
         ),
-        ("rbac", json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "me"}}), vec![
-            "RBAC objects would let a plugin grant itself rights",
-        ]),
+        (
+            "rbac",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "me"}}),
+            vec!["RBAC objects would let a plugin grant itself rights"],
+        ),
     ];
     for (name, bad, _) in &cases {
         // A valid ConfigMap first: it must not be written either.
@@ -295,12 +305,13 @@ async fn reads_of_undeclared_kinds_are_refused_and_no_secret_shows_anywhere() {
     let h = Host::start("reads").await;
     h.neighbours(1).await;
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(h.client.clone(), &h.namespace);
-    let secret = serde_json::from_value(json!({"metadata": {"name": "admin-token"}, "stringData": {"token": "sup3r-s3cret-t0ken"}}))
-        .unwrap();
+    let secret = serde_json::from_value(
+        json!({"metadata": {"name": "admin-token"}, "stringData": {"token": "sup3r-s3cret-t0ken"}}),
+    )
+    .unwrap();
     secrets.create(&PostParams::default(), &secret).await.unwrap();
     h.thing("peek", json!({"mode": "read-secret"})).await;
-    h.warning("peek", "ReconcileFailed", &["v1 Secret may not be read", "declare it in the manifest's `reads`"])
-        .await;
+    h.warning("peek", "ReconcileFailed", &["v1 Secret may not be read", "declare it in the manifest's `reads`"]).await;
     h.neighbours_follow(2).await;
     // Neither the Secret, nor the host's credentials, nor the API server's
     // address show in what the host serves or records.
@@ -309,7 +320,8 @@ async fn reads_of_undeclared_kinds_are_refused_and_no_secret_shows_anywhere() {
     let events = h.warnings("peek").await.join("\n");
     let key = std::fs::read_to_string(plane().config().auth_info.client_key.as_deref().unwrap()).unwrap();
     let key_line = key.lines().nth(1).unwrap().to_string();
-    for (what, text) in [("/metrics", h.scrape().await), ("/readyz", readyz), ("/healthz", healthz), ("events", events)] {
+    for (what, text) in [("/metrics", h.scrape().await), ("/readyz", readyz), ("/healthz", healthz), ("events", events)]
+    {
         for secret in ["sup3r-s3cret-t0ken", "c3VwM3ItczNjcmV0LXQwa2Vu", "BEGIN", key_line.as_str(), plane().server()] {
             assert!(!text.contains(secret), "{what} shows {secret:?}:\n{text}");
         }
@@ -323,17 +335,18 @@ async fn a_flood_of_host_calls_exhausts_its_read_budget() {
     h.neighbours(1).await;
     for i in 0..20 {
         let api: Api<ConfigMap> = Api::namespaced(h.client.clone(), &h.namespace);
-        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": format!("cm-{i}")}, "data": {"k": "v".repeat(1000)}})).unwrap();
+        let cm: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": format!("cm-{i}")}, "data": {"k": "v".repeat(1000)}}))
+                .unwrap();
         api.create(&PostParams::default(), &cm).await.unwrap();
     }
     h.thing("flood", json!({"mode": "flood"})).await;
-    h.warning("flood", "ReconcileFailed", &["after 1000 host calls", "read budget exhausted", "list once and filter"]).await;
+    h.warning("flood", "ReconcileFailed", &["after 1000 host calls", "read budget exhausted", "list once and filter"])
+        .await;
     // A reconcile that reads within the budget is not refused.
     h.thing("modest", json!({"mode": "flood", "calls": 200})).await;
-    eventually("the modest reader's status", WAIT, || async {
-        h.status("modest").await.filter(|s| s["calls"] == 200)
-    })
-    .await;
+    eventually("the modest reader's status", WAIT, || async { h.status("modest").await.filter(|s| s["calls"] == 200) })
+        .await;
     h.neighbours_follow(2).await;
     h.stop().await;
 }
@@ -430,8 +443,7 @@ async fn unexpected_fields_are_pruned_or_ignored() {
     // Things keep unknown fields: the guest gets them, with types it does
     // not expect, and answers anyway.
     h.thing("odd", json!({"mode": ["not", "a", "string"], "desired": "not-a-list", "calls": -1, "": null})).await;
-    eventually("the odd Thing's status", WAIT, || async { h.status("odd").await.filter(|s| s["calm"] == true) })
-        .await;
+    eventually("the odd Thing's status", WAIT, || async { h.status("odd").await.filter(|s| s["calm"] == true) }).await;
     h.neighbours_follow(2).await;
     h.stop().await;
 }
@@ -484,8 +496,10 @@ async fn a_crd_deleted_while_its_controller_runs_is_reported_and_recovered() {
         h.status("after").await.filter(|s| s["calm"] == true)
     })
     .await;
-    eventually("/readyz ok again", WAIT, || async { reqwest::get(&readyz).await.ok()?.status().is_success().then_some(()) })
-        .await;
+    eventually("/readyz ok again", WAIT, || async {
+        reqwest::get(&readyz).await.ok()?.status().is_success().then_some(())
+    })
+    .await;
     h.neighbours_follow(3).await;
     h.stop().await;
     drop(plane);

@@ -104,7 +104,11 @@ impl Running {
     /// Events about `name`.
     async fn events(&self, name: &str) -> Vec<Event> {
         let events = self.api::<Event>().list(&ListParams::default()).await.unwrap();
-        events.items.into_iter().filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)).collect()
+        events
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .collect()
     }
 
     /// Warning events about `name`, as `reason: note`.
@@ -265,7 +269,11 @@ async fn requeue_after_is_honoured() {
     // Only requeues drive this guest (its status writes pass no predicate).
     let started = std::time::Instant::now();
     eventually("five requeued reconciles", WAIT, || async { (r.count("tick").await >= 5).then_some(()) }).await;
-    assert!(started.elapsed() >= Duration::from_millis(4 * 200), "five reconciles 200 ms apart took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() >= Duration::from_millis(4 * 200),
+        "five reconciles 200 ms apart took {:?}",
+        started.elapsed()
+    );
     // And no faster than asked: a hot loop would make thousands.
     let before = r.reconciles("requeue-counter").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -358,8 +366,7 @@ async fn a_refused_outcome_is_not_retried_until_the_object_changes() {
     let r = Running::start("misbehave-escape", "terminal").await;
     r.create("Thing", "sly", json!({"escape": "secret"})).await;
     eventually("a terminal error", WAIT, || async {
-        (r.metric(r#"controller_runtime_terminal_reconcile_errors_total{controller="misbehave-escape"}"#).await
-            >= 1.0)
+        (r.metric(r#"controller_runtime_terminal_reconcile_errors_total{controller="misbehave-escape"}"#).await >= 1.0)
             .then_some(())
     })
     .await;
@@ -491,12 +498,11 @@ async fn shipped_manifests_are_accepted_by_the_api_server() {
     let mut checked = 0;
     for file in files {
         let text = std::fs::read_to_string(root.join(file)).unwrap();
-        for doc in serde_yaml::Deserializer::from_str(&text) {
-            let value: serde_yaml::Value = serde::Deserialize::deserialize(doc).unwrap();
-            if value.is_null() {
-                continue;
-            }
-            let obj: DynamicObject = serde_yaml::from_value(value).unwrap();
+        // Every document (empty ones are skipped); only `true` and `false` are booleans.
+        let objects: Vec<DynamicObject> =
+            serde_saphyr::from_multiple_with_options(&text, serde_saphyr::options! { strict_booleans: true })
+                .unwrap_or_else(|e| panic!("{file}: {e}"));
+        for obj in objects {
             let types = obj.types.clone().unwrap();
             let (group, version) = types.api_version.rsplit_once('/').unwrap_or(("", &types.api_version));
             let (ar, caps) = pinned_kind(&client, &GroupVersionKind::gvk(group, version, &types.kind)).await.unwrap();
@@ -514,4 +520,59 @@ async fn shipped_manifests_are_accepted_by_the_api_server() {
         }
     }
     assert!(checked >= 8, "only {checked} objects found");
+}
+
+/// The finalizer write never re-creates a parent deleted since the cache
+/// saw it (a server-side apply would: it creates what is missing), and it
+/// adds or removes only the host's own entry.
+#[tokio::test]
+async fn the_finalizer_write_should_not_recreate_a_deleted_parent() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use operon::apply::Applier;
+    use operon::cache::CachedObject;
+    use operon::leader::Fence;
+    let client = plane().client().await;
+    let ns = operon_envtest::create_namespace(&client, "finalizer").await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let applier = Applier::new(client.clone(), client.clone(), "finalizer-test", None);
+    let cached = |cm: &ConfigMap| {
+        let mut v = serde_json::to_value(cm).unwrap();
+        v["apiVersion"] = json!("v1");
+        v["kind"] = json!("ConfigMap");
+        CachedObject::from_value(v).unwrap()
+    };
+    let make = |name: &str| ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            finalizers: Some(vec!["example.com/other".into()]),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+
+    // Added beside another controller's finalizer, then removed alone.
+    let live = api.create(&PostParams::default(), &make("kept")).await.unwrap();
+    applier.set_finalizer(&cached(&live), "operon.dev/test", true, &Fence::open()).await.unwrap();
+    let with = api.get("kept").await.unwrap();
+    assert_eq!(with.metadata.finalizers.clone().unwrap(), ["example.com/other", "operon.dev/test"]);
+    applier.set_finalizer(&cached(&with), "operon.dev/test", false, &Fence::open()).await.unwrap();
+    assert_eq!(api.get("kept").await.unwrap().metadata.finalizers.unwrap(), ["example.com/other"]);
+
+    // A stale view (the list changed since) is refused, not overwritten.
+    let stale = cached(&with);
+    let err = applier.set_finalizer(&stale, "operon.dev/test", true, &Fence::open()).await;
+    assert!(err.is_err(), "a write from a stale resourceVersion must conflict");
+
+    // Deleted after the cache saw it: nothing comes back.
+    let mut gone = make("gone");
+    gone.metadata.finalizers = None;
+    let live = api.create(&PostParams::default(), &gone).await.unwrap();
+    api.delete("gone", &DeleteParams::default()).await.unwrap();
+    applier.set_finalizer(&cached(&live), "operon.dev/test", true, &Fence::open()).await.unwrap();
+    assert!(api.get_opt("gone").await.unwrap().is_none(), "the deleted parent was re-created by the finalizer write");
+    // Clean up the one with the other controller's finalizer.
+    let kept = api.get("kept").await.unwrap();
+    let mut patch = json!({"metadata": {"finalizers": null}});
+    patch["metadata"]["resourceVersion"] = json!(kept.metadata.resource_version);
+    api.patch("kept", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
 }

@@ -9,12 +9,14 @@
 mod common;
 
 use common::{eventually, guest, thing_crd};
+use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::ByteString;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
 use operon::manager::{self, Manager};
 use operon::reconciler::{self, Plugins};
 use operon::runtime::{self, Runtime};
@@ -60,11 +62,9 @@ impl Host {
         let client = plane().client().await;
         let ns = operon_envtest::create_namespace(&client, prefix).await.unwrap();
         let artifacts = tempfile::tempdir().unwrap();
-        let runtime = Runtime::new(runtime::Config {
-            artifact_dir: Some(artifacts.path().to_path_buf()),
-            ..Default::default()
-        })
-        .unwrap();
+        let runtime =
+            Runtime::new(runtime::Config { artifact_dir: Some(artifacts.path().to_path_buf()), ..Default::default() })
+                .unwrap();
         let controller = operon::controller::Config { max_concurrent_reconciles: 4, ..Default::default() };
         let manager = Manager::new(
             client.clone(),
@@ -83,6 +83,7 @@ impl Host {
                 status_period: Duration::from_millis(500),
                 path_poll: Duration::from_millis(500),
                 instance: "test".into(),
+                webhooks: None,
             },
         );
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -268,7 +269,11 @@ async fn bad_modules_are_refused_with_the_reason_and_the_old_version_keeps_servi
         ("garbage", config_map_module("garbage"), "InvalidModule"),
         ("old-major", config_map_module("old-major"), "WitVersionMismatch"),
         ("too-much", config_map_module("too-much"), "Forbidden"),
-        ("nowhere", json!({"url": {"href": "http://127.0.0.1:9/module.wasm", "sha256": "0".repeat(64)}}), "SourceUnavailable"),
+        (
+            "nowhere",
+            json!({"url": {"href": "http://127.0.0.1:9/module.wasm", "sha256": "0".repeat(64)}}),
+            "SourceUnavailable",
+        ),
     ];
     host.module_config_map("garbage", b"this is not wasm").await;
     host.module_config_map("old-major", &guest("misbehave-old-major")).await;
@@ -295,10 +300,9 @@ async fn bad_modules_are_refused_with_the_reason_and_the_old_version_keeps_servi
     host.thing("a", json!(1)).await;
     eventually("v1 serving", WAIT, || async { host.stamped("a").await.filter(|s| s.0 == "v1") }).await;
     host.module_config_map("good", b"\0asm\x0d\0\x01\0garbage").await;
-    let degraded = eventually("Degraded", WAIT, || async {
-        host.condition("good", "Degraded").await.filter(|c| c.0 == "True")
-    })
-    .await;
+    let degraded =
+        eventually("Degraded", WAIT, || async { host.condition("good", "Degraded").await.filter(|c| c.0 == "True") })
+            .await;
     assert_eq!(degraded.1, "InvalidModule", "{degraded:?}");
     assert_eq!(host.condition("good", "Ready").await.unwrap().0, "True", "the old version keeps serving");
     host.thing("a", json!(2)).await;
@@ -346,7 +350,12 @@ async fn a_version_that_traps_is_rolled_back_by_itself() {
     .await;
     let events = host.events("stamp").await;
     assert!(events.iter().any(|(r, _)| r == "RolledBack"), "{events:?}");
-    let swaps = host.manager.metrics().module_swaps_total.with_label_values(&[&format!("{}/stamp", host.ns), "rolled_back"]).get();
+    let swaps = host
+        .manager
+        .metrics()
+        .module_swaps_total
+        .with_label_values(&[&format!("{}/stamp", host.ns), "rolled_back"])
+        .get();
     assert_eq!(swaps, 1);
     host.stop().await;
 }
@@ -355,8 +364,11 @@ async fn a_version_that_traps_is_rolled_back_by_itself() {
 async fn a_shadow_candidate_reports_differences_and_writes_nothing() {
     let host = Host::start("rec-shadow").await;
     host.module_config_map("stamp", &guest("stamp-v1")).await;
-    host.reconciler("stamp", json!({"module": config_map_module("stamp"), "grants": stamp_grants(), "rollout": "shadow"}))
-        .await;
+    host.reconciler(
+        "stamp",
+        json!({"module": config_map_module("stamp"), "grants": stamp_grants(), "rollout": "shadow"}),
+    )
+    .await;
     host.thing("a", json!(1)).await;
     eventually("v1 serving", WAIT, || async { host.stamped("a").await.filter(|s| s.0 == "v1") }).await;
 
@@ -390,8 +402,11 @@ async fn a_shadow_candidate_reports_differences_and_writes_nothing() {
     assert_eq!(cm.get("a-stamp").await.unwrap().data.unwrap()["version"], "v1");
 
     // Promotion is a spec change.
-    host.reconciler("stamp", json!({"module": config_map_module("stamp"), "grants": stamp_grants(), "rollout": "immediate"}))
-        .await;
+    host.reconciler(
+        "stamp",
+        json!({"module": config_map_module("stamp"), "grants": stamp_grants(), "rollout": "immediate"}),
+    )
+    .await;
     host.thing("a", json!(rand_value())).await;
     eventually("v2 promoted", WAIT, || async { host.stamped("a").await.filter(|s| s.0 == "v2") }).await;
     host.stop().await;
@@ -421,9 +436,10 @@ async fn reconcilers_in_two_namespaces_each_see_and_write_only_their_own() {
             .await
             .unwrap();
         a.reconciler_in(ns, "stamp", json!({"module": config_map_module("stamp"), "grants": stamp_grants()})).await;
-        let t: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
+        let t: DynamicObject =
+            serde_json::from_value(json!({"apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
             "metadata": {"name": "t"}, "spec": {"value": ns}}))
-        .unwrap();
+            .unwrap();
         things(ns).create(&PostParams::default(), &t).await.unwrap();
     }
     // Same module, same kind, one watch per kind: each controller reconciles
@@ -507,7 +523,8 @@ async fn existing_objects_are_never_taken_over_and_adopted_only_with_the_grant()
     let host = Host::start("rec-adopt").await;
     let cm: Api<ConfigMap> = Api::namespaced(host.client.clone(), &host.ns);
     // One unowned, one controlled by someone else, both named as the guest's children.
-    let unowned: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "free-stamp"}, "data": {"keep": "me"}})).unwrap();
+    let unowned: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "free-stamp"}, "data": {"keep": "me"}})).unwrap();
     cm.create(&PostParams::default(), &unowned).await.unwrap();
     let owner = cm
         .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "owner"}})).unwrap())
@@ -577,7 +594,8 @@ async fn deleting_a_reconciler_stops_its_controller_and_no_other() {
     let stamp_name = format!("{}/stamp", host.ns);
     let counter_name = format!("{}/counter", host.ns);
     eventually("both controllers", WAIT, || async {
-        (host.manager.controller(&stamp_name).is_some() && host.manager.controller(&counter_name).is_some()).then_some(())
+        (host.manager.controller(&stamp_name).is_some() && host.manager.controller(&counter_name).is_some())
+            .then_some(())
     })
     .await;
     host.thing("a", json!(1)).await;
@@ -691,14 +709,18 @@ async fn modules_from_a_url_or_a_registry_load_only_with_their_pinned_digest() {
 
     // URL: the right digest loads; a wrong one is refused, nothing loaded.
     let href = serve_module(module.clone()).await;
-    host.reconciler("by-url", json!({"module": {"url": {"href": href, "sha256": sha}}, "grants": stamp_grants()})).await;
+    host.reconciler("by-url", json!({"module": {"url": {"href": href, "sha256": sha}}, "grants": stamp_grants()}))
+        .await;
     let ready = eventually("by-url Ready", WAIT, || async {
         host.condition("by-url", "Ready").await.filter(|c| c.1 != "Loading")
     })
     .await;
     assert_eq!(ready.0, "True", "{ready:?}");
-    host.reconciler("bad-url", json!({"module": {"url": {"href": href, "sha256": "0".repeat(64)}}, "grants": stamp_grants()}))
-        .await;
+    host.reconciler(
+        "bad-url",
+        json!({"module": {"url": {"href": href, "sha256": "0".repeat(64)}}, "grants": stamp_grants()}),
+    )
+    .await;
     let refused = eventually("bad-url refused", WAIT, || async {
         host.condition("bad-url", "Ready").await.filter(|c| c.1 == "SourceUnavailable")
     })

@@ -11,9 +11,9 @@
 mod common;
 
 use common::{eventually, free_port, guest, thing_crd};
+use k8s_openapi::ByteString;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::ByteString;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
 use operon::reconciler;
 use serde_json::{Value, json};
@@ -120,10 +120,14 @@ async fn three_replicas_share_thirty_reconcilers_and_take_over_a_killed_ones() {
                 "for": [{"group": "example.operon.dev", "kind": "Thing"}], "owns": [{"group": "", "kind": "ConfigMap"}]}}
         }))
         .unwrap();
-        Api::<reconciler::crd::Reconciler>::namespaced(client.clone(), &ns).create(&PostParams::default(), &r).await.unwrap();
-        let t: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
+        Api::<reconciler::crd::Reconciler>::namespaced(client.clone(), &ns)
+            .create(&PostParams::default(), &r)
+            .await
+            .unwrap();
+        let t: DynamicObject =
+            serde_json::from_value(json!({"apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
             "metadata": {"name": "t"}, "spec": {"value": 1}}))
-        .unwrap();
+            .unwrap();
         things(&client, &ns).create(&PostParams::default(), &t).await.unwrap();
         namespaces.push(ns);
     }
@@ -238,16 +242,20 @@ async fn a_replica_that_loses_one_reconcilers_lease_stops_writing_for_it_only() 
             ..Default::default()
         };
         mgr.add_controller(rt.load(&guest("echo"), Limits::default()).unwrap(), config, None).unwrap();
-        let t: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
+        let t: DynamicObject =
+            serde_json::from_value(json!({"apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
             "metadata": {"name": "busy"}, "spec": {"count": true, "requeueAfterMs": 100}}))
-        .unwrap();
+            .unwrap();
         things(&admin, ns).create(&PostParams::default(), &t).await.unwrap();
     }
     let running = mgr.clone();
     let task = tokio::spawn(running.run(std::future::pending()));
     eventually("both controllers lead and write", Duration::from_secs(60), || async {
         let t0 = Instant::now() - Duration::from_secs(1);
-        (mgr.leads("one") && mgr.leads("two") && writes.in_namespace_since(&ns1, t0) > 0 && writes.in_namespace_since(&ns2, t0) > 0)
+        (mgr.leads("one")
+            && mgr.leads("two")
+            && writes.in_namespace_since(&ns1, t0) > 0
+            && writes.in_namespace_since(&ns2, t0) > 0)
             .then_some(())
     })
     .await;

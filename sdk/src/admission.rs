@@ -103,9 +103,9 @@ impl AdmissionReview {
     /// such a review).
     pub fn from_raw(review: raw::Review) -> Result<AdmissionReview, Denial> {
         let parse = |text: Option<String>, which: &str| {
-            text.map(|t| serde_json::from_str::<Value>(&t))
-                .transpose()
-                .map_err(|e| Denial::new(format!("the review's {which} is not JSON: {}", json_error_message(&e))).code(400))
+            text.map(|t| serde_json::from_str::<Value>(&t)).transpose().map_err(|e| {
+                Denial::new(format!("the review's {which} is not JSON: {}", json_error_message(&e))).code(400)
+            })
         };
         Ok(AdmissionReview {
             object: parse(review.object, "object")?,

@@ -130,7 +130,8 @@
 //!
 //! - `k8s-openapi`: [`ObjectKind`] for every k8s-openapi resource type. The
 //!   guest crate must enable one Kubernetes version feature of k8s-openapi.
-//! - `fixtures`: [`testing::fixtures`] (pulls in serde_yaml).
+//! - `fixtures`: [`testing::fixtures`] (pulls in `operon-contract`, which
+//!   reads the fixture files, and its YAML parser serde-saphyr).
 
 pub mod admission;
 #[doc(hidden)]
@@ -161,13 +162,11 @@ pub use request::{Metadata, Request};
 /// Guest code rarely needs them; they are the input and output of
 /// [`run::reconcile`] and of the host.
 pub mod raw {
+    pub use crate::bindings::admission::exports::operon::reconciler::admission::{Denial, Operation, Review, UserInfo};
     pub use crate::bindings::operon::reconciler::host::Level;
     pub use crate::bindings::operon::reconciler::types::{
         Children, Event, Failure, Gvk, Mapping, Object, ObjectRef, Outcome, ReconcilerManifest as Manifest, Request,
         Watch,
-    };
-    pub use crate::bindings::admission::exports::operon::reconciler::admission::{
-        Denial, Operation, Review, UserInfo,
     };
 }
 

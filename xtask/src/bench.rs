@@ -17,10 +17,21 @@
 //!   hostile plugin, as ratios (docs/RELIABILITY.md). Needs the envtest
 //!   binaries and the `hostile` guest.
 //!
+//! - `admission`: creates through a real API server with and without the
+//!   WebApp guest's webhooks, in one run, and the handler alone
+//!   (docs/admission.md). Needs the envtest binaries and `rust-webapp`.
+//!
 //! - `languages`: the WebApp reconciler in Rust, C, Go, TypeScript and
 //!   Python side by side: size, cold compile, cached load, instantiate,
 //!   warm reconcile p50/p99, memory per instance. Builds every language's
 //!   component (needs every toolchain, see `.ci/run`).
+//!
+//! - `fleet`: Reconcilers as resources in one in-process host against a
+//!   real control plane: RSS with 1, 10, 100 distinct Reconcilers over the
+//!   same WebApps, a ring of Reconcilers copying a value namespace to
+//!   namespace (per-hop latency), and module swap latency (precompiled and
+//!   cold). Needs the envtest binaries and the `rust-webapp`, `ring`,
+//!   `stamp-v1` and `stamp-v2` guests.
 //!
 //! Arguments after the benchmark's name go to the program, e.g.
 //! `cargo xtask bench manager --parents 1000,3000,10000`.
@@ -28,20 +39,22 @@
 use anyhow::{Context, Result, bail};
 use std::process::Command;
 
-const USAGE: &str = "usage: cargo xtask bench runtime|manager|hostile|languages [ARGS for the bench program]";
+const USAGE: &str =
+    "usage: cargo xtask bench runtime|manager|hostile|languages|fleet|admission [ARGS for the bench program]";
 
 pub fn run(args: &[&str]) -> Result<()> {
     let (name, rest) = match args {
-        [name @ ("runtime" | "manager" | "hostile" | "languages"), rest @ ..] => (*name, rest),
+        [name @ ("runtime" | "manager" | "hostile" | "languages" | "fleet" | "admission"), rest @ ..] => (*name, rest),
         _ => bail!("{USAGE}"),
     };
     let guests: &[&str] = match name {
         "hostile" => &["rust-webapp", "hostile"],
+        "fleet" => &["rust-webapp", "ring", "stamp-v1", "stamp-v2"],
         "languages" => &["rust-webapp", "c-webapp", "go-webapp", "ts-webapp", "python-webapp"],
         _ => &["rust-webapp"],
     };
     crate::guests::run(guests).context("building the benchmark's guests")?;
-    if name == "manager" || name == "hostile" {
+    if matches!(name, "manager" | "hostile" | "fleet" | "admission") {
         let dir = operon_envtest::assets::ensure(&mut |line| eprintln!("envtest: {line}"))
             .context("provisioning the control plane binaries")?;
         eprintln!("bench: control plane binaries in {}", dir.display());

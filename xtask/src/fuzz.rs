@@ -1,4 +1,4 @@
-//! `cargo xtask fuzz [--seconds N] [--asan] [TARGET…]`: run the fuzz
+//! `cargo xtask fuzz [--seconds N] [--dev] [--asan] [TARGET…]`: run the fuzz
 //! targets in `fuzz/` (cargo-fuzz, libFuzzer) for a bounded time, and fail
 //! on a finding.
 //!
@@ -12,10 +12,24 @@
 //!   memory the fuzzed code touches is wasmtime's too.
 //! - Targets: `outcome` (a guest's outcome through conversion and
 //!   validation) and `load` (arbitrary bytes as a module). The time is split
-//!   between them; the default, 60 s in all, is the README's test command.
+//!   between them (default 60 s in all). The README's test command
+//!   (`cargo xtask test`, xtask/src/test.rs) runs 30 s in all with `--dev`.
+//! - `--dev` builds without optimisations (cargo-fuzz's `--dev`, into
+//!   `fuzz/target/<triple>/debug`, with overflow checks and debug
+//!   assertions): a cold build is much shorter, each execution slower. For
+//!   the test command's short run; long runs by hand use the default
+//!   optimised build. In `--dev`, `load` starts from no seed, in a corpus
+//!   of its own (`fuzz/corpus/load-dev`) of inputs up to 16 KiB: the
+//!   unoptimised Cranelift takes about 7 s to compile even the smallest real
+//!   guest (13 kB), and libFuzzer runs the whole corpus before it looks at
+//!   the clock. So the short run fuzzes the refusal of arbitrary bytes; the
+//!   mutation of real components is for the optimised runs by hand.
 //! - Corpora live in `fuzz/corpus/<target>` (not committed) and grow from
 //!   run to run; they are seeded from `fuzz/seeds/<target>` and, for `load`,
-//!   with every built guest (`target/guests/*.wasm`).
+//!   with every built guest of at most 1 MiB (`target/guests/*.wasm`; the
+//!   Python, TypeScript and Go guests carry a whole language runtime and take
+//!   seconds to compile, each, which would spend a bounded run on them and,
+//!   in the `--dev` build, exceed libFuzzer's 30 s timeout).
 //! - A crash or a panic stops the run: libFuzzer writes the input to
 //!   `fuzz/artifacts/<target>/`, and this task fails naming it. Reproduce
 //!   with `cargo +nightly fuzz run TARGET fuzz/artifacts/TARGET/crash-…`.
@@ -29,11 +43,17 @@ use std::time::Instant;
 
 const TARGETS: &[&str] = &["outcome", "load"];
 
-const USAGE: &str = "usage: cargo xtask fuzz [--seconds N] [--asan] [outcome|load …]";
+/// The largest built guest that seeds the `load` corpus.
+const LOAD_SEED_MAX: u64 = 1 << 20;
+/// The largest input of `load` in `--dev`.
+const LOAD_DEV_MAX: u64 = 16 << 10;
+
+const USAGE: &str = "usage: cargo xtask fuzz [--seconds N] [--dev] [--asan] [outcome|load …]";
 
 pub fn run(args: &[&str]) -> Result<()> {
     let mut seconds: u64 = 60;
     let mut asan = false;
+    let mut dev = false;
     let mut targets: Vec<&str> = Vec::new();
     let mut it = args.iter();
     while let Some(&arg) = it.next() {
@@ -43,6 +63,7 @@ pub fn run(args: &[&str]) -> Result<()> {
                 seconds = n.parse().with_context(|| format!("--seconds {n}: not a number"))?;
             }
             "--asan" => asan = true,
+            "--dev" => dev = true,
             t if TARGETS.contains(&t) => targets.push(t),
             other => bail!("unknown argument `{other}`\n{USAGE}"),
         }
@@ -60,26 +81,26 @@ pub fn run(args: &[&str]) -> Result<()> {
     let per_target = (seconds / targets.len() as u64).max(1);
     let mut summary = Vec::new();
     for target in &targets {
-        let corpus = root.join("fuzz/corpus").join(target);
+        // The unoptimised build compiles a real guest in seconds, and
+        // libFuzzer first runs the whole corpus whatever its time limit: in
+        // `--dev`, `load` keeps a corpus of its own, unseeded, small inputs.
+        let small = dev && *target == "load";
+        let corpus = root.join("fuzz/corpus").join(if small { "load-dev" } else { target });
         std::fs::create_dir_all(&corpus).with_context(|| format!("creating {}", corpus.display()))?;
-        seed(&root.join("fuzz/seeds").join(target), &corpus)?;
-        if *target == "load" {
-            seed(&guests, &corpus)?;
+        seed(&root.join("fuzz/seeds").join(target), &corpus, u64::MAX)?;
+        if *target == "load" && !small {
+            seed(&guests, &corpus, LOAD_SEED_MAX)?;
         }
         let started = Instant::now();
-        let (runs, status, tail) = run_target(&root, target, &corpus, per_target, asan)?;
+        let max_len = small.then_some(LOAD_DEV_MAX);
+        let (runs, status, tail) = run_target(&root, target, &corpus, per_target, asan, dev, max_len)?;
         let corpus_size = std::fs::read_dir(&corpus).map(|d| d.count()).unwrap_or(0);
-        let line = format!(
-            "fuzz {target}: {runs} executions in {:.0?}, corpus {corpus_size} inputs",
-            started.elapsed()
-        );
+        let line =
+            format!("fuzz {target}: {runs} executions in {:.0?}, corpus {corpus_size} inputs", started.elapsed());
         eprintln!("{line}");
         if !status.success() {
             let artifacts = root.join("fuzz/artifacts").join(target);
-            bail!(
-                "fuzz target `{target}` found a failure ({status}); the input is in {}\n{tail}",
-                artifacts.display()
-            );
+            bail!("fuzz target `{target}` found a failure ({status}); the input is in {}\n{tail}", artifacts.display());
         }
         summary.push(line);
     }
@@ -122,12 +143,13 @@ fn has_wasm(dir: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Copy every file of `from` (if it exists) into `corpus`.
-fn seed(from: &Path, corpus: &Path) -> Result<()> {
+/// Copy every file of `from` (if it exists) of at most `max` bytes into
+/// `corpus`.
+fn seed(from: &Path, corpus: &Path, max: u64) -> Result<()> {
     let Ok(entries) = std::fs::read_dir(from) else { return Ok(()) };
     for entry in entries.flatten() {
         let path = entry.path();
-        if path.is_file() {
+        if path.is_file() && entry.metadata().is_ok_and(|m| m.len() <= max) {
             let name = format!("seed-{}", path.file_name().unwrap_or_default().to_string_lossy());
             std::fs::copy(&path, corpus.join(name)).with_context(|| format!("seeding from {}", path.display()))?;
         }
@@ -143,6 +165,8 @@ fn run_target(
     corpus: &Path,
     seconds: u64,
     asan: bool,
+    dev: bool,
+    max_len: Option<u64>,
 ) -> Result<(u64, std::process::ExitStatus, String)> {
     let mut cmd = Command::new("cargo");
     cmd.current_dir(root.join("fuzz"))
@@ -153,9 +177,18 @@ fn run_target(
     } else {
         cmd.args(["fuzz", "run", "--sanitizer", "none", target]);
     }
-    cmd
-        .arg(corpus)
-        .args(["--", &format!("-max_total_time={seconds}"), "-timeout=30", "-rss_limit_mb=4096", "-print_final_stats=1"])
+    if dev {
+        cmd.arg("--dev");
+    }
+    cmd.arg(corpus)
+        .args([
+            "--",
+            &format!("-max_total_time={seconds}"),
+            "-timeout=30",
+            "-rss_limit_mb=4096",
+            "-print_final_stats=1",
+        ])
+        .args(max_len.map(|n| format!("-max_len={n}")))
         .stdout(Stdio::inherit())
         .stderr(Stdio::piped());
     eprintln!("fuzz: {cmd:?}");

@@ -5,6 +5,7 @@
 
 mod bench;
 mod cluster;
+mod docs;
 mod envtest;
 mod fuzz;
 mod guests;
@@ -20,12 +21,13 @@ usage: cargo xtask <task>
 
 tasks:
   guests [NAME…]         build every guest (every language) into target/guests/<name>.wasm
+  docs                   regenerate docs/reference/ (CLI flags, metrics, status reasons) from the code
   envtest                provision etcd, kube-apiserver, kube-controller-manager; print their directory
   cluster up|down        start or stop a local control plane (target/operon-dev.kubeconfig)
-  bench runtime|manager|hostile|languages  run a benchmark and print its figures
-  fuzz [--seconds N]     run the fuzz targets (cargo-fuzz) for N seconds in all (default 60)
+  bench runtime|manager|hostile|languages|fleet|admission  run a benchmark and print its figures
+  fuzz [--seconds N] [--dev]  run the fuzz targets (cargo-fuzz) for N seconds in all (default 60; --dev: unoptimised)
   soak [--minutes N]     churn, module swaps and a leader kill; RSS over time, errors, convergence
-  run [-- FLAGS]         the main job: local control plane, example CRDs and objects, operon with every example
+  run [ARGS]             the main job: `operon dev` (local control plane, every example as a Reconciler, live table)
   test [ARGS]            guests + control plane + `cargo test --workspace [ARGS]` + every language SDK's own tests
                          (the README's test command)
 ";
@@ -35,6 +37,7 @@ fn main() -> Result<()> {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     match args.as_slice() {
         ["guests", rest @ ..] => guests::run(rest),
+        ["docs"] => docs::run(),
         ["envtest", rest @ ..] => envtest::run(rest),
         ["cluster", rest @ ..] => cluster::run(rest),
         ["bench", rest @ ..] => bench::run(rest),

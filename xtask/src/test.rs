@@ -5,6 +5,11 @@
 //! unit tests with that language's test runner (pytest, node's test runner,
 //! go test, the C tests' make target).
 //!
+//! After `cargo test` has finished (so the fuzz build does not compete with
+//! the timing-sensitive fault and hostile suites for the CPU), a bounded fuzz
+//! run: `cargo xtask fuzz --seconds 30 --dev` (both targets, 15 s each,
+//! xtask/src/fuzz.rs). It counts as one suite; a finding fails the run.
+//!
 //! The run ends with one line counting every test of every runner:
 //! `tests: N passed, M failed, K skipped`. It fails if any suite fails.
 
@@ -14,6 +19,10 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// The bounded fuzz run of the test command, in seconds for all targets
+/// (docs/RELIABILITY.md says the same).
+const FUZZ_SECONDS: u64 = 30;
 
 pub fn run(args: &[&str]) -> Result<()> {
     let started = Instant::now();
@@ -32,7 +41,7 @@ pub fn run(args: &[&str]) -> Result<()> {
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cargo
         .current_dir(&root)
-        .args(["test", "--workspace", "--locked"])
+        .args(["test", "--workspace", "--locked", "--no-fail-fast"])
         .args(args)
         .env("KUBEBUILDER_ASSETS", &dir)
         .stdout(Stdio::piped());
@@ -76,13 +85,35 @@ pub fn run(args: &[&str]) -> Result<()> {
             failed_suites.push(outcome.name);
         }
     }
+    // The bounded fuzz run, one suite: after `cargo test`, whose fault and
+    // hostile suites must not be starved of CPU by the fuzz crate's build.
+    let step = Instant::now();
+    let seconds = FUZZ_SECONDS.to_string();
+    let fuzzed = crate::fuzz::run(&["--seconds", &seconds, "--dev"]);
+    let name = format!("cargo xtask fuzz --seconds {FUZZ_SECONDS} --dev (fuzz)");
+    match &fuzzed {
+        Ok(()) => totals.passed += 1,
+        Err(e) => {
+            eprintln!("xtask: the fuzz run failed: {e:#}");
+            totals.failed += 1;
+            failed_suites.push(name.clone());
+        }
+    }
+    eprintln!(
+        "  {:<44} {:>4} passed, {} failed, 0 skipped  ({:.1}s, build included){}",
+        name,
+        u64::from(fuzzed.is_ok()),
+        u64::from(fuzzed.is_err()),
+        step.elapsed().as_secs_f64(),
+        if fuzzed.is_ok() { "" } else { "  FAILED" }
+    );
     eprintln!("xtask: tests finished in {:.1?}", started.elapsed());
     println!("tests: {} passed, {} failed, {} skipped", totals.passed, totals.failed, totals.ignored);
     if !status.success() {
         bail!("cargo test failed ({status})");
     }
     if !failed_suites.is_empty() {
-        bail!("language test suites failed: {} (their output is above)", failed_suites.join(", "));
+        bail!("test suites failed: {} (their output is above)", failed_suites.join(", "));
     }
     if cargo_totals.passed == 0 {
         bail!("cargo test ran no test");

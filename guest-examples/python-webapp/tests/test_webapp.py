@@ -180,7 +180,6 @@ def test_finalizing_should_want_nothing_and_finish():
         ({"image": "x", "replicas": -1}, "spec.replicas must be between 0 and 50, not -1"),
         ({"image": "x", "replicas": "3"}, 'spec.replicas must be between 0 and 50, not "3"'),
         ({"image": "x", "replicas": 2.5}, "spec.replicas must be between 0 and 50, not 2.5"),
-        ({"image": "x", "replicas": None}, "spec.replicas must be between 0 and 50, not null"),
         ({"image": "x", "port": 0}, "spec.port must be between 1 and 65535, not 0"),
         ({"image": "x", "port": 65536}, "spec.port must be between 1 and 65535, not 65536"),
         ({"image": "", "replicas": 99, "port": 0}, "spec.image must not be empty"),
@@ -199,6 +198,9 @@ def test_validate_should_allow_good_specs_and_deletes():
     assert validate(r, review("update", webapp({"image": "x", "replicas": 50, "port": 65535}), webapp({}))) == []
     assert validate(r, review("delete", None, webapp({}))) == []
     assert validate(r, review("connect", webapp({}))) == []
+    # A null field counts as absent; an integral float counts as an integer.
+    assert validate(r, review("create", webapp({"image": "x", "replicas": None, "port": None}))) == []
+    assert validate(r, review("create", webapp({"image": "x", "replicas": 3.0}))) == []
 
 
 def test_mutate_should_default_the_port_on_create_and_update_only():

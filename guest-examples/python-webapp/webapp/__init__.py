@@ -84,9 +84,10 @@ class WebAppReconciler(Reconciler[WebApp]):
         image = spec.get("image")
         if not isinstance(image, str) or not image.strip():
             raise Denied("spec.image must not be empty")
-        if "replicas" in spec and not _int_in(spec["replicas"], 0, MAX_REPLICAS):
+        # A null field counts as absent; an integral float (3.0) as an integer.
+        if spec.get("replicas") is not None and not _int_in(spec["replicas"], 0, MAX_REPLICAS):
             raise Denied(f"spec.replicas must be between 0 and {MAX_REPLICAS}, not {_text(spec['replicas'])}")
-        if "port" in spec and not _int_in(spec["port"], 1, 65535):
+        if spec.get("port") is not None and not _int_in(spec["port"], 1, 65535):
             raise Denied(f"spec.port must be between 1 and 65535, not {_text(spec['port'])}")
         return []
 
@@ -110,7 +111,11 @@ def _spec(obj: dict | None) -> dict:
 
 
 def _int_in(value: Any, low: int, high: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return isinstance(value, int) and low <= value <= high
 
 
 def _text(value: Any) -> str:

@@ -76,10 +76,11 @@ export class WebAppReconciler implements Reconciler<WebApp> {
     const spec = specOf(review.object);
     const image = spec.image;
     if (typeof image !== "string" || !image.trim()) throw new Denied("spec.image must not be empty");
-    if ("replicas" in spec && !intIn(spec.replicas, 0, MAX_REPLICAS)) {
+    // A null field counts as absent.
+    if (spec.replicas != null && !intIn(spec.replicas, 0, MAX_REPLICAS)) {
       throw new Denied(`spec.replicas must be between 0 and ${MAX_REPLICAS}, not ${JSON.stringify(spec.replicas)}`);
     }
-    if ("port" in spec && !intIn(spec.port, 1, 65535)) {
+    if (spec.port != null && !intIn(spec.port, 1, 65535)) {
       throw new Denied(`spec.port must be between 1 and 65535, not ${JSON.stringify(spec.port)}`);
     }
     return [];

@@ -169,7 +169,6 @@ test("validate should deny the first problem", () => {
     [{ image: "x", replicas: -1 }, "spec.replicas must be between 0 and 50, not -1"],
     [{ image: "x", replicas: "3" }, 'spec.replicas must be between 0 and 50, not "3"'],
     [{ image: "x", replicas: 2.5 }, "spec.replicas must be between 0 and 50, not 2.5"],
-    [{ image: "x", replicas: null }, "spec.replicas must be between 0 and 50, not null"],
     [{ image: "x", port: 0 }, "spec.port must be between 1 and 65535, not 0"],
     [{ image: "x", port: 65536 }, "spec.port must be between 1 and 65535, not 65536"],
     [{ image: "", replicas: 99, port: 0 }, "spec.image must not be empty"],
@@ -190,6 +189,8 @@ test("validate should allow good specs, deletes and connects", () => {
   assert.deepEqual(validate(r, review("update", webapp({ image: "x", replicas: 50, port: 65535 }), webapp({}))), []);
   assert.deepEqual(validate(r, review("delete", undefined, webapp({}))), []);
   assert.deepEqual(validate(r, review("connect", webapp({}))), []);
+  // A null field counts as absent.
+  assert.deepEqual(validate(r, review("create", webapp({ image: "x", replicas: null, port: null }))), []);
 });
 
 test("mutate should default the port on create and update only", () => {

@@ -127,10 +127,51 @@ impl Recorder {
         fence.check()?;
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         let now = MicroTime(Timestamp::now());
-        let count = match repeat {
+        let count = match self
+            .write(&api, name.clone(), namespace, regarding, type_, reason, action, note, repeat, now, fence)
+            .await
+        {
+            Ok(count) => count,
+            Err(e) => {
+                // Nothing was recorded: the token is not spent (during an
+                // outage, failed attempts must not use up the object's
+                // budget for the events that follow it).
+                self.give_back_token(regarding);
+                return Err(e);
+            }
+        };
+        let mut series = self.series.lock().unwrap_or_else(|p| p.into_inner());
+        if series.len() >= REMEMBERED {
+            series.clear();
+        }
+        series.insert(name, count);
+        Ok(())
+    }
+
+    /// Create the Event, or update its series; returns the count written.
+    #[allow(clippy::too_many_arguments)]
+    async fn write(
+        &self,
+        api: &Api<Event>,
+        name: String,
+        namespace: String,
+        regarding: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+        repeat: Option<i32>,
+        now: MicroTime,
+        fence: &Fence,
+    ) -> Result<i32, Error> {
+        Ok(match repeat {
             None => {
                 let event = Event {
-                    metadata: ObjectMeta { name: Some(name.clone()), namespace: Some(namespace), ..ObjectMeta::default() },
+                    metadata: ObjectMeta {
+                        name: Some(name.clone()),
+                        namespace: Some(namespace),
+                        ..ObjectMeta::default()
+                    },
                     event_time: Some(now.clone()),
                     type_: Some(type_.as_str().into()),
                     reason: Some(reason.into()),
@@ -148,18 +189,19 @@ impl Recorder {
                     Err(e) => return Err(Error::Api { name, message: crate::apply::describe(&e) }),
                 }
             }
-            Some(n) => self.bump(&api, &name, n + 1, now, fence).await?,
-        };
-        let mut series = self.series.lock().unwrap_or_else(|p| p.into_inner());
-        if series.len() >= REMEMBERED {
-            series.clear();
-        }
-        series.insert(name, count);
-        Ok(())
+            Some(n) => self.bump(api, &name, n + 1, now, fence).await?,
+        })
     }
 
     /// Update the series of an existing Event; returns the count written.
-    async fn bump(&self, api: &Api<Event>, name: &str, count: i32, now: MicroTime, fence: &Fence) -> Result<i32, Error> {
+    async fn bump(
+        &self,
+        api: &Api<Event>,
+        name: &str,
+        count: i32,
+        now: MicroTime,
+        fence: &Fence,
+    ) -> Result<i32, Error> {
         fence.check()?;
         let patch = serde_json::json!({ "series": EventSeries { count, last_observed_time: now } });
         match api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
@@ -173,14 +215,28 @@ impl Recorder {
         }
     }
 
+    fn bucket_key(regarding: &ObjectReference) -> String {
+        regarding
+            .uid
+            .clone()
+            .unwrap_or_else(|| format!("{:?}/{:?}/{:?}", regarding.kind, regarding.namespace, regarding.name))
+    }
+
+    fn give_back_token(&self, regarding: &ObjectReference) {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((tokens, _)) = buckets.get_mut(&Self::bucket_key(regarding)) {
+            *tokens = (*tokens + 1.0).min(BURST);
+        }
+    }
+
     fn take_token(&self, regarding: &ObjectReference) -> bool {
-        let key = regarding.uid.clone().unwrap_or_else(|| {
-            format!("{:?}/{:?}/{:?}", regarding.kind, regarding.namespace, regarding.name)
-        });
+        let key = Self::bucket_key(regarding);
         let now = Instant::now();
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         if buckets.len() >= REMEMBERED {
-            buckets.retain(|_, (tokens, at)| *tokens + now.duration_since(*at).as_secs_f64() / REFILL.as_secs_f64() < BURST);
+            buckets.retain(|_, (tokens, at)| {
+                *tokens + now.duration_since(*at).as_secs_f64() / REFILL.as_secs_f64() < BURST
+            });
         }
         let (tokens, at) = buckets.entry(key).or_insert((BURST, now));
         *tokens = (*tokens + now.duration_since(*at).as_secs_f64() / REFILL.as_secs_f64()).min(BURST);

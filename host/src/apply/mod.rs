@@ -15,8 +15,9 @@
 //! **Invariant: every write is preceded by a check of the caller's
 //! [`Fence`]**: a replica that lost its lease sends nothing more.
 //!
-//! Finalizers are added and removed by [`Applier::set_finalizer`], also with
-//! server-side apply, so the host owns exactly its own finalizer.
+//! Finalizers are added and removed by [`Applier::set_finalizer`] with a
+//! merge patch locked on the parent's uid and resourceVersion, which cannot
+//! re-create a parent deleted meanwhile (an apply would).
 
 pub mod events;
 mod validate;
@@ -24,8 +25,8 @@ mod validate;
 pub use validate::{Child, MAX_OBJECT_BYTES, Namespaces, Policy, ValidationError, owner_reference, reserved, validate};
 
 use crate::cache::{CachedObject, ObjectKey};
-use crate::leader::{Fence, NotLeading};
 use crate::contract::{Gvk, Outcome};
+use crate::leader::{Fence, NotLeading};
 use events::{EventType, Recorder};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
@@ -323,8 +324,12 @@ impl Applier {
         Ok(())
     }
 
-    /// Add (`present`) or remove the host's finalizer on the parent with
-    /// server-side apply: the host owns exactly this list entry.
+    /// Add (`present`) or remove the host's finalizer on the parent: a
+    /// merge patch of the whole list as the cache last saw it, locked on the
+    /// parent's uid and resourceVersion. Not server-side apply: an apply
+    /// creates a missing object, so a parent deleted since the cache saw it
+    /// would come back holding only the finalizer. A stale list is a 409
+    /// (retried with the fresher object); a gone parent is a 404 (done).
     pub async fn set_finalizer(
         &self,
         parent: &CachedObject,
@@ -332,15 +337,20 @@ impl Applier {
         present: bool,
         fence: &Fence,
     ) -> Result<(), Error> {
-        let finalizers = if present { json!([finalizer]) } else { json!([]) };
-        let (api, body, key) = self.parent_patch(parent, json!({ "metadata": { "finalizers": finalizers } })).await?;
-        // A separate field manager: status and children applies must not
-        // drop the finalizer by omitting it.
-        let params = PatchParams::apply(&format!("{}-finalizer", self.field_manager)).force();
+        let mut finalizers: Vec<&str> = parent.finalizers().filter(|f| *f != finalizer).collect();
+        if present {
+            finalizers.push(finalizer);
+        }
+        let (api, mut body, key) =
+            self.parent_patch(parent, json!({ "metadata": { "finalizers": finalizers } })).await?;
+        body["metadata"]["uid"] = parent.uid().into();
+        body["metadata"]["resourceVersion"] = parent.resource_version().into();
+        let params =
+            PatchParams { field_manager: Some(format!("{}-finalizer", self.field_manager)), ..Default::default() };
         fence.check()?;
-        match api.patch(&key.name, &params, &Patch::Apply(&body)).await {
+        match api.patch(&key.name, &params, &Patch::Merge(&body)).await {
             Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 && !present => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(source) => Err(Error::Api { operation: "finalizer", target: target_of(parent), source }),
         }
     }
@@ -445,10 +455,10 @@ mod tests {
             object: json!({}),
         };
         let with_owner = |uid: Option<&str>| {
-            let mut v = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "shop", "namespace": "a"}});
+            let mut v =
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "shop", "namespace": "a"}});
             if let Some(uid) = uid {
-                v["metadata"]["ownerReferences"] =
-                    json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "other", "uid": uid, "controller": true}]);
+                v["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "other", "uid": uid, "controller": true}]);
             }
             object(v)
         };
@@ -472,7 +482,11 @@ mod tests {
             message: "Deployment.apps \"x\" is invalid: spec.replicas: Invalid value: -1".into(),
             ..kube::core::Status::default()
         };
-        let e = Error::Api { operation: "apply", target: "Deployment a/x".into(), source: kube::Error::Api(Box::new(status)) };
+        let e = Error::Api {
+            operation: "apply",
+            target: "Deployment a/x".into(),
+            source: kube::Error::Api(Box::new(status)),
+        };
         let text = e.to_string();
         assert_eq!(
             text,

@@ -185,7 +185,8 @@ impl CachedObject {
     /// # Errors
     /// When `metadata` is not an object of the expected shape.
     pub fn from_raw(raw: &RawObject, types: &Arc<TypeMeta>) -> Result<CachedObject, MalformedObject> {
-        let mut json = String::with_capacity(raw.fields.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum::<usize>() + 64);
+        let mut json =
+            String::with_capacity(raw.fields.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum::<usize>() + 64);
         json.push('{');
         push_field(&mut json, "apiVersion", &serde_json::to_string(&types.api_version).unwrap_or_default());
         push_field(&mut json, "kind", &serde_json::to_string(&types.kind).unwrap_or_default());
@@ -232,8 +233,9 @@ impl CachedObject {
             meta.remove("managedFields");
         }
         let annotations: BTreeMap<String, String> = match value.pointer("/metadata/annotations") {
-            Some(a) => serde_json::from_value(a.clone())
-                .map_err(|e| MalformedObject(format!("metadata.annotations: {e}")))?,
+            Some(a) => {
+                serde_json::from_value(a.clone()).map_err(|e| MalformedObject(format!("metadata.annotations: {e}")))?
+            }
             None => BTreeMap::new(),
         };
         let annotations_digest = digest(&annotations);
@@ -248,16 +250,15 @@ impl CachedObject {
 
     fn assemble(types: Arc<TypeMeta>, json: String, e: Extracted, annotations_digest: u64) -> CachedObject {
         let boxed = |s: String| s.into_boxed_str();
-        let controller = e.owner_references.unwrap_or_default().into_iter().find(|o| o.controller == Some(true)).map(
-            |o| {
+        let controller =
+            e.owner_references.unwrap_or_default().into_iter().find(|o| o.controller == Some(true)).map(|o| {
                 Box::new(ControllerRef {
                     api_version: boxed(o.api_version),
                     kind: boxed(o.kind),
                     name: boxed(o.name),
                     uid: boxed(o.uid),
                 })
-            },
-        );
+            });
         CachedObject {
             types,
             json: json.into_boxed_str(),

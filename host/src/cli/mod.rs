@@ -1,6 +1,9 @@
 //! The `operon` command line: `run`, `test`, `new`, `build`, `inspect`.
 
+pub mod reference;
 mod run;
+
+pub(crate) use run::wait_signal;
 
 use crate::runtime::{self, Limits, Module, Runtime};
 use crate::telemetry::LogFormat;
@@ -26,6 +29,11 @@ pub enum Command {
     /// the in-cluster config). A module file that changes is loaded and
     /// swapped in; a bad new version is refused and the old one keeps running.
     Run(RunArgs),
+    /// The development loop: a local control plane (or --kubeconfig), the
+    /// CRDs, the example guests built and loaded as Reconcilers with
+    /// sample objects, a live status table, and rebuild-test-swap when a
+    /// project's sources change. Ctrl-C stops it all.
+    Dev(crate::dev::Args),
     /// Run request fixtures through a module offline and compare outcomes
     /// with the expected files beside them. Without arguments: the project
     /// in the current directory (its built component and its fixtures).
@@ -228,11 +236,17 @@ pub struct RunArgs {
 pub fn main() -> ExitCode {
     crate::install_crypto_provider();
     let cli = Cli::parse();
-    let _telemetry = match crate::telemetry::init(cli.log_format) {
-        Ok(guard) => Some(guard),
-        Err(e) => {
-            eprintln!("warning: {e}");
-            None
+    // `operon dev` shows a table; the host's info lines would bury it.
+    let _telemetry = if matches!(cli.command, Command::Dev(_)) {
+        crate::dev::init_logging();
+        None
+    } else {
+        match crate::telemetry::init(cli.log_format) {
+            Ok(guard) => Some(guard),
+            Err(e) => {
+                eprintln!("warning: {e}");
+                None
+            }
         }
     };
     match run(cli) {
@@ -251,6 +265,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             rt.block_on(run::run(args))?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Dev(args) => crate::dev::run(args),
         Command::Test { module, fixtures, project, update, limits } => {
             let (module, fixtures) = match (module, fixtures) {
                 (Some(m), Some(f)) => (m, f),

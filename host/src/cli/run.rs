@@ -116,6 +116,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
                 status_period: Duration::from_secs(5),
                 path_poll: MODULE_POLL,
                 instance: instance.unwrap_or_else(|| "operon".into()),
+                webhooks: webhooks.clone(),
             },
         );
         tokio::spawn(plugins.run(async move {
@@ -176,7 +177,9 @@ async fn log_notices(controller: Controller) {
             Notice::RolledBack { from, to, reason } => {
                 tracing::error!(controller = controller.name(), %from, %to, "new module version rolled back: {reason}")
             }
-            Notice::ShadowDiffers { sample } => tracing::info!(controller = controller.name(), "shadow differs: {sample}"),
+            Notice::ShadowDiffers { sample } => {
+                tracing::info!(controller = controller.name(), "shadow differs: {sample}")
+            }
         }
     }
 }
@@ -201,7 +204,8 @@ async fn shutdown_signal() {
     });
 }
 
-async fn wait_signal() {
+/// The first SIGTERM or SIGINT (Ctrl-C).
+pub(crate) async fn wait_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
         (Ok(mut term), Ok(mut int)) => {

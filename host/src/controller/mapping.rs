@@ -100,7 +100,6 @@ fn event_object(event: &ObjectEvent) -> (&CachedObject, bool) {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,8 +156,10 @@ mod tests {
     #[test]
     fn a_cluster_scoped_parent_should_hear_about_its_namespaced_children() {
         let parent = Gvk::new("example.operon.dev", "v1alpha1", "Tenant");
-        let child = obj(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": "team-a", "name": "quota",
-            "ownerReferences": [{"apiVersion": "example.operon.dev/v1alpha1", "kind": "Tenant", "name": "acme", "uid": "u", "controller": true}]}}));
+        let child = obj(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": "team-a", "name": "quota",
+            "ownerReferences": [{"apiVersion": "example.operon.dev/v1alpha1", "kind": "Tenant", "name": "acme", "uid": "u", "controller": true}]}}),
+        );
         let ev = ObjectEvent::Applied { old: None, new: child, initial: false };
         assert_eq!(owned_event(&ev, &parent, false), Some(Enqueue::Now(ObjectKey::new(None, "acme"))));
         assert_eq!(owned_event(&ev, &parent, true), Some(Enqueue::Now(ObjectKey::new(Some("team-a"), "acme"))));

@@ -18,10 +18,10 @@ pub use reader::CacheReader;
 
 use crate::apply::{self, Applier, Namespaces, Policy};
 use crate::cache::{Cache, CachedObject, Informer, ObjectKey, WatchKey};
+use crate::contract::{Failure, Gvk, Manifest, Outcome, Request, Watch};
 use crate::leader::Fence;
 use crate::metrics::{ApplyOperation, GuestErrorKind, Metrics, ReconcileResult};
 use crate::queue::{self, Queue};
-use crate::contract::{Failure, Gvk, Manifest, Outcome, Request, Watch};
 use crate::runtime::{CallError, Module};
 use mapping::Enqueue;
 use std::collections::{HashMap, HashSet};
@@ -414,7 +414,11 @@ impl Controller {
         }
         v.candidate = None;
         drop(v);
-        self.shared.metrics.module_loaded(&self.shared.name, &self.module().info().digest, self.module().info().compile_time);
+        self.shared.metrics.module_loaded(
+            &self.shared.name,
+            &self.module().info().digest,
+            self.module().info().compile_time,
+        );
         self.shared.metrics.module_swap(&self.shared.name, "swapped");
         Ok(())
     }
@@ -508,13 +512,24 @@ impl Controller {
         // reconciled): informers are shared, each controller sees its part.
         let enqueue = {
             let scope = shared.config.scope.clone();
+            let (parents, selector) = (shared.parents.clone(), shared.config.parent_selector.clone());
             move |queue: &Queue<ObjectKey>, e: Enqueue| {
                 let key = match &e {
                     Enqueue::Now(k) | Enqueue::Initial(k) => k,
                 };
-                if scope.contains(key.namespace.as_deref()) {
-                    enqueue(queue, e);
+                if !scope.contains(key.namespace.as_deref()) {
+                    return;
                 }
+                // A child's or a watched object's event may name a parent
+                // outside this controller's selector (another Reconciler's
+                // share of the kind): drop it here rather than as a no-op
+                // reconcile, or every sharer would reconcile every parent.
+                if let Some(s) = &selector
+                    && parents.store().get(key).is_some_and(|p| !s.matches_with(|k| p.label(k)))
+                {
+                    return;
+                }
+                enqueue(queue, e);
             }
         };
         let mut rx = shared.parents.subscribe();
@@ -587,18 +602,19 @@ impl Shared {
         };
         let span = tracing::info_span!("reconcile", controller = %self.name, object = %key, digest = %module.info().digest, attempt);
         let deadline = self.config.reconcile_timeout;
-        let verdict = match tokio::time::timeout(deadline, self.reconcile_inner(&module, candidate, &key, attempt, fence))
-            .instrument(span.clone())
-            .await
-        {
-            Ok(v) => v,
-            Err(_) => {
-                self.metrics.reconcile_timed_out(&self.name);
-                Verdict::Retry(format!(
-                    "reconcile of {key} did not finish within {deadline:?} (reads, guest call and writes together)"
-                ))
-            }
-        };
+        let verdict =
+            match tokio::time::timeout(deadline, self.reconcile_inner(&module, candidate, &key, attempt, fence))
+                .instrument(span.clone())
+                .await
+            {
+                Ok(v) => v,
+                Err(_) => {
+                    self.metrics.reconcile_timed_out(&self.name);
+                    Verdict::Retry(format!(
+                        "reconcile of {key} did not finish within {deadline:?} (reads, guest call and writes together)"
+                    ))
+                }
+            };
         let _enter = span.enter();
         let (result, error) = match verdict {
             Verdict::Done(None) => {

@@ -38,7 +38,9 @@ impl CacheReader {
             // A namespaced kind across every namespace: only for a controller
             // that may read every namespace.
             if !self.scope.all_namespaces() {
-                return Err("listing a namespaced kind across all namespaces is outside this controller's namespaces".into());
+                return Err(
+                    "listing a namespaced kind across all namespaces is outside this controller's namespaces".into()
+                );
             }
         }
         Ok(ns)
@@ -58,10 +60,6 @@ impl ObjectReader for CacheReader {
         let informer = self.informer(kind)?;
         let ns = self.namespace(informer, namespace)?;
         let objects = informer.store().in_namespace(ns.as_deref());
-        Ok(objects
-            .iter()
-            .filter(|o| selector.matches_with(|k| o.label(k)))
-            .map(|o| o.json().to_string())
-            .collect())
+        Ok(objects.iter().filter(|o| selector.matches_with(|k| o.label(k))).map(|o| o.json().to_string()).collect())
     }
 }

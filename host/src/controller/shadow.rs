@@ -18,7 +18,11 @@ impl Counters {
     /// Count one comparison; returns how many differed so far (after it).
     pub fn record(&self, differs: bool) -> u64 {
         self.compared.fetch_add(1, Ordering::Relaxed);
-        if differs { self.differing.fetch_add(1, Ordering::Relaxed) + 1 } else { self.differing.load(Ordering::Relaxed) }
+        if differs {
+            self.differing.fetch_add(1, Ordering::Relaxed) + 1
+        } else {
+            self.differing.load(Ordering::Relaxed)
+        }
     }
 
     pub fn get(&self) -> (u64, u64) {
@@ -174,7 +178,8 @@ mod tests {
 
     #[test]
     fn differences_should_be_bounded() {
-        let many = |n: i64| Ok(Ok(Outcome { status: Some(json!({"a": n, "b": n, "c": n, "d": n})), ..Outcome::default() }));
+        let many =
+            |n: i64| Ok(Ok(Outcome { status: Some(json!({"a": n, "b": n, "c": n, "d": n})), ..Outcome::default() }));
         let text = differences(&many(1), &many(2), 2).unwrap();
         assert!(text.ends_with("and 2 more"), "{text}");
     }

@@ -506,7 +506,8 @@ impl<L: Leases> Elector<L> {
         // The share applies to free Leases (new, or released on a clean
         // shutdown); one whose holder stopped renewing is taken at once, so
         // a crashed replica's work moves within a lease duration.
-        let expired = self.observed.as_ref().is_some_and(|o| o.spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty()));
+        let expired =
+            self.observed.as_ref().is_some_and(|o| o.spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty()));
         if !expired && self.gate.as_ref().is_some_and(|g| !g.may_acquire()) {
             debug!(lease = %self.config.lease(), "free, but this replica holds its share of leases; leaving it");
             return Ok(Outcome::Following { holder: None });

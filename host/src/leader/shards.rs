@@ -117,7 +117,13 @@ impl Membership {
                     let before = shards.cap();
                     shards.set_share(controllers(), replicas);
                     if shards.cap() != before {
-                        tracing::info!(replicas, controllers = controllers(), cap = shards.cap(), held = shards.held(), "controller share changed");
+                        tracing::info!(
+                            replicas,
+                            controllers = controllers(),
+                            cap = shards.cap(),
+                            held = shards.held(),
+                            "controller share changed"
+                        );
                     }
                 }
                 Err(e) => tracing::warn!(error = %crate::apply::describe(&e), "could not count live replicas"),

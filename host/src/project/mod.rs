@@ -271,9 +271,8 @@ fn check_component(project: &Project, bytes: &[u8]) -> Result<(), Error> {
         return Err(fail("it is a core wasm module, not a component".into()));
     }
     let (imports, exports) = shape(bytes).map_err(|e| fail(format!("it cannot be decoded: {e:#}")))?;
-    let exports_iface = |iface: &str| {
-        exports.iter().any(|e| e.starts_with(&format!("{}/{iface}@", crate::runtime::WIT_PACKAGE)))
-    };
+    let exports_iface =
+        |iface: &str| exports.iter().any(|e| e.starts_with(&format!("{}/{iface}@", crate::runtime::WIT_PACKAGE)));
     if !exports_iface("guest") {
         return Err(fail(format!(
             "it does not export {}/guest (exports: {}); does the source export the reconciler?",
@@ -460,10 +459,7 @@ mod tests {
 
     #[test]
     fn missing_tools_should_say_what_to_install() {
-        let project = Project {
-            dir: PathBuf::from("/nonexistent"),
-            config: toml::from_str("lang = \"go\"").unwrap(),
-        };
+        let project = Project { dir: PathBuf::from("/nonexistent"), config: toml::from_str("lang = \"go\"").unwrap() };
         let mut lines = Vec::new();
         let mut progress = |l: &str| lines.push(l.to_string());
         let mut cx = BuildContext {

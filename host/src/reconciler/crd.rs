@@ -53,7 +53,12 @@ pub struct ReconcilerSpec {
     derive = "Default",
     doc = "A cluster-wide reconciler plugin: a WebAssembly module that reconciles one kind, in the namespaces and cluster-scoped kinds its grants allow.",
     printcolumn(name = "Kind", type_ = "string", json_path = ".status.kind", description = "The kind reconciled"),
-    printcolumn(name = "Digest", type_ = "string", json_path = ".status.shortDigest", description = "The active module version"),
+    printcolumn(
+        name = "Digest",
+        type_ = "string",
+        json_path = ".status.shortDigest",
+        description = "The active module version"
+    ),
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
     printcolumn(name = "Reconciles", type_ = "integer", json_path = ".status.reconciles"),
     printcolumn(name = "Errors", type_ = "integer", json_path = ".status.errors"),

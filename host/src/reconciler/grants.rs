@@ -70,8 +70,7 @@ pub fn controller_settings(placement: &Placement, grants: &Grants) -> (Scope, co
                 namespaces: if all { None } else { Some(grants.namespaces.clone()) },
                 cluster: grants.cluster_scoped,
             };
-            let namespaces =
-                if all { Namespaces::Any } else { Namespaces::Only(grants.namespaces.clone()) };
+            let namespaces = if all { Namespaces::Any } else { Namespaces::Only(grants.namespaces.clone()) };
             (scope, controller::Grants { namespaces, cluster_scoped: grants.cluster_scoped, adopt: grants.adopt })
         }
     }

@@ -82,6 +82,9 @@ pub struct Config {
     pub path_poll: Duration,
     /// Who records events (the pod name).
     pub instance: String,
+    /// The webhook server that serves `spec.admission`; `None` when this
+    /// host serves no webhooks (such Reconcilers get a warning event).
+    pub webhooks: Option<crate::webhook::Webhooks>,
 }
 
 /// Identifies a Reconciler or a ClusterReconciler.
@@ -138,6 +141,9 @@ struct State {
     /// Listens to the controller's rollbacks and shadow differences.
     notices: Option<tokio::task::JoinHandle<()>>,
     paused: bool,
+    /// The admission settings registered with the webhook server, and the
+    /// task that registers them (it retries while the kind is not served).
+    admission: Option<(u64, tokio::task::JoinHandle<()>)>,
 }
 
 /// The Reconciler controller. Cheap to clone.
@@ -200,13 +206,17 @@ impl Plugins {
         let namespaced = cache.informer(self.watch_key(false));
         let cluster = inner.config.namespace.is_none().then(|| cache.informer(self.watch_key(true)));
         let mut tasks = tokio::task::JoinSet::new();
-        for (informer, is_cluster) in std::iter::once((namespaced.clone(), false)).chain(cluster.clone().map(|c| (c, true))) {
+        for (informer, is_cluster) in
+            std::iter::once((namespaced.clone(), false)).chain(cluster.clone().map(|c| (c, true)))
+        {
             let mut rx = informer.subscribe();
             let queue = inner.queue.clone();
             tasks.spawn(async move {
                 while let Some(ev) = rx.recv().await {
                     let (object, wanted) = match &ev {
-                        ObjectEvent::Applied { old: Some(old), new, .. } => (new, controller::meaningful_change(old, new)),
+                        ObjectEvent::Applied { old: Some(old), new, .. } => {
+                            (new, controller::meaningful_change(old, new))
+                        }
                         ObjectEvent::Applied { new, .. } => (new, true),
                         ObjectEvent::Deleted(o) | ObjectEvent::Resync(o) => (o, true),
                     };
@@ -233,7 +243,8 @@ impl Plugins {
             let mut tick = tokio::time::interval(this.inner.config.status_period);
             loop {
                 tick.tick().await;
-                let keys: Vec<PluginKey> = this.inner.states.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
+                let keys: Vec<PluginKey> =
+                    this.inner.states.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
                 for key in keys {
                     this.write_status(&key).await;
                 }
@@ -363,9 +374,8 @@ impl Plugins {
     ) -> Result<(), String> {
         let name = key.controller_name();
         let fingerprint = fingerprint(spec, placement);
-        let (active, refused, running, old_fingerprint, candidate) = self.with_state(key, |s| {
-            (s.active.clone(), s.refused.clone(), s.running, s.fingerprint, s.candidate.clone())
-        });
+        let (active, refused, running, old_fingerprint, candidate) = self
+            .with_state(key, |s| (s.active.clone(), s.refused.clone(), s.running, s.fingerprint, s.candidate.clone()));
         let digest = fetched.as_ref().map(|f| f.digest.clone());
         if let Some(d) = &digest {
             self.with_state(key, |s| {
@@ -416,7 +426,8 @@ impl Plugins {
             return Ok(());
         }
         if let Placement::Namespaced(_) = placement
-            && let Ok((_, false)) = crate::cache::resolve(self.inner.manager.client(), &module.manifest().for_kind).await
+            && let Ok((_, false)) =
+                crate::cache::resolve(self.inner.manager.client(), &module.manifest().for_kind).await
         {
             let message = format!(
                 "a Reconciler acts in its own namespace, and {} is cluster-scoped: use a ClusterReconciler",
@@ -441,11 +452,16 @@ impl Plugins {
                         let _ = c.set_candidate(Some(module.clone()));
                         let digest = module.info().digest.clone();
                         self.with_state(key, |s| s.candidate = Some(digest.clone()));
-                        self.event(key, false, "ShadowStarted", &format!(
-                            "{} runs beside the live {} without writing; set spec.rollout: immediate to promote it",
-                            short(&digest),
-                            active.as_ref().map(|m| short(&m.info().digest)).unwrap_or_default()
-                        ))
+                        self.event(
+                            key,
+                            false,
+                            "ShadowStarted",
+                            &format!(
+                                "{} runs beside the live {} without writing; set spec.rollout: immediate to promote it",
+                                short(&digest),
+                                active.as_ref().map(|m| short(&m.info().digest)).unwrap_or_default()
+                            ),
+                        )
                         .await;
                     }
                 } else {
@@ -458,14 +474,19 @@ impl Plugins {
                         s.last_swap = Some(Time(Timestamp::now()));
                         s.problem = None;
                     });
-                    self.event(key, false, "ModuleSwapped", &format!(
-                        "{} → {} (loaded in {:.0} ms{}); on probation for its first {} reconciles",
-                        short(&from),
-                        short(&to),
-                        module.info().compile_time.as_secs_f64() * 1000.0,
-                        if module.info().from_cache { ", precompiled" } else { "" },
-                        spec.rollback.probation_calls.unwrap_or(Probation::default().calls)
-                    ))
+                    self.event(
+                        key,
+                        false,
+                        "ModuleSwapped",
+                        &format!(
+                            "{} → {} (loaded in {:.0} ms{}); on probation for its first {} reconciles",
+                            short(&from),
+                            short(&to),
+                            module.info().compile_time.as_secs_f64() * 1000.0,
+                            if module.info().from_cache { ", precompiled" } else { "" },
+                            spec.rollback.probation_calls.unwrap_or(Probation::default().calls)
+                        ),
+                    )
                     .await;
                 }
             }
@@ -499,19 +520,122 @@ impl Plugins {
                 });
                 let info = module.info();
                 let what = if first { "ModuleLoaded" } else { "ControllerReconfigured" };
-                self.event(key, false, what, &format!(
-                    "{} reconciles {} ({} bytes, loaded in {:.0} ms{})",
-                    short(&info.digest),
-                    module.manifest().for_kind,
-                    info.size,
-                    info.compile_time.as_secs_f64() * 1000.0,
-                    if info.from_cache { ", precompiled" } else { "" }
-                ))
+                self.event(
+                    key,
+                    false,
+                    what,
+                    &format!(
+                        "{} reconciles {} ({} bytes, loaded in {:.0} ms{})",
+                        short(&info.digest),
+                        module.manifest().for_kind,
+                        info.size,
+                        info.compile_time.as_secs_f64() * 1000.0,
+                        if info.from_cache { ", precompiled" } else { "" }
+                    ),
+                )
                 .await;
             }
         }
+        self.sync_admission(key, spec, placement, &module).await;
         self.write_status(key).await;
         Ok(())
+    }
+
+    /// Register (or re-register, or remove) the plugin's webhooks after its
+    /// controller runs. The webhooks read the controller's module at each
+    /// call, so a swap needs no re-registration; only new settings do.
+    async fn sync_admission(&self, key: &PluginKey, spec: &PluginSpec, placement: &Placement, module: &Module) {
+        let Some(admission) = &spec.admission else {
+            self.drop_admission(key).await;
+            return;
+        };
+        let Some(webhooks) = self.inner.config.webhooks.clone() else {
+            self.event(
+                key,
+                true,
+                "AdmissionNotServed",
+                "spec.admission is set, but this host serves no webhooks: start `operon run` with \
+                 --webhook-bind-address (the Helm chart and deploy/operon.yaml do)",
+            )
+            .await;
+            return;
+        };
+        if !module.admission() {
+            self.drop_admission(key).await;
+            self.event(
+                key,
+                true,
+                "AdmissionNotExported",
+                &format!(
+                    "spec.admission is set, but module {} does not export operon:reconciler/admission: build it \
+                     for the reconciler-with-admission world, or remove spec.admission",
+                    short(&module.info().digest)
+                ),
+            )
+            .await;
+            return;
+        }
+        let Some(controller) = self.inner.manager.controller(&key.controller_name()) else { return };
+        let plugin = webhook_plugin(key, admission, placement, &spec.grants, controller);
+        let settings = {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            serde_json::to_string(admission).unwrap_or_default().hash(&mut h);
+            spec.grants.namespaces.hash(&mut h);
+            h.finish()
+        };
+        let unchanged = self.with_state(key, |s| s.admission.as_ref().is_some_and(|(f, _)| *f == settings));
+        if unchanged {
+            return;
+        }
+        let (plugins, key2) = (self.clone(), key.clone());
+        let task = tokio::spawn(async move {
+            let mut delay = Duration::from_secs(1);
+            loop {
+                match webhooks.register(plugin.clone()).await {
+                    Ok(()) => {
+                        plugins
+                            .event(
+                                &key2,
+                                false,
+                                "AdmissionRegistered",
+                                &format!(
+                                    "validating and mutating webhooks operon-{} serve {} (failurePolicy {})",
+                                    plugin.name,
+                                    plugin.controller.manifest().for_kind,
+                                    plugin.failure_policy
+                                ),
+                            )
+                            .await;
+                        return;
+                    }
+                    Err(
+                        e @ (crate::webhook::Error::NoAdmission { .. } | crate::webhook::Error::InvalidPlugin { .. }),
+                    ) => {
+                        plugins.event(&key2, true, "AdmissionRefused", &e.to_string()).await;
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(plugin = %key2, error = %e, retry_in = ?delay, "admission webhooks not registered yet");
+                        tokio::time::sleep(delay).await;
+                        delay = (delay * 2).min(Duration::from_secs(60));
+                    }
+                }
+            }
+        });
+        if let Some((_, old)) = self.with_state(key, |s| s.admission.replace((settings, task))) {
+            old.abort();
+        }
+    }
+
+    /// Remove the plugin's webhook configurations, if it had any.
+    async fn drop_admission(&self, key: &PluginKey) {
+        let Some((_, task)) = self.with_state(key, |s| s.admission.take()) else { return };
+        task.abort();
+        if let Some(webhooks) = &self.inner.config.webhooks
+            && let Err(e) = webhooks.unregister(&webhook_name(key)).await
+        {
+            tracing::warn!(plugin = %key, error = %e, "removing the webhook configurations failed");
+        }
     }
 
     /// The module's bytes, or `None` when the source pins the digest that
@@ -608,9 +732,7 @@ impl Plugins {
             (Some(sa), Placement::Cluster) => match sa.split_once('/') {
                 Some((ns, name)) => format!("system:serviceaccount:{ns}:{name}"),
                 None => {
-                    return Err(format!(
-                        "a ClusterReconciler's serviceAccountName must be namespace/name, not {sa:?}"
-                    ));
+                    return Err(format!("a ClusterReconciler's serviceAccountName must be namespace/name, not {sa:?}"));
                 }
             },
         };
@@ -709,6 +831,9 @@ impl Plugins {
         if running {
             self.inner.manager.remove(&key.controller_name()).await;
         }
+        // No controller, no module to answer: the webhooks go too (a
+        // `Fail` policy would otherwise deny every write of the kind).
+        self.drop_admission(key).await;
         if let Some(task) = self.with_state(key, |s| s.notices.take()) {
             task.abort();
         }
@@ -752,10 +877,16 @@ impl Plugins {
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let client = self.inner.manager.client().clone();
         let result = if key.cluster {
-            Api::<ClusterReconciler>::all(client).patch_status(&key.key.name, &params, &Patch::Apply(&patch)).await.map(|_| ())
+            Api::<ClusterReconciler>::all(client)
+                .patch_status(&key.key.name, &params, &Patch::Apply(&patch))
+                .await
+                .map(|_| ())
         } else {
             let ns = key.key.namespace.clone().unwrap_or_default();
-            Api::<Reconciler>::namespaced(client, &ns).patch_status(&key.key.name, &params, &Patch::Apply(&patch)).await.map(|_| ())
+            Api::<Reconciler>::namespaced(client, &ns)
+                .patch_status(&key.key.name, &params, &Patch::Apply(&patch))
+                .await
+                .map(|_| ())
         };
         if let Err(e) = result {
             tracing::debug!(plugin = %key, error = %crate::apply::describe(&e), "could not write the status");
@@ -813,7 +944,10 @@ fn compute_status(
         match (&state.problem, state.blocking || !state.running) {
             (Some((reason, message)), true) => Want::no(*reason, message.clone()),
             _ if state.running => Want::yes(
-                if state.last_swap.is_some() && current.digest.is_some() && current.digest.as_deref() != active.map(|m| m.info().digest.as_str()) {
+                if state.last_swap.is_some()
+                    && current.digest.is_some()
+                    && current.digest.as_deref() != active.map(|m| m.info().digest.as_str())
+                {
                     Reason::Swapped
                 } else {
                     Reason::Loaded
@@ -835,7 +969,8 @@ fn compute_status(
             let stats = controller.map(Controller::stats).unwrap_or_default();
             match stats.last_error {
                 Some(e) if stats.errors > 0 && stats.errors * 2 > stats.reconciles => {
-                    let reason = if e.contains("(403 Forbidden)") { Reason::ApiForbidden } else { Reason::ReconcileErrors };
+                    let reason =
+                        if e.contains("(403 Forbidden)") { Reason::ApiForbidden } else { Reason::ReconcileErrors };
                     Want::yes(reason, format!("most reconciles fail; last: {e}"))
                 }
                 _ => Want::no(Reason::Loaded, "no problem"),
@@ -938,9 +1073,14 @@ fn parse_quantity(text: &str) -> Option<u64> {
 /// rebuilds the controller.
 fn fingerprint(spec: &PluginSpec, placement: &Placement) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    let text =
-        serde_json::to_string(&(&spec.grants, &spec.limits, &spec.rollback, &spec.service_account_name, &spec.selector))
-            .unwrap_or_default();
+    let text = serde_json::to_string(&(
+        &spec.grants,
+        &spec.limits,
+        &spec.rollback,
+        &spec.service_account_name,
+        &spec.selector,
+    ))
+    .unwrap_or_default();
     text.hash(&mut h);
     format!("{placement:?}").hash(&mut h);
     h.finish()
@@ -967,6 +1107,53 @@ pub fn label_selector(
     crate::contract::Selector::parse(&parts.join(",")).map_err(|e| e.to_string())
 }
 
+/// The webhook plugin name of a Reconciler: `r.<namespace>.<name>`, or
+/// `c.<name>` for a ClusterReconciler (namespaces hold no dots, so the two
+/// never collide).
+fn webhook_name(key: &PluginKey) -> String {
+    match (&key.key.namespace, key.cluster) {
+        (Some(ns), false) => format!("r.{ns}.{}", key.key.name),
+        _ => format!("c.{}", key.key.name),
+    }
+}
+
+/// The webhook plugin for `spec.admission`: a Reconciler's webhooks see its
+/// own namespace only; a ClusterReconciler's, its granted namespaces (when
+/// the grants name some), on top of the selectors the spec asks for.
+fn webhook_plugin(
+    key: &PluginKey,
+    admission: &crd::Admission,
+    placement: &Placement,
+    grants: &crd::Grants,
+    controller: Controller,
+) -> crate::webhook::Plugin {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+    let mut plugin = crate::webhook::Plugin::new(webhook_name(key), controller);
+    plugin.failure_policy = match admission.failure_policy {
+        crd::FailurePolicy::Fail => crate::webhook::FailurePolicy::Fail,
+        crd::FailurePolicy::Ignore => crate::webhook::FailurePolicy::Ignore,
+    };
+    if let Some(t) = admission.timeout_seconds {
+        plugin.timeout = Duration::from_secs(t.clamp(1, 30) as u64);
+    }
+    plugin.object_selector = admission.object_selector.clone();
+    plugin.namespace_selector = admission.namespace_selector.clone();
+    match placement {
+        Placement::Namespaced(ns) => plugin.scope_namespace = Some(ns.clone()),
+        Placement::Cluster if !grants.namespaces.is_empty() => {
+            let mut selector = plugin.namespace_selector.take().unwrap_or(LabelSelector::default());
+            selector.match_expressions.get_or_insert_with(Vec::new).push(LabelSelectorRequirement {
+                key: "kubernetes.io/metadata.name".into(),
+                operator: "In".into(),
+                values: Some(grants.namespaces.clone()),
+            });
+            plugin.namespace_selector = Some(selector);
+        }
+        Placement::Cluster => {}
+    }
+    plugin
+}
+
 /// The first 12 hex digits of a digest.
 pub fn short(digest: &str) -> String {
     digest.trim_start_matches("sha256:").chars().take(12).collect()
@@ -991,7 +1178,10 @@ mod tests {
         spec.limits.timeout = Some("250ms".into());
         spec.limits.memory = Some("128Mi".into());
         let l = limits(&spec, 10_000);
-        assert_eq!((l.timeout, l.memory, l.instance_policy), (Duration::from_millis(250), 128 << 20, InstancePolicy::Fresh));
+        assert_eq!(
+            (l.timeout, l.memory, l.instance_policy),
+            (Duration::from_millis(250), 128 << 20, InstancePolicy::Fresh)
+        );
         assert_eq!(limits(&spec, 18 << 20).instance_policy, InstancePolicy::Pooled, "language runtimes are pooled");
         spec.limits.instance_policy = Some(crd::InstancePolicy::Fresh);
         assert_eq!(limits(&spec, 18 << 20).instance_policy, InstancePolicy::Fresh, "unless the spec says");

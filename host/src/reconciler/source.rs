@@ -85,7 +85,9 @@ pub fn from_config_map(config_map: Option<&CachedObject>, name: &str, key: &str)
             .decode(text)
             .map_err(|e| Error::Unavailable(format!("ConfigMap {name} binaryData[{key}] is not base64: {e}")))?;
         if bytes.len() > MAX_MODULE_BYTES {
-            return Err(Error::Unavailable(format!("ConfigMap {name} binaryData[{key}] exceeds {MAX_MODULE_BYTES} bytes")));
+            return Err(Error::Unavailable(format!(
+                "ConfigMap {name} binaryData[{key}] exceeds {MAX_MODULE_BYTES} bytes"
+            )));
         }
         let digest = digest(&bytes);
         return Ok(Fetched { bytes, digest });
@@ -194,7 +196,8 @@ pub async fn from_oci(source: &OciSource) -> Result<Fetched, Error> {
         .reference
         .parse()
         .map_err(|e| Error::Refused(format!("spec.module.oci.reference {:?}: {e}", source.reference)))?;
-    let reference = Reference::with_digest(base.registry().to_string(), base.repository().to_string(), source.digest.clone());
+    let reference =
+        Reference::with_digest(base.registry().to_string(), base.repository().to_string(), source.digest.clone());
     let registry_host = base.registry().split(':').next().unwrap_or_default().to_string();
     let protocol = if plain_http_allowed(&registry_host) {
         ClientProtocol::HttpsExcept(vec![base.registry().to_string()])
@@ -205,13 +208,13 @@ pub async fn from_oci(source: &OciSource) -> Result<Fetched, Error> {
     let unavailable = |e: oci_client::errors::OciDistributionError| {
         Error::Unavailable(format!("pulling {}@{}: {e}", source.reference, source.digest))
     };
-    let (manifest, manifest_digest) = tokio::time::timeout(
-        FETCH_TIMEOUT,
-        client.pull_image_manifest(&reference, &RegistryAuth::Anonymous),
-    )
-    .await
-    .map_err(|_| Error::Unavailable(format!("pulling {}: no answer within {FETCH_TIMEOUT:?}", source.reference)))?
-    .map_err(unavailable)?;
+    let (manifest, manifest_digest) =
+        tokio::time::timeout(FETCH_TIMEOUT, client.pull_image_manifest(&reference, &RegistryAuth::Anonymous))
+            .await
+            .map_err(|_| {
+                Error::Unavailable(format!("pulling {}: no answer within {FETCH_TIMEOUT:?}", source.reference))
+            })?
+            .map_err(unavailable)?;
     if manifest_digest != source.digest {
         return Err(Error::DigestMismatch { expected: source.digest.clone(), found: manifest_digest });
     }
@@ -236,7 +239,9 @@ pub async fn from_oci(source: &OciSource) -> Result<Fetched, Error> {
 }
 
 /// The layer holding the module: the one with a WebAssembly media type.
-pub fn select_wasm_layer(manifest: &oci_client::manifest::OciImageManifest) -> Option<&oci_client::manifest::OciDescriptor> {
+pub fn select_wasm_layer(
+    manifest: &oci_client::manifest::OciImageManifest,
+) -> Option<&oci_client::manifest::OciDescriptor> {
     manifest.layers.iter().find(|l| WASM_LAYER_TYPES.contains(&l.media_type.as_str()))
 }
 

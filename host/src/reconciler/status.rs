@@ -42,6 +42,77 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Every reason, for the troubleshooting reference.
+    pub const ALL: [Reason; 15] = [
+        Reason::Loading,
+        Reason::Loaded,
+        Reason::Swapped,
+        Reason::InvalidModule,
+        Reason::CompileFailed,
+        Reason::WitVersionMismatch,
+        Reason::Forbidden,
+        Reason::SourceUnavailable,
+        Reason::RolledBack,
+        Reason::Shadowing,
+        Reason::ShadowDiffers,
+        Reason::InvalidSpec,
+        Reason::Paused,
+        Reason::ApiForbidden,
+        Reason::ReconcileErrors,
+    ];
+
+    /// What a person should do about it (the troubleshooting reference;
+    /// the condition's message carries the specifics).
+    pub fn remedy(self) -> &'static str {
+        match self {
+            Reason::Loading => {
+                "Wait: the module is being fetched, compiled (or read from the precompiled cache) and smoke-tested."
+            }
+            Reason::Loaded | Reason::Swapped => "Nothing: the module serves.",
+            Reason::InvalidModule => {
+                "Build a component of the `operon:reconciler` world (`operon build`; `operon inspect FILE` tells what a file is). \
+                 A core module, a truncated file or another world is refused; the previous version, if any, keeps serving."
+            }
+            Reason::CompileFailed => {
+                "The component validated but Cranelift refused it: rebuild it without unsupported proposals and check `operon inspect`; \
+                 report a bug with the module if it persists."
+            }
+            Reason::WitVersionMismatch => {
+                "Rebuild the module against the WIT package version this host serves (the message names both), with the SDK of the same release."
+            }
+            Reason::Forbidden => {
+                "The manifest asks for kinds, namespaces or cluster-scoped writes that `spec.grants` does not give: widen the grants \
+                 (a platform decision) or narrow the module's manifest. A namespaced Reconciler cannot reconcile a cluster-scoped kind: \
+                 use a ClusterReconciler."
+            }
+            Reason::SourceUnavailable => {
+                "Check the source: the ConfigMap and its key exist in the Reconciler's namespace (binaryData), the URL is reachable \
+                 from the host, and `sha256`/`digest` match the bytes (a mismatch is never retried until the spec changes)."
+            }
+            Reason::RolledBack => {
+                "The new version failed too many of its first reconciles and the previous one serves again. Read the Reconciler's \
+                 events and the host's log for the failures, fix the module, and publish it under a new digest."
+            }
+            Reason::Shadowing => {
+                "Compare: the candidate runs beside the live version and writes nothing; set `spec.rollout: immediate` to promote it."
+            }
+            Reason::ShadowDiffers => {
+                "The candidate would write something else than the live version (the message shows a sample): if that is intended, \
+                 promote it with `spec.rollout: immediate`; otherwise fix it."
+            }
+            Reason::InvalidSpec => "Fix the field the message names (`kubectl explain reconciler.spec`).",
+            Reason::Paused => "Set `spec.paused: false` to run the controller again.",
+            Reason::ApiForbidden => {
+                "The API server refused the plugin's writes: give `spec.serviceAccountName` a Role that allows them (see docs/deploy.md, \
+                 the RBAC model), or grant the host the reads it needs through the aggregated ClusterRole."
+            }
+            Reason::ReconcileErrors => {
+                "Reconciles fail: read the events on the parent objects and the host's log (`controller` field) for the guest's \
+                 failures; `operon test` reproduces a reconcile offline from a fixture."
+            }
+        }
+    }
+
     /// The reason as written in the condition.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -90,9 +90,12 @@ impl Module {
         reader: Arc<dyn ObjectReader>,
         deadline: Duration,
     ) -> Result<Result<Vec<String>, Denial>, CallError> {
-        let answer = self.call_admission(reader, deadline, |bindings, store, review| {
-            bindings.operon_reconciler_admission().call_validate(store, review)
-        }, review)?;
+        let answer = self.call_admission(
+            reader,
+            deadline,
+            |bindings, store, review| bindings.operon_reconciler_admission().call_validate(store, review),
+            review,
+        )?;
         let max = self.inner.limits.max_output;
         match answer {
             Ok(warnings) => {
@@ -123,9 +126,12 @@ impl Module {
         reader: Arc<dyn ObjectReader>,
         deadline: Duration,
     ) -> Result<Result<Option<Value>, Denial>, CallError> {
-        let answer = self.call_admission(reader, deadline, |bindings, store, review| {
-            bindings.operon_reconciler_admission().call_mutate(store, review)
-        }, review)?;
+        let answer = self.call_admission(
+            reader,
+            deadline,
+            |bindings, store, review| bindings.operon_reconciler_admission().call_mutate(store, review),
+            review,
+        )?;
         let max = self.inner.limits.max_output;
         match answer {
             Ok(None) => Ok(Ok(None)),
@@ -198,8 +204,7 @@ impl Module {
         store.limiter(|s| &mut s.limiter);
         // Start functions run at instantiation: bound them like a call.
         arm_deadline(&mut store, inner.runtime.config().epoch_tick, limits.timeout);
-        let bindings =
-            admission.pre.instantiate(&mut store).map_err(|e| super::module::classify(e, &store, limits))?;
+        let bindings = admission.pre.instantiate(&mut store).map_err(|e| super::module::classify(e, &store, limits))?;
         Ok(AdmissionInstance { store, bindings })
     }
 }

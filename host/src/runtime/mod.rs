@@ -22,9 +22,9 @@ mod stdio;
 pub use error::{CallError, LoadError};
 pub use guest::{NoObjects, ObjectReader};
 pub use limits::{InstancePolicy, Limits, POOLED_ABOVE_BYTES};
-pub use module::{Module, ModuleInfo};
 #[doc(hidden)]
 pub use module::fuzz_outcome;
+pub use module::{Module, ModuleInfo};
 // The contract's vocabulary, re-exported: it is the runtime's API too.
 pub use crate::contract::{Denial, Event, Failure, Gvk, Manifest, Mapping, Outcome, Request, Review, Watch};
 

@@ -7,8 +7,8 @@ use super::guest::{self, CallScope, Limiter, ObjectReader, ReconcilerPre, State,
 use super::limits::{InstancePolicy, Limits};
 use super::pool::Pool;
 use super::stdio::GuestLog;
-use crate::contract::{Event, Failure, Manifest, Outcome, Request};
 use super::{Runtime, WIT_PACKAGE, WIT_VERSION};
+use crate::contract::{Event, Failure, Manifest, Outcome, Request};
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -89,7 +89,9 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
     let started = Instant::now();
     let compiled = match &runtime.inner.artifacts {
         Some(cache) => cache.get_or_compile(runtime.engine(), &digest, bytes),
-        None => wasmtime::component::Component::new(runtime.engine(), bytes).map(|c| (c, false)).map_err(LoadError::Compile),
+        None => {
+            wasmtime::component::Component::new(runtime.engine(), bytes).map(|c| (c, false)).map_err(LoadError::Compile)
+        }
     };
     let (component, from_cache) = compiled.map_err(|e| malformed_or(e, bytes))?;
     let compile_time = started.elapsed();

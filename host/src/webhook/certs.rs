@@ -93,8 +93,13 @@ fn read_dir(dir: &Path) -> Result<CertifiedKey, Error> {
             ))
         })
     };
-    certified_key(&read("tls.crt")?, &read("tls.key")?)
-        .map_err(|e| Error::Certificate(format!("{}: {}", dir.display(), e.to_string().trim_start_matches("webhook serving certificate: "))))
+    certified_key(&read("tls.crt")?, &read("tls.key")?).map_err(|e| {
+        Error::Certificate(format!(
+            "{}: {}",
+            dir.display(),
+            e.to_string().trim_start_matches("webhook serving certificate: ")
+        ))
+    })
 }
 
 fn certified_key(cert_pem: &[u8], key_pem: &[u8]) -> Result<CertifiedKey, Error> {
@@ -109,9 +114,7 @@ fn certified_key(cert_pem: &[u8], key_pem: &[u8]) -> Result<CertifiedKey, Error>
     let signing = ring::sign::any_supported_type(&key)
         .map_err(|e| Error::Certificate(format!("tls.key is not a usable key (RSA, ECDSA or Ed25519): {e}")))?;
     let certified = CertifiedKey::new(chain, signing);
-    certified
-        .keys_match()
-        .map_err(|e| Error::Certificate(format!("tls.key does not belong to tls.crt: {e}")))?;
+    certified.keys_match().map_err(|e| Error::Certificate(format!("tls.key does not belong to tls.crt: {e}")))?;
     Ok(certified)
 }
 

@@ -124,7 +124,11 @@ fn failed(plugin: &str, hook: Hook, policy: FailurePolicy, kind: GuestErrorKind,
         }
         FailurePolicy::Ignore => {
             tracing::warn!(plugin, kind = kind.label(), "admission allowed by failurePolicy Ignore: {error}");
-            Response { allowed: true, warnings: vec![format!("{what}; allowed by failurePolicy Ignore")], ..Default::default() }
+            Response {
+                allowed: true,
+                warnings: vec![format!("{what}; allowed by failurePolicy Ignore")],
+                ..Default::default()
+            }
         }
     }
 }

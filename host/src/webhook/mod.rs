@@ -96,7 +96,9 @@ pub enum Error {
         source: kube::Error,
     },
     /// A webhook configuration could not be written or deleted.
-    #[error("{action} {resource} {name} failed (does operon's ServiceAccount have RBAC for admissionregistration.k8s.io?)")]
+    #[error(
+        "{action} {resource} {name} failed (does operon's ServiceAccount have RBAC for admissionregistration.k8s.io?)"
+    )]
     Api {
         /// `applying` or `deleting`.
         action: &'static str,
@@ -489,9 +491,9 @@ impl Webhooks {
         }
         let kind = module.manifest().for_kind.clone();
         let gvk = kube::api::GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
-        let (resource, caps) = kube::discovery::pinned_kind(&self.shared.client, &gvk).await.map_err(|source| {
-            Error::Discovery { plugin: plugin.name.clone(), kind: kind.to_string(), source }
-        })?;
+        let (resource, caps) = kube::discovery::pinned_kind(&self.shared.client, &gvk)
+            .await
+            .map_err(|source| Error::Discovery { plugin: plugin.name.clone(), kind: kind.to_string(), source })?;
         let namespaced = caps.scope == kube::discovery::Scope::Namespaced;
 
         let name = plugin.name.clone();
@@ -505,7 +507,9 @@ impl Webhooks {
             bound_port: self.shared.local_addr.port(),
             ca_bundle: self.shared.ca_bundle.as_deref(),
         };
-        if let Err(e) = config::apply(&self.shared.client, &route.plugin.settings(), &kind, &resource.plural, namespaced, &target).await
+        if let Err(e) =
+            config::apply(&self.shared.client, &route.plugin.settings(), &kind, &resource.plural, namespaced, &target)
+                .await
         {
             let mut routes = self.routes_mut();
             match previous {

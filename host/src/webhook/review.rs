@@ -65,8 +65,8 @@ struct UserInfoIn {
 
 /// Read an AdmissionReview. The error says what is wrong, for a 400 answer.
 pub(super) fn parse(body: &[u8]) -> Result<Review, String> {
-    let review: ReviewIn = serde_json::from_slice(body)
-        .map_err(|e| format!("the body is not an {API_VERSION} AdmissionReview: {e}"))?;
+    let review: ReviewIn =
+        serde_json::from_slice(body).map_err(|e| format!("the body is not an {API_VERSION} AdmissionReview: {e}"))?;
     if review.api_version != API_VERSION || review.kind != "AdmissionReview" {
         return Err(format!(
             "expected an {API_VERSION} AdmissionReview, got {:?} {:?} (the webhook configurations ask for v1 only)",

@@ -88,7 +88,7 @@ pub fn free_port() -> u16 {
 /// The WebApp CRD shipped with the example.
 pub fn webapp_crd() -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/webapp/crd.yaml");
-    serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
 }
 
 /// `Thing`: a schemaless kind with a status subresource, for test guests.

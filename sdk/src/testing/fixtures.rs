@@ -2,8 +2,11 @@
 //! `cargo test`.
 //!
 //! A fixture directory holds, per case, `NAME.yaml` (the request) and
-//! `NAME.expected.yaml` (the outcome); `.yml` and `.json` work too. `get` and
-//! `list` see the parent, the children, the related objects and `cluster`:
+//! `NAME.expected.yaml` (the outcome); `.yml` and `.json` work too, and a
+//! subdirectory `admission/` holds admission reviews named the same way.
+//! The format, how the files are found, read and compared, is
+//! [`operon_contract::fixture`]'s, shared with `operon test`: both runners
+//! read the same files the same way. In short:
 //!
 //! ```yaml
 //! # NAME.yaml
@@ -27,38 +30,11 @@
 //! ```
 //!
 //! Objects are compared as JSON values (key order and YAML style do not
-//! matter; list order does).
-//!
-//! # Admission fixtures
-//!
-//! A subdirectory `admission/` holds admission reviews, with the same
-//! naming. The review goes through `mutate`, then (unless refused) through
-//! `validate` with the mutated object, as the API server calls the webhooks;
-//! the expected file is the combined answer:
-//!
-//! ```yaml
-//! # admission/NAME.yaml
-//! review:
-//!   operation: CREATE           # CREATE (default), UPDATE, DELETE or CONNECT
-//!   object: {...}               # the object as it would be stored (none for DELETE)
-//!   oldObject: {...}            # for UPDATE and DELETE
-//!   # optional, defaulted from the object (or oldObject):
-//!   # kind: {group, version, kind}, namespace, name, subResource,
-//!   # uid, userInfo: {username, uid, groups}, dryRun: false
-//! cluster: []                   # objects that get/list see (optional)
-//! ```
-//!
-//! ```yaml
-//! # admission/NAME.expected.yaml
-//! allowed: false
-//! message: "spec.replicas must be between 0 and 50, not 51"   # when refused
-//! code: 422                     # only when the guest gave one (none means 403)
-//! warnings: []                  # default []
-//! patched: {...}                # the object mutate returned; default null (unchanged)
-//! ```
-//!
-//! `operon test` reads the same files; there, a guest the sandbox stopped
-//! shows as `error: "validate trapped: ..."`.
+//! matter; list order does); a mismatch shows as a unified diff. An
+//! admission review goes through `mutate`, then (unless refused) through
+//! `validate` with the mutated object, as the API server calls the
+//! webhooks; its expected file is the combined answer (`allowed`,
+//! `message`, `code`, `warnings`, `patched`).
 //!
 //! ```no_run
 //! # use operon_sdk::{Context, Failure, Gvk, Manifest, Outcome, Reconciler, Request};
@@ -82,28 +58,12 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use operon_contract as contract;
+use operon_contract::fixture::{self, Case, Kind, RequestFile, ReviewFile, Verdict};
 use serde_json::{Value, json};
 
-use super::{FakeCluster, RequestBuilder};
-use crate::{Denial, Gvk, Reconciler, raw};
-
-/// The request file, `NAME.yaml`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RequestFile {
-    object: Value,
-    #[serde(default)]
-    children: Vec<Value>,
-    #[serde(default)]
-    related: Vec<Value>,
-    #[serde(default)]
-    finalizing: bool,
-    #[serde(default)]
-    attempt: u32,
-    #[serde(default)]
-    cluster: Vec<Value>,
-}
+use super::FakeCluster;
+use crate::{Gvk, Reconciler, raw};
 
 /// One case of a fixture directory.
 #[derive(Debug)]
@@ -125,40 +85,27 @@ impl Fixture {
     ///
     /// # Errors
     ///
-    /// When the file cannot be read or is not a request (unknown keys, a
-    /// child of a kind the manifest does not own).
+    /// When the file cannot be read or is not a request (unknown keys, an
+    /// object without a kind, a child of a kind the manifest does not own).
     pub fn load(request_path: &Path, manifest: &raw::Manifest) -> Result<Fixture, String> {
-        let file_name = request_path.file_name().and_then(|name| name.to_str()).unwrap_or_default();
-        let name = file_name.rsplit_once('.').map_or(file_name, |(stem, _)| stem);
-        let text =
-            std::fs::read_to_string(request_path).map_err(|error| format!("{}: {error}", request_path.display()))?;
-        let file: RequestFile =
-            serde_yaml::from_str(&text).map_err(|error| format!("{}: {error}", request_path.display()))?;
-        // As in `operon test`: reads see the parent, the children, the related
-        // objects and the `cluster` list.
+        let case = Case::of(request_path);
+        let file = RequestFile::load(request_path).map_err(|error| error.to_string())?;
+        let owns: Vec<contract::Gvk> = manifest.owns.iter().map(from_raw_gvk).collect();
+        let request = file.request(&owns).map_err(|error| format!("{}: {error}", request_path.display()))?;
         let mut cluster = FakeCluster::new();
-        for object in [&file.object].into_iter().chain(&file.children).chain(&file.related).chain(&file.cluster) {
-            let valid = object.get("apiVersion").is_some_and(Value::is_string)
-                && object.get("kind").is_some_and(Value::is_string);
-            if !valid {
-                return Err(format!("{}: an object has no apiVersion or kind", request_path.display()));
-            }
-            cluster.objects.push(object.clone());
-        }
-        let builder = RequestBuilder {
-            object: file.object,
-            children: file.children,
-            related: file.related,
-            finalizing: file.finalizing,
-            attempt: file.attempt,
+        cluster.objects = file.visible();
+        let request = raw::Request {
+            object: request.object,
+            children: request
+                .children
+                .into_iter()
+                .map(|(kind, objects)| raw::Children { kind: to_raw_gvk(kind), objects })
+                .collect(),
+            related: request.related,
+            finalizing: request.finalizing,
+            attempt: request.attempt,
         };
-        let request = builder.try_build(manifest).map_err(|error| format!("{}: {error}", request_path.display()))?;
-        let expected_path = ["yaml", "yml", "json"]
-            .iter()
-            .map(|extension| request_path.with_file_name(format!("{name}.expected.{extension}")))
-            .find(|path| path.exists())
-            .unwrap_or_else(|| request_path.with_file_name(format!("{name}.expected.yaml")));
-        Ok(Fixture { name: name.to_owned(), request_path: request_path.to_owned(), expected_path, request, cluster })
+        Ok(Fixture { name: case.name, request_path: case.path, expected_path: case.expected, request, cluster })
     }
 
     /// Runs `R` on the request, through the same path as the component.
@@ -171,26 +118,23 @@ impl Fixture {
     }
 }
 
+fn from_raw_gvk(kind: &Gvk) -> contract::Gvk {
+    contract::Gvk::new(&kind.group, &kind.version, &kind.kind)
+}
+
+fn to_raw_gvk(kind: contract::Gvk) -> Gvk {
+    Gvk::new(kind.group, kind.version, kind.kind)
+}
+
 /// Every fixture in `dir` (files `*.yaml`, `*.yml` or `*.json` that are not
-/// `*.expected.*`),
-/// sorted by name.
+/// `*.expected.*`), sorted by name.
 ///
 /// # Errors
 ///
 /// When the directory cannot be read or a request file is invalid.
 pub fn load_dir(dir: &Path, manifest: &raw::Manifest) -> Result<Vec<Fixture>, String> {
-    let entries = std::fs::read_dir(dir).map_err(|error| format!("{}: {error}", dir.display()))?;
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|path| {
-            let name = path.file_name().and_then(|name| name.to_str()).unwrap_or_default();
-            [".yaml", ".yml", ".json"].iter().any(|extension| name.ends_with(extension))
-                && !name.contains(".expected.")
-                && path.is_file()
-        })
-        .collect();
-    paths.sort();
-    paths.iter().map(|path| Fixture::load(path, manifest)).collect()
+    let cases = fixture::cases_in(dir).map_err(|error| error.to_string())?;
+    cases.iter().map(|case| Fixture::load(&case.path, manifest)).collect()
 }
 
 /// The result of a reconcile in the shape of an expected file.
@@ -217,30 +161,15 @@ pub fn to_expected(result: &Result<raw::Outcome, raw::Failure>) -> Value {
 }
 
 /// Reads an expected file as a JSON value, with the outcome keys' defaults
-/// filled in (`status: null`, `events: []`, `requeueAfterMs: null`,
-/// `finalized: false`) so a file may leave them out.
+/// filled in (`desired: []`, `status: null`, `events: []`,
+/// `requeueAfterMs: null`, `finalized: false`) so a file may leave them out.
 ///
 /// # Errors
 ///
-/// When the file cannot be read or parsed.
+/// When the file cannot be read or is not an outcome or `error:` (unknown
+/// keys included).
 pub fn read_expected(path: &Path) -> Result<Value, String> {
-    let text = std::fs::read_to_string(path).map_err(|error| format!("{}: {error}", path.display()))?;
-    let mut value: Value = serde_yaml::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?;
-    if let Value::Object(map) = &mut value
-        && !map.contains_key("error")
-    {
-        let defaults: [(&str, Value); 5] = [
-            ("desired", json!([])),
-            ("status", Value::Null),
-            ("events", json!([])),
-            ("requeueAfterMs", Value::Null),
-            ("finalized", json!(false)),
-        ];
-        for (key, default) in defaults {
-            map.entry(key).or_insert(default);
-        }
-    }
-    Ok(value)
+    fixture::read_expected(Kind::Reconcile, path).map_err(|error| error.to_string())
 }
 
 /// Runs every fixture in `dir` through `R` and panics with every mismatch.
@@ -250,119 +179,42 @@ pub fn read_expected(path: &Path) -> Result<Value, String> {
 /// # Panics
 ///
 /// When a fixture cannot be loaded, or an outcome differs from its expected
-/// file (the message shows both as YAML).
+/// file (the message shows a diff of both as YAML).
 pub fn check_dir<R: Reconciler>(dir: impl AsRef<Path>) {
     let dir = dir.as_ref();
     let manifest = crate::run::manifest::<R>();
-    let fixtures = load_dir(dir, &manifest).unwrap_or_else(|error| panic!("{error}"));
-    let admission_dir = dir.join("admission");
-    let reviews = if admission_dir.is_dir() {
-        load_admission_dir(&admission_dir).unwrap_or_else(|error| panic!("{error}"))
-    } else {
-        Vec::new()
-    };
-    assert!(!fixtures.is_empty() || !reviews.is_empty(), "no fixtures in {}", dir.display());
+    let cases = fixture::discover(dir).unwrap_or_else(|error| panic!("{error}"));
+    let load = |case: &Case| Fixture::load(&case.path, &manifest);
+    let fixtures = cases.requests.iter().map(load).collect::<Result<Vec<_>, _>>().unwrap_or_else(|e| panic!("{e}"));
+    let load = |case: &Case| AdmissionFixture::load(&case.path);
+    let reviews = cases.reviews.iter().map(load).collect::<Result<Vec<_>, _>>().unwrap_or_else(|e| panic!("{e}"));
     let bless = std::env::var_os("OPERON_BLESS").is_some_and(|value| value == "1");
     let mut report = String::new();
-    for fixture in &reviews {
-        let actual = fixture.run::<R>();
+    let runs = reviews
+        .iter()
+        .map(|f| (format!("{}/{}", fixture::ADMISSION_DIR, f.name), &f.expected_path, Kind::Admission, f.run::<R>()))
+        .chain(
+            fixtures.iter().map(|f| (f.name.clone(), &f.expected_path, Kind::Reconcile, to_expected(&f.run::<R>()))),
+        );
+    for (name, expected, kind, actual) in runs {
         if bless {
-            std::fs::write(&fixture.expected_path, to_yaml(&admission_to_write(&actual)))
-                .unwrap_or_else(|error| panic!("{}: {error}", fixture.expected_path.display()));
+            fixture::write_expected(kind, expected, &actual).unwrap_or_else(|error| panic!("{error}"));
             continue;
         }
-        match read_admission_expected(&fixture.expected_path) {
-            Ok(expected) if expected == actual => {}
-            Ok(expected) => {
-                let _ = write!(
-                    report,
-                    "\n--- admission/{}: expected\n{}--- actual\n{}",
-                    fixture.name,
-                    to_yaml(&expected),
-                    to_yaml(&actual)
-                );
+        match fixture::check(kind, expected, &actual) {
+            Ok(Verdict::Pass) => {}
+            Ok(Verdict::Differs(diff)) => {
+                let _ = write!(report, "\n--- {name}:\n{diff}");
+            }
+            Ok(Verdict::Missing(actual)) => {
+                let _ = write!(report, "\n--- {name}: no expected file {}\n--- actual\n{actual}", expected.display());
             }
             Err(error) => {
-                let _ = write!(report, "\n--- admission/{}: {error}\n--- actual\n{}", fixture.name, to_yaml(&actual));
-            }
-        }
-    }
-    for fixture in &fixtures {
-        let actual = to_expected(&fixture.run::<R>());
-        if bless {
-            let text = to_yaml(&actual);
-            std::fs::write(&fixture.expected_path, text)
-                .unwrap_or_else(|error| panic!("{}: {error}", fixture.expected_path.display()));
-            continue;
-        }
-        match read_expected(&fixture.expected_path) {
-            Ok(expected) if expected == actual => {}
-            Ok(expected) => {
-                let _ = write!(
-                    report,
-                    "\n--- {}: expected\n{}--- actual\n{}",
-                    fixture.name,
-                    to_yaml(&expected),
-                    to_yaml(&actual)
-                );
-            }
-            Err(error) => {
-                let _ = write!(report, "\n--- {}: {error}\n--- actual\n{}", fixture.name, to_yaml(&actual));
+                let _ = write!(report, "\n--- {name}: {error}\n--- actual\n{}", to_yaml(&actual));
             }
         }
     }
     assert!(report.is_empty(), "fixtures in {} differ (OPERON_BLESS=1 rewrites them):{report}", dir.display());
-}
-
-/// An admission fixture file, `admission/NAME.yaml`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AdmissionFile {
-    review: ReviewFile,
-    #[serde(default)]
-    cluster: Vec<Value>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct ReviewFile {
-    #[serde(default)]
-    operation: Option<String>,
-    #[serde(default)]
-    object: Option<Value>,
-    #[serde(default)]
-    old_object: Option<Value>,
-    #[serde(default)]
-    kind: Option<GvkFile>,
-    #[serde(default)]
-    sub_resource: Option<String>,
-    #[serde(default)]
-    namespace: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    uid: Option<String>,
-    #[serde(default)]
-    user_info: Option<UserInfoFile>,
-    #[serde(default)]
-    dry_run: bool,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct GvkFile {
-    #[serde(default)]
-    group: String,
-    version: String,
-    kind: String,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-struct UserInfoFile {
-    username: String,
-    uid: String,
-    groups: Vec<String>,
 }
 
 /// One case of an `admission/` directory.
@@ -386,22 +238,11 @@ impl AdmissionFixture {
     /// When the file cannot be read or is not a review (unknown keys, an
     /// unknown operation, no object to take the kind from).
     pub fn load(path: &Path) -> Result<AdmissionFixture, String> {
-        let file_name = path.file_name().and_then(|name| name.to_str()).unwrap_or_default();
-        let name = file_name.rsplit_once('.').map_or(file_name, |(stem, _)| stem);
-        let fail = |error: String| format!("{}: {error}", path.display());
-        let text = std::fs::read_to_string(path).map_err(|error| fail(error.to_string()))?;
-        let file: AdmissionFile = serde_yaml::from_str(&text).map_err(|error| fail(error.to_string()))?;
-        let review = review_from_file(file.review).map_err(fail)?;
+        let case = Case::of(path);
+        let (review, objects) = ReviewFile::load(path).map_err(|error| error.to_string())?;
         let mut cluster = FakeCluster::new();
-        for object in file.cluster {
-            cluster.objects.push(object);
-        }
-        let expected_path = ["yaml", "yml", "json"]
-            .iter()
-            .map(|extension| path.with_file_name(format!("{name}.expected.{extension}")))
-            .find(|path| path.exists())
-            .unwrap_or_else(|| path.with_file_name(format!("{name}.expected.yaml")));
-        Ok(AdmissionFixture { name: name.to_owned(), expected_path, review, cluster })
+        cluster.objects = objects;
+        Ok(AdmissionFixture { name: case.name, expected_path: case.expected, review: to_raw_review(review), cluster })
     }
 
     /// Runs `R::mutate`, then `R::validate` on the mutated object (unless
@@ -411,56 +252,42 @@ impl AdmissionFixture {
         let host = self.cluster.scoped(self.review.namespace.as_deref());
         let patched = match crate::run::mutate::<R>(&host, self.review.clone()) {
             Ok(patched) => patched,
-            Err(denial) => return admission_answer(Err(denial.into()), None),
+            Err(denial) => return fixture::admission_answer(Err(to_contract_denial(denial)), None),
         };
         let mut review = self.review.clone();
         if let Some(object) = &patched {
             review.object = Some(object.clone());
         }
         let patched = patched.map(|json| serde_json::from_str(&json).unwrap_or(Value::String(json)));
-        admission_answer(crate::run::validate::<R>(&host, review).map_err(Denial::from), patched)
+        let result = crate::run::validate::<R>(&host, review).map_err(to_contract_denial);
+        fixture::admission_answer(result, patched)
     }
 }
 
-/// The review a fixture describes, defaults filled in as `operon test` does.
-fn review_from_file(file: ReviewFile) -> Result<raw::Review, String> {
-    let operation = match file.operation.as_deref().unwrap_or("CREATE").to_ascii_uppercase().as_str() {
-        "CREATE" => raw::Operation::Create,
-        "UPDATE" => raw::Operation::Update,
-        "DELETE" => raw::Operation::Delete,
-        "CONNECT" => raw::Operation::Connect,
-        other => return Err(format!("unknown operation {other:?} (CREATE, UPDATE, DELETE or CONNECT)")),
+fn to_contract_denial(denial: raw::Denial) -> contract::Denial {
+    contract::Denial { message: denial.message, code: denial.code }
+}
+
+fn to_raw_review(review: contract::Review) -> raw::Review {
+    let operation = match review.operation {
+        contract::Operation::Create => raw::Operation::Create,
+        contract::Operation::Update => raw::Operation::Update,
+        contract::Operation::Delete => raw::Operation::Delete,
+        contract::Operation::Connect => raw::Operation::Connect,
     };
-    let shown = file.object.as_ref().or(file.old_object.as_ref());
-    let text = |value: Option<&Value>, key: &str| {
-        value.and_then(|v| v.pointer(key)).and_then(Value::as_str).map(str::to_owned)
-    };
-    let kind = match file.kind {
-        Some(kind) => Gvk::new(kind.group, kind.version, kind.kind),
-        None => {
-            let api_version = text(shown, "/apiVersion").unwrap_or_default();
-            let kind = text(shown, "/kind").ok_or("review.kind is missing and the object has no kind")?;
-            let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version.as_str()));
-            Gvk::new(group, version, kind)
-        }
-    };
-    let user = file.user_info.unwrap_or_else(|| UserInfoFile {
-        username: "fixture".into(),
-        uid: String::new(),
-        groups: vec!["system:authenticated".into()],
-    });
-    Ok(raw::Review {
-        uid: file.uid.unwrap_or_else(|| "00000000-0000-0000-0000-000000000000".into()),
+    let user = review.user_info;
+    raw::Review {
+        uid: review.uid,
         operation,
-        kind,
-        sub_resource: file.sub_resource,
-        namespace: file.namespace.or_else(|| text(shown, "/metadata/namespace")),
-        name: file.name.or_else(|| text(shown, "/metadata/name")).unwrap_or_default(),
-        object: file.object.as_ref().map(Value::to_string),
-        old_object: file.old_object.as_ref().map(Value::to_string),
+        kind: to_raw_gvk(review.kind),
+        sub_resource: review.sub_resource,
+        namespace: review.namespace,
+        name: review.name,
+        object: review.object,
+        old_object: review.old_object,
         user_info: raw::UserInfo { username: user.username, uid: user.uid, groups: user.groups },
-        dry_run: file.dry_run,
-    })
+        dry_run: review.dry_run,
+    }
 }
 
 /// Every admission fixture in `dir`, sorted by name.
@@ -469,48 +296,8 @@ fn review_from_file(file: ReviewFile) -> Result<raw::Review, String> {
 ///
 /// When the directory cannot be read or a review file is invalid.
 pub fn load_admission_dir(dir: &Path) -> Result<Vec<AdmissionFixture>, String> {
-    let entries = std::fs::read_dir(dir).map_err(|error| format!("{}: {error}", dir.display()))?;
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|path| {
-            let name = path.file_name().and_then(|name| name.to_str()).unwrap_or_default();
-            [".yaml", ".yml", ".json"].iter().any(|extension| name.ends_with(extension))
-                && !name.contains(".expected.")
-                && path.is_file()
-        })
-        .collect();
-    paths.sort();
-    paths.iter().map(|path| AdmissionFixture::load(path)).collect()
-}
-
-/// The combined answer of an admission fixture, every key present
-/// (`warnings` and `patched` included) for comparison.
-fn admission_answer(result: Result<Vec<String>, Denial>, patched: Option<Value>) -> Value {
-    match result {
-        Ok(warnings) => json!({"allowed": true, "warnings": warnings, "patched": patched}),
-        Err(denial) => {
-            let mut answer = json!({"allowed": false, "message": denial.message(), "warnings": [], "patched": patched});
-            if let Some(code) = raw::Denial::from(denial).code {
-                answer["code"] = json!(code);
-            }
-            answer
-        }
-    }
-}
-
-/// The answer as written to an expected file: `warnings` and `patched` only
-/// when they say something.
-fn admission_to_write(answer: &Value) -> Value {
-    let mut written = answer.clone();
-    if let Value::Object(map) = &mut written {
-        if map.get("warnings").is_some_and(|w| w.as_array().is_some_and(Vec::is_empty)) {
-            map.remove("warnings");
-        }
-        if map.get("patched").is_some_and(Value::is_null) {
-            map.remove("patched");
-        }
-    }
-    written
+    let cases = fixture::cases_in(dir).map_err(|error| error.to_string())?;
+    cases.iter().map(|case| AdmissionFixture::load(&case.path)).collect()
 }
 
 /// Reads an admission expected file with `warnings: []` and `patched: null`
@@ -520,53 +307,120 @@ fn admission_to_write(answer: &Value) -> Value {
 ///
 /// When the file cannot be read or parsed.
 pub fn read_admission_expected(path: &Path) -> Result<Value, String> {
-    let text = std::fs::read_to_string(path).map_err(|error| format!("{}: {error}", path.display()))?;
-    let mut value: Value = serde_yaml::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?;
-    if let Value::Object(map) = &mut value
-        && !map.contains_key("error")
-    {
-        map.entry("warnings").or_insert(json!([]));
-        map.entry("patched").or_insert(Value::Null);
-    }
-    Ok(value)
+    fixture::read_expected(Kind::Admission, path).map_err(|error| error.to_string())
 }
 
 /// YAML text of a value, keys in a reading order: an outcome's keys as in
 /// the WIT record, then objects with `apiVersion`, `kind`, `metadata`, `spec`
 /// first and the rest alphabetically.
 pub fn to_yaml(value: &Value) -> String {
-    const OUTCOME: &[&str] = &[
-        "error",
-        "desired",
-        "status",
-        "events",
-        "requeueAfterMs",
-        "finalized",
-        "allowed",
-        "message",
-        "code",
-        "warnings",
-        "patched",
-    ];
-    serde_yaml::to_string(&ordered(value, OUTCOME)).unwrap_or_else(|error| format!("<not YAML: {error}>\n"))
+    fixture::to_yaml(value)
 }
 
-/// Reorders object keys: `first` in that order, then the rest alphabetically
-/// (serde_yaml keeps the order of its mapping).
-fn ordered(value: &Value, first: &[&str]) -> serde_yaml::Value {
-    const OBJECT: &[&str] = &["apiVersion", "kind", "name", "metadata", "spec"];
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            let rank = |key: &str| first.iter().position(|f| *f == key).unwrap_or(first.len());
-            keys.sort_by(|a, b| rank(a).cmp(&rank(b)).then_with(|| a.cmp(b)));
-            let mut out = serde_yaml::Mapping::new();
-            for key in keys {
-                out.insert(serde_yaml::Value::String(key.clone()), ordered(&map[key.as_str()], OBJECT));
-            }
-            serde_yaml::Value::Mapping(out)
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{AdmissionReview, Context, Denial, Failure, Manifest, Outcome, Request};
+
+    /// Wants a Secret named after the parent; refuses reviews of objects
+    /// without `data`.
+    struct Echo;
+
+    impl Reconciler for Echo {
+        type Object = Value;
+        fn manifest() -> Manifest {
+            Manifest::new("echo", Gvk::new("", "v1", "ConfigMap")).owns(Gvk::new("", "v1", "Secret"))
         }
-        Value::Array(items) => serde_yaml::Value::Sequence(items.iter().map(|item| ordered(item, OBJECT)).collect()),
-        other => serde_yaml::to_value(other).unwrap_or(serde_yaml::Value::Null),
+        fn reconcile(req: Request<Value>, _: &Context) -> Result<Outcome, Failure> {
+            let name = req.object["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+            let children = req.raw_children(&Gvk::new("", "v1", "Secret")).len();
+            Ok(Outcome::new()
+                .apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}}))
+                .status(json!({"children": children, "mode": "on"})))
+        }
+        fn validate(review: AdmissionReview, _: &Context) -> Result<Vec<String>, Denial> {
+            match review.object.as_ref().and_then(|o| o.get("data")) {
+                Some(_) => Ok(vec![]),
+                None => Err(Denial::new("data is required").code(422)),
+            }
+        }
+    }
+
+    struct Dir(PathBuf);
+
+    impl Dir {
+        fn new(name: &str) -> Dir {
+            let dir = std::env::temp_dir().join(format!("operon-sdk-fixtures-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(dir.join("admission")).unwrap();
+            Dir(dir)
+        }
+        fn write(&self, file: &str, text: &str) -> &Dir {
+            std::fs::write(self.0.join(file), text).unwrap();
+            self
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    const REQUEST: &str = "object: {apiVersion: v1, kind: ConfigMap, metadata: {name: shop, namespace: a}}\n\
+                           children: [{apiVersion: v1, kind: Secret, metadata: {name: shop, namespace: a}}]\n";
+    const EXPECTED: &str = "desired:\n- {apiVersion: v1, kind: Secret, metadata: {name: shop}}\n\
+                            status: {children: 1, mode: 'on'}\n";
+
+    fn panic_message(dir: &Path) -> Option<String> {
+        let dir = dir.to_path_buf();
+        let result = std::panic::catch_unwind(move || check_dir::<Echo>(&dir));
+        result.err().map(|e| e.downcast_ref::<String>().cloned().unwrap_or_default())
+    }
+
+    #[test]
+    fn check_dir_should_pass_matching_fixtures_and_show_a_diff_otherwise() {
+        let dir = Dir::new("check");
+        dir.write("shop.yaml", REQUEST).write("shop.expected.yaml", EXPECTED);
+        dir.write("admission/empty.yaml", "review: {object: {apiVersion: v1, kind: ConfigMap, metadata: {name: c}}}\n");
+        dir.write("admission/empty.expected.yaml", "allowed: false\nmessage: data is required\ncode: 422\n");
+        assert_eq!(panic_message(&dir.0), None);
+
+        dir.write("shop.expected.yaml", &EXPECTED.replace("children: 1", "children: 2"));
+        let message = panic_message(&dir.0).expect("a wrong expectation must fail");
+        assert!(message.contains("--- shop:"), "{message}");
+        assert!(message.lines().any(|l| l.starts_with('-') && l.contains("children: 2")), "{message}");
+        assert!(message.lines().any(|l| l.starts_with('+') && l.contains("children: 1")), "{message}");
+
+        dir.write("shop.expected.yaml", "desird: []\n");
+        let message = panic_message(&dir.0).expect("a typo must fail");
+        assert!(message.contains("desird"), "{message}");
+
+        std::fs::remove_file(dir.0.join("shop.expected.yaml")).unwrap();
+        let message = panic_message(&dir.0).expect("a missing expected file must fail");
+        assert!(message.contains("no expected file"), "{message}");
+
+        dir.write("admission/empty.expected.yaml", "allowed: true\n");
+        let message = panic_message(&dir.0).expect("a wrong answer must fail");
+        assert!(message.contains("+message: data is required"), "{message}");
+    }
+
+    #[test]
+    fn fixtures_should_be_read_as_operon_test_reads_them() {
+        let dir = Dir::new("load");
+        dir.write("b.yaml", REQUEST).write("a.json", "{\"object\": {\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\"}}");
+        dir.write("a.expected.json", "{}").write("notes.txt", "");
+        let manifest = crate::run::manifest::<Echo>();
+        let fixtures = load_dir(&dir.0, &manifest).unwrap();
+        let names: Vec<&str> = fixtures.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(fixtures[0].expected_path, dir.0.join("a.expected.json"));
+        assert_eq!(fixtures[1].expected_path, dir.0.join("b.expected.yaml"));
+        assert_eq!(fixtures[1].request.children.len(), 1);
+        assert_eq!(fixtures[1].request.children[0].objects.len(), 1);
+
+        dir.write("c.yaml", "object: {apiVersion: v1, kind: ConfigMap}\nchildren: [{apiVersion: v1, kind: Pod}]\n");
+        let error = load_dir(&dir.0, &manifest).unwrap_err();
+        assert!(error.contains("c.yaml") && error.contains("does not own"), "{error}");
     }
 }

@@ -13,7 +13,12 @@ use serde_json::Value;
 struct Misbehave;
 
 fn behaviour(review: &AdmissionReview) -> &str {
-    review.object.as_ref().and_then(|o| o.pointer("/metadata/annotations/admission-test")).and_then(Value::as_str).unwrap_or("")
+    review
+        .object
+        .as_ref()
+        .and_then(|o| o.pointer("/metadata/annotations/admission-test"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 impl Reconciler for Misbehave {

@@ -34,7 +34,13 @@ fn gvk(group: &str, version: &str, kind: &str) -> Gvk {
 }
 
 fn outcome(status: Value) -> Outcome {
-    Outcome { desired: vec![], status: Some(status.to_string()), events: vec![], requeue_after_ms: None, finalized: false }
+    Outcome {
+        desired: vec![],
+        status: Some(status.to_string()),
+        events: vec![],
+        requeue_after_ms: None,
+        finalized: false,
+    }
 }
 
 impl Guest for Component {
@@ -67,7 +73,7 @@ impl Guest for Component {
                     std::hint::black_box(&hoard);
                 }
             }
-            "trap" => core::arch::wasm32::unreachable(),
+            "trap" => trap(),
             "giant" => {
                 let total = spec["bytes"].as_u64().unwrap_or(8 << 20) as usize;
                 let per = 512 << 10;
@@ -108,10 +114,20 @@ impl Guest for Component {
                 Ok(Outcome { requeue_after_ms: Some(0), ..outcome(json!({"count": count + 1})) })
             }
             "echo" => {
-                let desired = spec["desired"].as_array().map(|a| a.iter().map(Value::to_string).collect()).unwrap_or_default();
+                let desired =
+                    spec["desired"].as_array().map(|a| a.iter().map(Value::to_string).collect()).unwrap_or_default();
                 Ok(Outcome { desired, ..outcome(json!({"echoed": true})) })
             }
             _ => Ok(outcome(json!({"calm": true}))),
         }
     }
+}
+
+/// A wasm trap (`unreachable`); natively (the workspace's `cargo test`
+/// compiles every member) an abort.
+fn trap() -> ! {
+    #[cfg(target_arch = "wasm32")]
+    core::arch::wasm32::unreachable();
+    #[cfg(not(target_arch = "wasm32"))]
+    unreachable!("the hostile guest traps only when built for wasm32");
 }

@@ -1,0 +1,503 @@
+//! `operon dev`: the whole development loop in one process. A cluster (a
+//! local control plane, or `--kubeconfig`), the CRDs, the example guests
+//! built with their toolchains and loaded as `Reconciler` resources from
+//! files, the manager and the Reconciler controller, a live status table,
+//! and a watcher that rebuilds, tests and hot-swaps a project when its
+//! sources change. `--once` turns it into a check: every sample parent
+//! Ready, or a non-zero exit that says why.
+//!
+//! Everything runs in-process so that one Ctrl-C stops all of it, the
+//! control plane included.
+
+mod table;
+mod ui;
+mod watch;
+
+use crate::contract::{Gvk, Manifest};
+use crate::manager::{self, Manager};
+use crate::project::{self, Project};
+use crate::reconciler::{self, Plugins, crd::KindRef};
+use crate::runtime::{self, Limits, Runtime};
+use anyhow::{Context, Result, bail};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+pub use ui::Ui;
+
+/// Field manager of what `operon dev` applies.
+const FIELD_MANAGER: &str = "operon-dev";
+/// How often `spec.module.path` is checked: a swap shows within a second.
+const PATH_POLL: Duration = Duration::from_millis(500);
+
+/// Flags of `operon dev`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Guest projects (directories holding operon.toml); default: every
+    /// `guest-examples/*-webapp` of the repository around the current
+    /// directory.
+    pub dirs: Vec<PathBuf>,
+    /// Use this cluster instead of starting a local control plane.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Exit 0 once every sample parent is Ready, non-zero with the reason
+    /// if that does not happen within --timeout; no watching.
+    #[arg(long)]
+    pub once: bool,
+    /// With --once: how long to wait for every parent to become Ready, in
+    /// seconds.
+    #[arg(long, default_value_t = 300)]
+    pub timeout: u64,
+    /// Where to serve /metrics; `0` to disable.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub metrics_bind_address: String,
+    /// Do not apply the sample objects (example.yaml) into the namespaces.
+    #[arg(long)]
+    pub no_examples: bool,
+}
+
+/// Log lines of the host below warnings only (RUST_LOG overrides): the
+/// table is what `operon dev` shows.
+pub fn init_logging() {
+    // The client's own errors while the control plane starts (its probes
+    // before the API server listens) are noise; the host reports what fails.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("warn,kube_client::client::builder=off,kube_client::client::tls=off")
+    });
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+/// One guest project loaded into the cluster.
+pub(crate) struct Loaded {
+    pub project: Project,
+    /// The namespace of its Reconciler and sample parents.
+    pub namespace: String,
+    /// The file the Reconciler loads (`spec.module.path`); replaced only by
+    /// a build whose fixtures pass.
+    pub module_path: PathBuf,
+    pub manifest: Manifest,
+    /// Names of the sample parents applied into the namespace.
+    pub samples: Vec<String>,
+}
+
+/// Run `operon dev`.
+pub fn run(args: Args) -> Result<ExitCode> {
+    let ui = Ui::new();
+    let rt = tokio::runtime::Runtime::new()?;
+    let roots = project_dirs(&args.dirs)?;
+    // Operon's CRDs and every project's parent kind (its crd.yaml).
+    let mut crds = operon_crds();
+    for dir in &roots {
+        if let Ok(p) = Project::open(dir) {
+            for file in shared_files(&p, "crd.yaml") {
+                for crd in read_objects::<CustomResourceDefinition>(&file)? {
+                    if !crds.iter().any(|c| c.metadata.name == crd.metadata.name) {
+                        crds.push(crd);
+                    }
+                }
+            }
+        }
+    }
+
+    // 1. The cluster.
+    let (plane, kube_config) = match &args.kubeconfig {
+        Some(path) => {
+            let config = rt.block_on(async {
+                let kubeconfig =
+                    kube::config::Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
+                kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+                    .await
+                    .with_context(|| format!("using {}", path.display()))
+            })?;
+            ui.line(format!("cluster: {} (from {})", config.cluster_url, path.display()));
+            (None, config)
+        }
+        None => {
+            let assets = ui.step("control-plane binaries", |progress| operon_envtest::assets::ensure(progress))?;
+            let mut options = operon_envtest::Options::with_workloads();
+            options.assets = Some(assets);
+            // CRDs given at start are known to the garbage collector at once.
+            options.crds = crds.clone();
+            let plane = ui
+                .step("local control plane (etcd, kube-apiserver, scheduler, controllers, kwok nodes)", |_| {
+                    operon_envtest::ControlPlane::start(options)
+                })?;
+            ui.line(format!("cluster: {}", plane.server()));
+            ui.line(format!(
+                "  kubectl: KUBECONFIG={} kubectl get webapps,deployments -A",
+                plane.kubeconfig_path().display()
+            ));
+            let config = plane.config();
+            (Some(plane), config)
+        }
+    };
+    let result = rt.block_on(dev(&ui, &args, &roots, &crds, kube_config));
+    ui.release_table();
+    // The control plane stops here, after everything that talks to it.
+    drop(rt);
+    if let Some(plane) = plane {
+        ui.line("stopping the local control plane");
+        drop(plane);
+    }
+    result
+}
+
+/// Everything after the cluster exists.
+async fn dev(
+    ui: &Ui,
+    args: &Args,
+    roots: &[PathBuf],
+    crds: &[CustomResourceDefinition],
+    kube_config: kube::Config,
+) -> Result<ExitCode> {
+    let client = kube::Client::try_from(kube_config.clone()).context("building the Kubernetes client")?;
+
+    // 2. CRDs: Operon's and every project's parent kind.
+    let names: Vec<String> = crds.iter().filter_map(|c| c.metadata.name.clone()).collect();
+    let started = Instant::now();
+    install_crds(&client, crds).await?;
+    ui.line(format!("✓ CRDs served: {} ({:.1}s)", names.join(", "), started.elapsed().as_secs_f64()));
+
+    // 3. Build every project whose toolchain is present.
+    let state_dir = std::env::temp_dir().join(format!("operon-dev-{}", std::process::id()));
+    std::fs::create_dir_all(&state_dir).with_context(|| format!("creating {}", state_dir.display()))?;
+    let _cleanup = RemoveOnDrop(state_dir.clone());
+    let runtime = Runtime::new(runtime::Config::default())?;
+    let mut loaded = Vec::new();
+    let mut skipped = Vec::new();
+    for dir in roots {
+        let project = match Project::open(dir) {
+            Ok(p) => p,
+            Err(e) => {
+                skipped.push(format!("{}: {e}", dir.display()));
+                continue;
+            }
+        };
+        let name = project.name().to_string();
+        let built = tokio::task::block_in_place(|| {
+            ui.step(&format!("build {name} ({})", project.config.lang), |progress| {
+                project::build(&project, &project::BuildOptions::default(), progress)
+            })
+        });
+        let built = match built {
+            Ok(b) => b,
+            Err(e) => {
+                skipped.push(format!("{name}: {e}"));
+                continue;
+            }
+        };
+        let module_path = state_dir.join(format!("{name}.wasm"));
+        std::fs::copy(&built.path, &module_path)
+            .with_context(|| format!("copying {} to {}", built.path.display(), module_path.display()))?;
+        let module = crate::cli::load(&runtime, &module_path, Limits::default())?;
+        let manifest = (**module.manifest()).clone();
+        loaded.push(Loaded { namespace: format!("dev-{name}"), project, module_path, manifest, samples: Vec::new() });
+    }
+    for s in &skipped {
+        ui.line(format!("skipped {s}"));
+    }
+    if loaded.is_empty() {
+        bail!("no project was built, so there is nothing to run");
+    }
+
+    // 4. One namespace per project: its Reconciler and the sample parents.
+    for l in &mut loaded {
+        apply_namespace(&client, &l.namespace).await?;
+        apply_reconciler(&client, l).await?;
+        ui.line(format!(
+            "Reconciler {}/{} ← {} ({} {})",
+            l.namespace,
+            l.project.name(),
+            l.module_path.display(),
+            l.manifest.for_kind.kind,
+            l.manifest.for_kind.group
+        ));
+        if !args.no_examples {
+            l.samples = apply_samples(&client, l).await?;
+            ui.line(format!("  samples in {}: {}", l.namespace, l.samples.join(", ")));
+        }
+    }
+
+    // 5. The manager and the Reconciler controller.
+    let controller = crate::controller::Config::default();
+    let config = manager::Config {
+        controller: controller.clone(),
+        server_addr: parse_addr(&args.metrics_bind_address)?,
+        shutdown_timeout: Duration::from_secs(10),
+        ..Default::default()
+    };
+    if let Some(addr) = config.server_addr {
+        if addr.port() != 0 {
+            ui.line(format!("metrics: http://{addr}/metrics"));
+        }
+    }
+    let manager = Manager::new(client.clone(), config);
+    let plugins = Plugins::new(
+        manager.clone(),
+        runtime.clone(),
+        reconciler::Config {
+            kube_config,
+            namespace: None,
+            selector: Some(format!("{FIELD_MANAGER}=true")),
+            require_service_account: false,
+            allow_module_paths: true,
+            controller,
+            status_period: Duration::from_secs(1),
+            path_poll: PATH_POLL,
+            instance: FIELD_MANAGER.into(),
+            webhooks: None,
+        },
+    );
+    let (stop_plugins, plugins_stopped) = tokio::sync::oneshot::channel::<()>();
+    let plugins = tokio::spawn(plugins.run(async move {
+        let _ = plugins_stopped.await;
+    }));
+    let (finish, finished) = tokio::sync::oneshot::channel::<()>();
+    let manager_task = tokio::spawn(manager.run(async move {
+        tokio::select! {
+            _ = crate::cli::wait_signal() => {}
+            _ = finished => {}
+        }
+    }));
+
+    // 6-8. The table, the watcher, and --once's verdict.
+    let loaded = std::sync::Arc::new(loaded);
+    let mut status = table::Status::new(client.clone(), loaded.clone());
+    let watcher = (!args.once).then(|| tokio::spawn(watch::run(ui.clone(), runtime.clone(), loaded.clone())));
+    if !args.once {
+        ui.line("watching the projects' sources; Ctrl-C stops");
+    }
+    let deadline = Instant::now() + Duration::from_secs(args.timeout);
+    let outcome = loop {
+        if manager_task.is_finished() {
+            break None;
+        }
+        let snapshot = status.refresh(ui).await;
+        if args.once {
+            match &snapshot {
+                Ok(s) if s.all_ready() => break Some(Ok(s.summary())),
+                Ok(s) if Instant::now() >= deadline => break Some(Err(s.why_not_ready(&status))),
+                Err(e) if Instant::now() >= deadline => break Some(Err(format!("cannot read the status: {e:#}"))),
+                _ => {}
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    if let Some(w) = watcher {
+        w.abort();
+    }
+    let _ = finish.send(());
+    let managed = manager_task.await;
+    let _ = stop_plugins.send(());
+    let _ = plugins.await;
+    ui.release_table();
+    match managed {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(e).context("the manager failed"),
+        Err(e) => bail!("the manager panicked: {e}"),
+    }
+    match outcome {
+        None => Ok(ExitCode::SUCCESS),
+        Some(Ok(summary)) => {
+            ui.line(format!("ready: {summary}"));
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Err(why)) => {
+            ui.line(format!("not ready within {}s:\n{why}", args.timeout));
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// The Reconciler and ClusterReconciler CRDs.
+fn operon_crds() -> Vec<CustomResourceDefinition> {
+    use kube::CustomResourceExt;
+    vec![reconciler::crd::Reconciler::crd(), reconciler::crd::ClusterReconciler::crd()]
+}
+
+/// The projects to run: the directories given, or the repository's
+/// `guest-examples/*-webapp`.
+fn project_dirs(given: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    if !given.is_empty() {
+        return Ok(given.to_vec());
+    }
+    let cwd = std::env::current_dir()?;
+    let examples = cwd
+        .ancestors()
+        .map(|d| d.join("guest-examples"))
+        .chain(std::iter::once(Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-examples")))
+        .find(|d| d.is_dir())
+        .context("no guest-examples directory here or above; name the project directories: operon dev DIR…")?;
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&examples)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with("-webapp"))
+                && p.join("operon.toml").is_file()
+        })
+        .collect();
+    dirs.sort();
+    Ok(dirs)
+}
+
+/// `name` in the project directory, else beside its fixtures directory
+/// (the examples share their CRD and samples in guest-examples/webapp).
+fn shared_files(project: &Project, name: &str) -> Vec<PathBuf> {
+    let mut candidates = vec![project.dir.join(name)];
+    if let Some(parent) = project.fixtures().parent() {
+        candidates.push(parent.join(name));
+    }
+    candidates.into_iter().filter(|p| p.is_file()).take(1).collect()
+}
+
+/// Every document of a YAML file.
+fn read_objects<T: serde::de::DeserializeOwned>(file: &Path) -> Result<Vec<T>> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let values: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&text).with_context(|| format!("parsing {}", file.display()))?;
+    values
+        .into_iter()
+        .filter(|v| !v.is_null())
+        .map(|v| serde_json::from_value(v).with_context(|| format!("an object in {}", file.display())))
+        .collect()
+}
+
+/// Server-side apply the CRDs and wait until each is Established.
+async fn install_crds(client: &kube::Client, crds: &[CustomResourceDefinition]) -> Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    for crd in crds {
+        let name = crd.metadata.name.clone().context("a CRD without a name")?;
+        let mut crd = crd.clone();
+        crd.metadata.resource_version = None;
+        api.patch(&name, &params, &Patch::Apply(&crd)).await.with_context(|| format!("applying CRD {name}"))?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for crd in crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        loop {
+            let current = api.get(&name).await?;
+            let established = current
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            if established {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("CRD {name} is not Established after 60s");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    Ok(())
+}
+
+async fn apply_namespace(client: &kube::Client, name: &str) -> Result<()> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let ns = Namespace {
+        metadata: kube::api::ObjectMeta { name: Some(name.into()), ..Default::default() },
+        ..Default::default()
+    };
+    api.patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&ns))
+        .await
+        .with_context(|| format!("creating namespace {name}"))?;
+    Ok(())
+}
+
+/// Grants that cover exactly what the manifest asks for.
+fn grants_for(manifest: &Manifest) -> reconciler::crd::Grants {
+    fn kind_ref(gvk: &Gvk) -> KindRef {
+        KindRef { group: gvk.group.clone(), kind: gvk.kind.clone() }
+    }
+    fn dedup(mut v: Vec<KindRef>) -> Vec<KindRef> {
+        v.sort_by(|a, b| (&a.group, &a.kind).cmp(&(&b.group, &b.kind)));
+        v.dedup();
+        v
+    }
+    reconciler::crd::Grants {
+        for_kinds: vec![kind_ref(&manifest.for_kind)],
+        owns: dedup(manifest.owns.iter().map(kind_ref).collect()),
+        reads: dedup(manifest.reads.iter().chain(manifest.watches.iter().map(|w| &w.kind)).map(kind_ref).collect()),
+        ..Default::default()
+    }
+}
+
+async fn apply_reconciler(client: &kube::Client, l: &Loaded) -> Result<()> {
+    let name = l.project.name();
+    let reconciler: reconciler::crd::Reconciler = serde_json::from_value(serde_json::json!({
+        "apiVersion": "operon.dev/v1alpha1",
+        "kind": "Reconciler",
+        "metadata": {"name": name, "namespace": l.namespace, "labels": {FIELD_MANAGER: "true"}},
+        "spec": {
+            "module": {"path": l.module_path.display().to_string()},
+            "grants": grants_for(&l.manifest),
+        },
+    }))?;
+    let api: Api<reconciler::crd::Reconciler> = Api::namespaced(client.clone(), &l.namespace);
+    api.patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&reconciler))
+        .await
+        .with_context(|| format!("applying Reconciler {}/{name}", l.namespace))?;
+    Ok(())
+}
+
+/// The API resource of a kind, once the API server serves it.
+pub(crate) async fn resource(client: &kube::Client, gvk: &Gvk) -> Result<ApiResource> {
+    let gvk = GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind);
+    let mut tries = 0;
+    loop {
+        match kube::discovery::pinned_kind(client, &gvk).await {
+            Ok((ar, _)) => return Ok(ar),
+            Err(_) if tries < 50 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(e).with_context(|| format!("{} is not served", gvk.kind)),
+        }
+    }
+}
+
+/// Apply the project's sample parents (objects of its reconciled kind in
+/// example.yaml) into its namespace; returns their names.
+async fn apply_samples(client: &kube::Client, l: &Loaded) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    let for_kind = &l.manifest.for_kind;
+    let ar = resource(client, for_kind).await?;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &l.namespace, &ar);
+    for file in shared_files(&l.project, "example.yaml") {
+        for mut obj in read_objects::<DynamicObject>(&file)? {
+            let Some(types) = &obj.types else { continue };
+            let group = types.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+            if group != for_kind.group || types.kind != for_kind.kind {
+                continue;
+            }
+            let name = obj.metadata.name.clone().context("a sample without a name")?;
+            obj.metadata.namespace = Some(l.namespace.clone());
+            api.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&obj))
+                .await
+                .with_context(|| format!("applying {} {}/{name}", types.kind, l.namespace))?;
+            names.push(name);
+        }
+    }
+    Ok(names)
+}
+
+/// `host:port`, or `0` for "do not serve".
+fn parse_addr(text: &str) -> Result<Option<std::net::SocketAddr>> {
+    if text == "0" {
+        return Ok(None);
+    }
+    Ok(Some(text.parse().with_context(|| format!("bad bind address {text:?}"))?))
+}
+
+/// Removes a directory when dropped.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
