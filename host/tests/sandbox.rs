@@ -331,3 +331,25 @@ fn a_declared_kind_can_be_listed() {
     let outcome = module.reconcile(&req, Arc::new(TwoConfigMaps)).expect("sandbox").expect("reconcile");
     assert_eq!(outcome.status.unwrap()["configMapCount"], 2);
 }
+
+/// A Go guest on one pooled instance, called far more often than its heap
+/// fills: Go's collector must never start inside `cabi_realloc` (where a
+/// component may not call the WASI clock), or the call traps ("cannot leave
+/// component instance") after a few hundred calls.
+#[test]
+fn a_go_guest_should_answer_thousands_of_calls_on_one_pooled_instance() {
+    let rt = runtime();
+    let limits = Limits {
+        instance_policy: runtime::InstancePolicy::Pooled,
+        pool_size: 1,
+        timeout: Duration::from_secs(5),
+        memory: 64 << 20,
+        ..Limits::default()
+    };
+    let module = rt.load(&guest("go-webapp"), limits).expect("go-webapp loads");
+    let req = request(webapp("shop", 2, true));
+    for i in 0..3000 {
+        let outcome = call(&module, &req).unwrap_or_else(|e| panic!("call {i} failed: {e}"));
+        assert!(outcome.is_ok(), "call {i}: {outcome:?}");
+    }
+}

@@ -56,20 +56,27 @@ type Reconciler interface {
 func Export(r Reconciler) {
 	abi.Exports.Manifest = func() abi.Manifest { return r.Manifest() }
 	abi.Exports.Reconcile = func(host abi.Host, req abi.Request) (abi.Outcome, *abi.Failure) {
+		defer afterCall()
 		return Run(host, r, req)
 	}
 	abi.Exports.Validate, abi.Exports.Mutate = nil, nil
 	if v, ok := r.(Validator); ok {
 		abi.Exports.Validate = func(host abi.Host, review abi.Review) ([]string, *abi.Denial) {
+			defer afterCall()
 			return RunValidate(host, v, review)
 		}
 	}
 	if m, ok := r.(Mutator); ok {
 		abi.Exports.Mutate = func(host abi.Host, review abi.Review) (*string, *abi.Denial) {
+			defer afterCall()
 			return RunMutate(host, m, review)
 		}
 	}
 }
+
+// afterCall runs at the end of every exported call; in a component it
+// collects garbage there (see export_wasip1.go).
+var afterCall = func() {}
 
 // Host is what a component imports from the host: logging and reads of
 // the host's cache. The SDK implements it with the WIT imports inside a
