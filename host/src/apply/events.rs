@@ -72,6 +72,24 @@ pub enum Error {
         /// What the API server said.
         message: String,
     },
+    /// The API server could not be reached: nothing was recorded.
+    #[error("recording event {name} failed: {message}")]
+    Unreachable {
+        /// The Event's name.
+        name: String,
+        /// Why.
+        message: String,
+    },
+}
+
+/// A failed write as an [`Error`]: `Api` when the API server answered,
+/// `Unreachable` when it did not.
+fn failed(name: &str, e: &kube::Error) -> Error {
+    let (name, message) = (name.to_string(), crate::apply::describe(e));
+    match e {
+        kube::Error::Api(_) => Error::Api { name, message },
+        _ => Error::Unreachable { name, message },
+    }
 }
 
 /// Records events for one reporter (`operon/<controller>`).
@@ -133,10 +151,14 @@ impl Recorder {
         {
             Ok(count) => count,
             Err(e) => {
-                // Nothing was recorded: the token is not spent (during an
-                // outage, failed attempts must not use up the object's
-                // budget for the events that follow it).
-                self.give_back_token(regarding);
+                // The API server was not reached: the token is not spent
+                // (during an outage, failed attempts must not use up the
+                // object's budget for the events that follow it). A refusal
+                // does spend it, so a guest cannot retry refused events
+                // without bound.
+                if matches!(e, Error::Unreachable { .. }) {
+                    self.give_back_token(regarding);
+                }
                 return Err(e);
             }
         };
@@ -186,7 +208,7 @@ impl Recorder {
                     Ok(_) => 1,
                     // Recorded before (by an earlier run of this host): a repeat.
                     Err(kube::Error::Api(s)) if s.code == 409 => self.bump(&api, &name, 2, now, fence).await?,
-                    Err(e) => return Err(Error::Api { name, message: crate::apply::describe(&e) }),
+                    Err(e) => return Err(failed(&name, &e)),
                 }
             }
             Some(n) => self.bump(api, &name, n + 1, now, fence).await?,
@@ -211,7 +233,7 @@ impl Recorder {
                 self.series.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
                 Err(Error::Api { name: name.into(), message: "expired while being updated; recorded next time".into() })
             }
-            Err(e) => Err(Error::Api { name: name.into(), message: crate::apply::describe(&e) }),
+            Err(e) => Err(failed(name, &e)),
         }
     }
 

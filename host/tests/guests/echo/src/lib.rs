@@ -2,7 +2,9 @@
 //! can script an outcome and watch what the host does with it:
 //!
 //! - `spec.desired`: the children (objects, as JSON), returned as they are;
-//! - `spec.events`: `[{reason, message, warning}]`;
+//! - `spec.events`: `[{reason, message, warning}]`; with
+//!   `spec.eventsOnChange: true`, only when the cached status differs from
+//!   `spec.status` (as a guest reports a change once, not every reconcile);
 //! - `spec.requeueAfterMs`: requeue-after;
 //! - `spec.count`: when true, `status.count` is the cached status's count + 1
 //!   (so the number of reconciles is visible from outside);
@@ -41,8 +43,15 @@ impl Guest for Component {
             serde_json::from_str(&request.object).map_err(|e| Failure::Terminal(format!("parent is not JSON: {e}")))?;
         let spec = &parent["spec"];
         let desired = spec["desired"].as_array().map(|a| a.iter().map(Value::to_string).collect()).unwrap_or_default();
+        // The cached status already holds every field of `spec.status`
+        // (other writers may have added their own).
+        let unchanged = spec["eventsOnChange"].as_bool() == Some(true)
+            && spec["status"]
+                .as_object()
+                .is_some_and(|want| want.iter().all(|(k, v)| parent.pointer(&format!("/status/{k}")) == Some(v)));
         let events = spec["events"]
             .as_array()
+            .filter(|_| !unchanged)
             .map(|a| {
                 a.iter()
                     .map(|e| Event {
