@@ -144,6 +144,9 @@ struct State {
     /// The admission settings registered with the webhook server, and the
     /// task that registers them (it retries while the kind is not served).
     admission: Option<(u64, tokio::task::JoinHandle<()>)>,
+    /// The last admission warning recorded, so a settle (every status
+    /// write) does not record it again.
+    admission_warning: Option<String>,
 }
 
 /// The Reconciler controller. Cheap to clone.
@@ -550,33 +553,27 @@ impl Plugins {
             return;
         };
         let Some(webhooks) = self.inner.config.webhooks.clone() else {
-            self.event(
+            self.admission_warning(
                 key,
-                true,
                 "AdmissionNotServed",
                 "spec.admission is set, but this host serves no webhooks: start `operon run` with \
-                 --webhook-bind-address (the Helm chart and deploy/operon.yaml do)",
+                 --webhook-bind-address (the Helm chart and deploy/operon.yaml do)"
+                    .into(),
             )
             .await;
             return;
         };
         if !module.admission() {
             self.drop_admission(key).await;
-            self.event(
-                key,
-                true,
-                "AdmissionNotExported",
-                &format!(
-                    "spec.admission is set, but module {} does not export operon:reconciler/admission: build it \
-                     for the reconciler-with-admission world, or remove spec.admission",
-                    short(&module.info().digest)
-                ),
-            )
-            .await;
+            let message = format!(
+                "spec.admission is set, but module {} does not export operon:reconciler/admission: build it \
+                 for the reconciler-with-admission world, or remove spec.admission",
+                short(&module.info().digest)
+            );
+            self.admission_warning(key, "AdmissionNotExported", message).await;
             return;
         }
-        let Some(controller) = self.inner.manager.controller(&key.controller_name()) else { return };
-        let plugin = webhook_plugin(key, admission, placement, &spec.grants, controller);
+        self.with_state(key, |s| s.admission_warning = None);
         let settings = {
             let mut h = std::collections::hash_map::DefaultHasher::new();
             serde_json::to_string(admission).unwrap_or_default().hash(&mut h);
@@ -587,6 +584,8 @@ impl Plugins {
         if unchanged {
             return;
         }
+        let Some(controller) = self.inner.manager.controller(&key.controller_name()) else { return };
+        let plugin = webhook_plugin(key, admission, placement, &spec.grants, controller);
         let (plugins, key2) = (self.clone(), key.clone());
         let task = tokio::spawn(async move {
             let mut delay = Duration::from_secs(1);
@@ -624,6 +623,18 @@ impl Plugins {
         });
         if let Some((_, old)) = self.with_state(key, |s| s.admission.replace((settings, task))) {
             old.abort();
+        }
+    }
+
+    /// Record a Warning about `spec.admission` once per distinct message.
+    async fn admission_warning(&self, key: &PluginKey, reason: &str, message: String) {
+        let new = self.with_state(key, |s| {
+            let new = s.admission_warning.as_deref() != Some(message.as_str());
+            s.admission_warning = Some(message.clone());
+            new
+        });
+        if new {
+            self.event(key, true, reason, &message).await;
         }
     }
 
