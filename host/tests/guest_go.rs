@@ -6,30 +6,11 @@
 //! A missing Go toolchain fails these tests with the install hint (CI
 //! installs everything); they never skip.
 
-#[path = "common/cases.rs"]
-mod cases;
+#[path = "common/author.rs"]
+mod author;
+use author::{operon, repo, run};
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
-
-const OPERON: &str = env!("CARGO_BIN_EXE_operon");
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
-/// Runs `command`, asserting success; returns stdout.
-fn run(command: &mut Command) -> String {
-    let output = command.output().unwrap_or_else(|e| panic!("{command:?}: {e}"));
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{command:?} failed ({}):\n{stdout}\n{stderr}", output.status);
-    stdout
-}
-
-fn operon(dir: &Path, args: &[&str]) -> String {
-    run(Command::new(OPERON).current_dir(dir).args(args))
-}
 
 #[test]
 fn a_new_go_project_should_build_and_pass_its_fixtures() {
@@ -57,5 +38,5 @@ fn go_webapp_should_pass_the_shared_webapp_fixtures() {
     operon(&repo(), &["build", example.to_str().unwrap(), "-o", module.to_str().unwrap()]);
     let fixtures = repo().join("guest-examples/webapp/fixtures");
     let tested = operon(&repo(), &["test", module.to_str().unwrap(), fixtures.to_str().unwrap()]);
-    assert!(tested.lines().any(|l| l == cases::all_passed(&fixtures)), "{tested}");
+    assert!(tested.lines().any(|l| l == author::all_passed(&fixtures)), "{tested}");
 }

@@ -9,23 +9,12 @@
 //! sources stay outside the repository. A missing toolchain fails the test
 //! with the install hint (CI installs everything); it never skips.
 
-use std::path::{Path, PathBuf};
+#[path = "common/author.rs"]
+mod author;
+use author::{OPERON, repo, run};
+
+use std::path::Path;
 use std::process::Command;
-
-const OPERON: &str = env!("CARGO_BIN_EXE_operon");
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
-/// Runs `command`, asserting success; returns stdout.
-fn run(command: &mut Command) -> String {
-    let output = command.output().unwrap_or_else(|e| panic!("{command:?}: {e}"));
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{command:?} failed ({}):\n{stdout}\n{stderr}", output.status);
-    stdout
-}
 
 /// A command that builds Rust in the scratch project: its own workspace,
 /// with a target directory kept between runs.

@@ -1,0 +1,47 @@
+//! What the language workflow tests (`guest_*.rs`) share: the repository,
+//! running `operon` and other tools as an author would, and how many cases
+//! the shared WebApp fixtures hold (counted from the files, not written
+//! down). Included with `#[path]`: these tests do not need `common/mod.rs`.
+
+#![allow(dead_code, reason = "each guest test uses part of it")]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub const OPERON: &str = env!("CARGO_BIN_EXE_operon");
+
+/// The repository's root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// Runs `command`, asserting success; returns stdout.
+pub fn run(command: &mut Command) -> String {
+    let output = command.output().unwrap_or_else(|e| panic!("{command:?}: {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{command:?} failed ({}):\n{stdout}\n{stderr}", output.status);
+    stdout
+}
+
+/// `operon ARGS` in `dir`, asserting success; returns stdout.
+pub fn operon(dir: &Path, args: &[&str]) -> String {
+    run(Command::new(OPERON).current_dir(dir).args(args))
+}
+
+/// The summary line `operon test` prints when every shared case passes.
+pub fn all_passed(fixtures: &Path) -> String {
+    let count = |dir: &Path| {
+        std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .filter(|e| e.file_name().to_string_lossy().ends_with(".expected.yaml"))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let cases = count(fixtures) + count(&fixtures.join("admission"));
+    assert!(cases > 0, "no fixtures in {}", fixtures.display());
+    format!("{cases} passed, 0 failed")
+}
