@@ -183,6 +183,9 @@ pub struct Metrics {
     /// `operon_requeue_raised_total{controller}`: requeue-after values below
     /// the floor, raised to it.
     pub requeue_raised_total: IntCounterVec,
+    /// `operon_requeue_throttled_total{controller}`: requeue-after values
+    /// lengthened by the controller's requeue budget (`--requeue-qps`).
+    pub requeue_throttled_total: IntCounterVec,
     /// `operon_module_swaps_total{controller,result}`: swapped, refused,
     /// rolled_back.
     pub module_swaps_total: IntCounterVec,
@@ -345,6 +348,11 @@ impl Metrics {
             requeue_raised_total: counter(
                 "operon_requeue_raised_total",
                 "Total number of requeue-after values below the floor that were raised to it, per controller",
+                C,
+            ),
+            requeue_throttled_total: counter(
+                "operon_requeue_throttled_total",
+                "Total number of requeue-after values lengthened by the controller's requeue budget, per controller",
                 C,
             ),
             module_swaps_total: counter(
@@ -515,6 +523,7 @@ impl Metrics {
             &self.reconcile_timeouts_total,
             &self.outcomes_refused_total,
             &self.requeue_raised_total,
+            &self.requeue_throttled_total,
         ] {
             vec.with_label_values(&[controller]);
         }
@@ -545,6 +554,7 @@ impl Metrics {
             &self.reconcile_timeouts_total,
             &self.outcomes_refused_total,
             &self.requeue_raised_total,
+            &self.requeue_throttled_total,
         ] {
             let _ = vec.remove_label_values(&[controller]);
         }
@@ -641,6 +651,11 @@ impl Metrics {
     /// A requeue-after below the floor was raised to it.
     pub fn requeue_raised(&self, controller: &str) {
         self.requeue_raised_total.with_label_values(&[controller]).inc();
+    }
+
+    /// A requeue-after was lengthened by the requeue budget.
+    pub fn requeue_throttled(&self, controller: &str) {
+        self.requeue_throttled_total.with_label_values(&[controller]).inc();
     }
 
     /// A module version change: `swapped`, `refused` or `rolled_back`.

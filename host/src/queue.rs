@@ -19,6 +19,11 @@
 //!   overall token bucket (10 retries/s, burst 100), as controller-runtime's
 //!   default rate limiter does, so a storm of failing keys cannot turn into
 //!   a storm of API calls.
+//! - **Requeue budget.** [`Queue::add_after_limited`] is requeue-after
+//!   drawn from a second bucket of its own ([`Config::requeue_qps`], off
+//!   by default as in client-go; controllers turn it on): the delay is the
+//!   larger of the one asked and the wait for a token, so parents that all
+//!   ask to run again soon are spread out instead of run as fast as asked.
 //!
 //! Time is tokio's, so tests run with `tokio::time::pause` and take no
 //! wall-clock time.
@@ -74,6 +79,11 @@ pub struct Config {
     pub qps: f64,
     /// How many retries the bucket lets through at once.
     pub burst: u32,
+    /// Rate of the bucket that [`Queue::add_after_limited`] draws from, per
+    /// second; `0` (the default) turns it off.
+    pub requeue_qps: f64,
+    /// How many requeues that bucket lets through at once.
+    pub requeue_burst: u32,
     /// Where the queue records its `workqueue_*` series, if anywhere
     /// (`Metrics::workqueue(controller)`).
     pub metrics: Option<metrics::Workqueue>,
@@ -88,6 +98,8 @@ impl Default for Config {
             max_delay: Duration::from_secs(1000),
             qps: 10.0,
             burst: 100,
+            requeue_qps: 0.0,
+            requeue_burst: 100,
             metrics: None,
         }
     }
@@ -135,7 +147,10 @@ struct Inner<K> {
     changed: Notify,
     base_delay: Duration,
     max_delay: Duration,
+    /// Retries ([`Queue::add_rate_limited`]).
     bucket: Option<Mutex<TokenBucket>>,
+    /// Requeue-after ([`Queue::add_after_limited`]).
+    requeue_bucket: Option<Mutex<TokenBucket>>,
     metrics: Option<metrics::Workqueue>,
 }
 
@@ -164,6 +179,11 @@ impl TokenBucket {
         self.tokens -= 1.0;
         if self.tokens >= 0.0 { Duration::ZERO } else { Duration::from_secs_f64(-self.tokens / self.qps) }
     }
+}
+
+/// One token of `bucket` (if there is one): how long to wait for it.
+fn reserve(bucket: Option<&Mutex<TokenBucket>>) -> Duration {
+    bucket.map_or(Duration::ZERO, |b| b.lock().unwrap_or_else(PoisonError::into_inner).reserve(Instant::now()))
 }
 
 /// A key's priority; the derived order is the serving order's reverse.
@@ -265,6 +285,8 @@ where
             base_delay: config.base_delay,
             max_delay: config.max_delay,
             bucket: (config.qps > 0.0).then(|| Mutex::new(TokenBucket::new(config.qps, config.burst))),
+            requeue_bucket: (config.requeue_qps > 0.0)
+                .then(|| Mutex::new(TokenBucket::new(config.requeue_qps, config.requeue_burst))),
             metrics: config.metrics,
         });
         if inner.metrics.is_some()
@@ -334,12 +356,19 @@ where
             *failures = failures.saturating_add(1);
             backoff(self.inner.base_delay, self.inner.max_delay, exponent)
         };
-        let bucket = self
-            .inner
-            .bucket
-            .as_ref()
-            .map_or(Duration::ZERO, |b| b.lock().unwrap_or_else(PoisonError::into_inner).reserve(Instant::now()));
-        let delay = delay.max(bucket);
+        let delay = delay.max(reserve(self.inner.bucket.as_ref()));
+        self.add_after(key, delay);
+        delay
+    }
+
+    /// Requeue-after within the requeue budget: queues `key` after the
+    /// larger of `delay` and the wait for a token of the requeue bucket
+    /// (just `delay` when that bucket is off). Returns the delay used. A
+    /// guest that asks every parent to run again at once thus costs at most
+    /// `requeue_qps` reconciles a second once its burst is spent, and
+    /// cannot crowd out the API server its neighbours share.
+    pub fn add_after_limited(&self, key: K, delay: Duration) -> Duration {
+        let delay = delay.max(reserve(self.inner.requeue_bucket.as_ref()));
         self.add_after(key, delay);
         delay
     }

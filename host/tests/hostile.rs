@@ -352,7 +352,7 @@ async fn a_flood_of_host_calls_exhausts_its_read_budget() {
 }
 
 #[tokio::test]
-async fn a_requeue_storm_is_held_to_the_floor() {
+async fn a_requeue_storm_is_held_to_the_floor_and_the_requeue_budget() {
     let h = Host::start("requeues").await;
     h.neighbours(1).await;
     for i in 0..10 {
@@ -365,6 +365,19 @@ async fn a_requeue_storm_is_held_to_the_floor() {
     let warnings = h.warnings("storm-0").await;
     let count = warnings.iter().filter(|w| w.starts_with("RequeueTooSoon")).count();
     assert_eq!(count, 1, "one RequeueTooSoon event per parent, not one per reconcile: {warnings:?}");
+    // Ten parents at the 100 ms floor ask for 100 reconciles a second; the
+    // controller's requeue budget (10 a second once its burst of 100 is
+    // spent) spreads them out.
+    let requeues = r#"controller_runtime_reconcile_total{controller="hostile",result="requeue_after"}"#;
+    eventually("requeues throttled by the budget", WAIT, || async {
+        (h.metric(r#"operon_requeue_throttled_total{controller="hostile"}"#).await >= 1.0).then_some(())
+    })
+    .await;
+    let before = h.metric(requeues).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let during = h.metric(requeues).await - before;
+    assert!(during <= 45.0, "{during} requeued reconciles in 3 s; the budget allows about 30");
+    assert!(during >= 10.0, "{during} requeued reconciles in 3 s; the storm should still be served at the budget");
     h.stop().await;
 }
 

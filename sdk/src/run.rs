@@ -81,5 +81,5 @@ pub fn validate<R: Reconciler>(host: &dyn Host, review: raw::Review) -> Result<V
 /// As [`validate`].
 pub fn mutate<R: Reconciler>(host: &dyn Host, review: raw::Review) -> Result<Option<String>, raw::Denial> {
     let review = AdmissionReview::from_raw(review)?;
-    Ok(R::mutate(review, &Context::new(host))?.map(|object| object.to_string()))
+    Ok(R::mutate(review, &Context::new(host))?.map(|object| crate::outcome::to_json(&object)))
 }

@@ -157,6 +157,14 @@ pub struct RunArgs {
     /// Shortest requeue-after honoured, in milliseconds.
     #[arg(long, default_value_t = 100)]
     pub requeue_floor_ms: u64,
+    /// Requeue-afters per second per controller (the requeue budget); a
+    /// guest asking every parent to run again sooner is spread out to this
+    /// rate. 0 for no limit.
+    #[arg(long, default_value_t = 10.0)]
+    pub requeue_qps: f64,
+    /// Burst of that bucket.
+    #[arg(long, default_value_t = 100)]
+    pub requeue_burst: u32,
     /// Retries per second per controller (controller-runtime's overall
     /// bucket); 0 for no limit.
     #[arg(long, default_value_t = 10.0)]

@@ -47,6 +47,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         retry_qps: args.retry_qps,
         retry_burst: args.retry_burst,
         requeue_floor: Duration::from_millis(args.requeue_floor_ms),
+        requeue_qps: args.requeue_qps,
+        requeue_burst: args.requeue_burst,
         reconcile_timeout: Duration::from_secs(args.reconcile_timeout_secs),
         max_desired: args.max_children_per_outcome,
         max_events: args.max_events_per_outcome,

@@ -156,6 +156,12 @@ pub struct Config {
     pub retry_burst: u32,
     /// Shortest requeue-after honoured; a guest asking for less gets this.
     pub requeue_floor: Duration,
+    /// Requeue-afters per second across all parents (the requeue budget,
+    /// a bucket of its own beside the retries'); `0` for no limit. Parents
+    /// asking to run again faster than this are spread out.
+    pub requeue_qps: f64,
+    /// Burst of that bucket.
+    pub requeue_burst: u32,
     /// Deadline of one whole reconcile: reads, guest call, writes.
     pub reconcile_timeout: Duration,
     /// Reporting instance for events (e.g. the pod name).
@@ -182,6 +188,8 @@ impl Default for Config {
             retry_qps: 10.0,
             retry_burst: 100,
             requeue_floor: Duration::from_millis(100),
+            requeue_qps: 10.0,
+            requeue_burst: 100,
             reconcile_timeout: Duration::from_secs(60),
             instance: None,
             grants: Grants::default(),
@@ -473,6 +481,8 @@ impl Controller {
             max_delay: shared.config.backoff_max,
             qps: shared.config.retry_qps,
             burst: shared.config.retry_burst,
+            requeue_qps: shared.config.requeue_qps,
+            requeue_burst: shared.config.requeue_burst,
             metrics: Some(shared.metrics.workqueue(&shared.name)),
         });
         let mut feeders = tokio::task::JoinSet::new();
@@ -623,7 +633,10 @@ impl Shared {
             }
             Verdict::Done(Some(after)) => {
                 queue.forget(&key);
-                queue.add_after(key, after);
+                if queue.add_after_limited(key, after) > after {
+                    self.metrics.requeue_throttled(&self.name);
+                    tracing::debug!(asked = ?after, "requeue delayed by the controller's requeue budget");
+                }
                 (ReconcileResult::RequeueAfter, None)
             }
             Verdict::Retry(message) => {

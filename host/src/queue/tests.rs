@@ -284,6 +284,40 @@ async fn a_zero_qps_should_turn_the_bucket_off() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn requeue_after_should_be_unlimited_unless_a_requeue_bucket_is_set() {
+    let q = queue();
+    for i in 0..500 {
+        assert_eq!(q.add_after_limited(format!("k{i}").leak() as &str, Duration::ZERO), Duration::ZERO);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn requeues_should_draw_from_their_own_bucket() {
+    let q = Queue::new(Config { requeue_qps: 10.0, requeue_burst: 20, ..Config::default() });
+    // The burst passes with the delays asked.
+    for i in 0..20 {
+        assert_eq!(
+            q.add_after_limited(format!("k{i}").leak() as &str, Duration::from_millis(1)),
+            Duration::from_millis(1)
+        );
+    }
+    // Then one requeue per 100 ms, whatever was asked; a longer ask wins.
+    assert_eq!(q.add_after_limited("k20", Duration::ZERO), Duration::from_millis(100));
+    assert_eq!(q.add_after_limited("k21", Duration::ZERO), Duration::from_millis(200));
+    assert_eq!(q.add_after_limited("k22", Duration::from_secs(5)), Duration::from_secs(5));
+    // Retries have a bucket of their own: still at their backoff.
+    assert_eq!(q.add_rate_limited("r"), Duration::from_millis(5));
+    // And the requeued keys really wait that long.
+    advance(Duration::from_millis(150)).await;
+    let mut got = Vec::new();
+    while let Some(k) = q.get().now_or_never().flatten() {
+        got.push(k);
+        q.done(&k);
+    }
+    assert!(got.contains(&"k20") && !got.contains(&"k21"), "{got:?}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn forget_should_reset_the_backoff() {
     let q = queue();
     q.add_rate_limited("a");

@@ -164,6 +164,10 @@ fn build_engine(config: &Config) -> wasmtime::Result<wasmtime::Engine> {
         .epoch_interruption(true)
         .allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool))
         .cranelift_opt_level(wasmtime::OptLevel::Speed);
+    #[cfg(feature = "profiling")]
+    if std::env::var_os("OPERON_PERFMAP").is_some_and(|v| v == "1") {
+        cfg.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     wasmtime::Engine::new(&cfg)
 }
 
