@@ -48,6 +48,9 @@
 //! (round trips per ring, 20), `--swaps N` (per mode, 5), `--idle SECS`
 //! (10), `--skip rss,ring,swap`. Writes `target/bench/fleet.json`.
 
+#[path = "../tests/common/serve.rs"]
+mod serve;
+
 use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -59,6 +62,7 @@ use operon::manager::{self, Manager};
 use operon::reconciler::{self, Plugins};
 use operon::runtime::{self, Runtime};
 use serde_json::{Value, json};
+use serve::serve_module;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -492,30 +496,6 @@ async fn rss_phase(plane: &operon_envtest::ControlPlane, client: &kube::Client, 
 }
 
 // ---------------------------------------------------------------- 2. ring
-
-/// Serve `bytes` at `http://127.0.0.1:PORT/module.wasm`.
-async fn serve_module(bytes: Vec<u8>) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut socket, _)) = listener.accept().await else { return };
-            let bytes = bytes.clone();
-            tokio::spawn(async move {
-                let mut request = [0u8; 4096];
-                let _ = socket.read(&mut request).await;
-                let head = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/wasm\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                    bytes.len()
-                );
-                let _ = socket.write_all(head.as_bytes()).await;
-                let _ = socket.write_all(&bytes).await;
-            });
-        }
-    });
-    format!("http://{addr}/module.wasm")
-}
 
 /// When each `(namespace, field, value)` of a Ring was first seen.
 type Seen = Arc<Mutex<HashMap<(String, &'static str, String), Instant>>>;

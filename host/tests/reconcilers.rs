@@ -7,6 +7,8 @@
 //! (`Plugins`), watching its own namespace.
 
 mod common;
+#[path = "common/serve.rs"]
+mod serve;
 
 use common::{eventually, guest, thing_crd};
 use k8s_openapi::ByteString;
@@ -21,6 +23,7 @@ use operon::manager::{self, Manager};
 use operon::reconciler::{self, Plugins};
 use operon::runtime::{self, Runtime};
 use serde_json::{Value, json};
+use serve::serve_module;
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -634,31 +637,6 @@ fn wasm_encoder_custom_section(bytes: &mut Vec<u8>) {
 
 fn rand_value() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as u64
-}
-
-/// Serve `bytes` at `http://127.0.0.1:PORT/module.wasm` (a minimal HTTP/1.1
-/// server, one response per connection).
-async fn serve_module(bytes: Vec<u8>) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut socket, _)) = listener.accept().await else { return };
-            let bytes = bytes.clone();
-            tokio::spawn(async move {
-                let mut request = [0u8; 4096];
-                let _ = socket.read(&mut request).await;
-                let head = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/wasm\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                    bytes.len()
-                );
-                let _ = socket.write_all(head.as_bytes()).await;
-                let _ = socket.write_all(&bytes).await;
-            });
-        }
-    });
-    format!("http://{addr}/module.wasm")
 }
 
 /// A real OCI registry (Debian's `docker-registry`, the CNCF distribution
