@@ -487,11 +487,14 @@ async fn a_reconciler_with_spec_admission_should_serve_its_webhooks_until_delete
 
     // Without the Reconciler, its configurations go and nothing is denied.
     reconcilers.delete("webapp", &DeleteParams::default()).await.unwrap();
+    // The host deletes the validating configuration, then the mutating one.
+    let mutating = Api::<MutatingWebhookConfiguration>::all(client.clone());
     eventually("the configurations to be deleted with the Reconciler", WAIT, || async {
-        validating.get_opt(&name).await.unwrap().is_none().then_some(())
+        let validating_gone = validating.get_opt(&name).await.unwrap().is_none();
+        let mutating_gone = mutating.get_opt(&name).await.unwrap().is_none();
+        (validating_gone && mutating_gone).then_some(())
     })
     .await;
-    assert!(Api::<MutatingWebhookConfiguration>::all(client.clone()).get_opt(&name).await.unwrap().is_none());
     webapps.create(&PostParams::default(), &too_many).await.unwrap();
 
     let _ = stop_plugins.send(());
