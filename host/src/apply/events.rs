@@ -207,7 +207,7 @@ impl Recorder {
                 match api.create(&PostParams::default(), &event).await {
                     Ok(_) => 1,
                     // Recorded before (by an earlier run of this host): a repeat.
-                    Err(kube::Error::Api(s)) if s.code == 409 => self.bump(&api, &name, 2, now, fence).await?,
+                    Err(kube::Error::Api(s)) if s.code == 409 => self.bump(api, &name, 2, now, fence).await?,
                     Err(e) => return Err(failed(&name, &e)),
                 }
             }

@@ -834,7 +834,7 @@ impl Shared {
         self.metrics.shadow_compared(&self.name, if diff.is_some() { "differ" } else { "same" });
         if let Some(diff) = diff {
             // The first difference, then one in a hundred: a sample, not a flood.
-            if differing == 1 || differing % 100 == 0 {
+            if differing == 1 || differing.is_multiple_of(100) {
                 let sample = format!("{key} (candidate {digest}): {diff}");
                 tracing::info!(controller = %self.name, "shadow candidate differs: {sample}");
                 let _ = self.notices.send(Notice::ShadowDiffers { sample });

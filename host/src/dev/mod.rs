@@ -228,10 +228,10 @@ async fn dev(
         shutdown_timeout: Duration::from_secs(10),
         ..Default::default()
     };
-    if let Some(addr) = config.server_addr {
-        if addr.port() != 0 {
-            ui.line(format!("metrics: http://{addr}/metrics"));
-        }
+    if let Some(addr) = config.server_addr
+        && addr.port() != 0
+    {
+        ui.line(format!("metrics: http://{addr}/metrics"));
     }
     let manager = Manager::new(client.clone(), config);
     let plugins = Plugins::new(

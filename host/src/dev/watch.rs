@@ -73,10 +73,12 @@ fn collect(dir: &Path, print: &mut Fingerprint) {
             if !name.starts_with('.') && !IGNORED_DIRS.contains(&name.as_str()) {
                 collect(&path, print);
             }
-        } else if !name.ends_with(".wasm") && !name.ends_with(".pyc") && !name.starts_with('.') {
-            if let Ok(modified) = entry.metadata().and_then(|m| m.modified()) {
-                print.insert(path, modified);
-            }
+        } else if !name.ends_with(".wasm")
+            && !name.ends_with(".pyc")
+            && !name.starts_with('.')
+            && let Ok(modified) = entry.metadata().and_then(|m| m.modified())
+        {
+            print.insert(path, modified);
         }
     }
 }

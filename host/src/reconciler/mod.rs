@@ -1138,7 +1138,7 @@ fn webhook_plugin(
     grants: &crd::Grants,
     controller: Controller,
 ) -> crate::webhook::Plugin {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
     let mut plugin = crate::webhook::Plugin::new(webhook_name(key), controller);
     plugin.failure_policy = match admission.failure_policy {
         crd::FailurePolicy::Fail => crate::webhook::FailurePolicy::Fail,
@@ -1152,7 +1152,7 @@ fn webhook_plugin(
     match placement {
         Placement::Namespaced(ns) => plugin.scope_namespace = Some(ns.clone()),
         Placement::Cluster if !grants.namespaces.is_empty() => {
-            let mut selector = plugin.namespace_selector.take().unwrap_or(LabelSelector::default());
+            let mut selector = plugin.namespace_selector.take().unwrap_or_default();
             selector.match_expressions.get_or_insert_with(Vec::new).push(LabelSelectorRequirement {
                 key: "kubernetes.io/metadata.name".into(),
                 operator: "In".into(),
