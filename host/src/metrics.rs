@@ -17,8 +17,8 @@
 //! [`Metrics::workqueue`] hands out.
 
 use prometheus::{
-    Encoder as _, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
-    IntGaugeVec, Opts, Registry, TextEncoder, core::Collector,
+    CounterVec, Encoder as _, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
+    IntGauge, IntGaugeVec, Opts, Registry, TextEncoder, core::Collector,
 };
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -186,6 +186,9 @@ pub struct Metrics {
     /// `operon_requeue_throttled_total{controller}`: requeue-after values
     /// lengthened by the controller's requeue budget (`--requeue-qps`).
     pub requeue_throttled_total: IntCounterVec,
+    /// `operon_guest_throttled_seconds_total{controller}`: time reconciles
+    /// waited because the controller's guest calls used their CPU budget.
+    pub guest_throttled_seconds_total: CounterVec,
     /// `operon_module_swaps_total{controller,result}`: swapped, refused,
     /// rolled_back.
     pub module_swaps_total: IntCounterVec,
@@ -306,6 +309,9 @@ impl Metrics {
         let int_gauge = |name: &str, help: &str, labels: &[&str]| {
             register(&r, &f, "gauge", IntGaugeVec::new(Opts::new(name, help), labels))
         };
+        let float_counter = |name: &str, help: &str, labels: &[&str]| {
+            register(&r, &f, "counter", CounterVec::new(Opts::new(name, help), labels))
+        };
         let gauge = |name: &str, help: &str, labels: &[&str]| {
             register(&r, &f, "gauge", GaugeVec::new(Opts::new(name, help), labels))
         };
@@ -353,6 +359,11 @@ impl Metrics {
             requeue_throttled_total: counter(
                 "operon_requeue_throttled_total",
                 "Total number of requeue-after values lengthened by the controller's requeue budget, per controller",
+                C,
+            ),
+            guest_throttled_seconds_total: float_counter(
+                "operon_guest_throttled_seconds_total",
+                "Total seconds reconciles waited because the controller's guest calls used their CPU budget, per controller",
                 C,
             ),
             module_swaps_total: counter(
@@ -527,6 +538,7 @@ impl Metrics {
         ] {
             vec.with_label_values(&[controller]);
         }
+        self.guest_throttled_seconds_total.with_label_values(&[controller]);
         for kind in GuestErrorKind::ALL {
             self.guest_errors_total.with_label_values(&[controller, kind.label()]);
         }
@@ -558,6 +570,7 @@ impl Metrics {
         ] {
             let _ = vec.remove_label_values(&[controller]);
         }
+        let _ = self.guest_throttled_seconds_total.remove_label_values(&[controller]);
         for result in ["swapped", "refused", "rolled_back"] {
             let _ = self.module_swaps_total.remove_label_values(&[controller, result]);
         }
@@ -651,6 +664,11 @@ impl Metrics {
     /// A requeue-after below the floor was raised to it.
     pub fn requeue_raised(&self, controller: &str) {
         self.requeue_raised_total.with_label_values(&[controller]).inc();
+    }
+
+    /// A reconcile waited `wait` for the controller's guest CPU budget.
+    pub fn guest_throttled(&self, controller: &str, wait: Duration) {
+        self.guest_throttled_seconds_total.with_label_values(&[controller]).inc_by(wait.as_secs_f64());
     }
 
     /// A requeue-after was lengthened by the requeue budget.

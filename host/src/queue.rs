@@ -349,12 +349,20 @@ where
     /// overall bucket — and counts one more failure. Returns the delay.
     #[doc(alias = "AddRateLimited")]
     pub fn add_rate_limited(&self, key: K) -> Duration {
+        self.add_rate_limited_from(key, self.inner.base_delay)
+    }
+
+    /// [`Queue::add_rate_limited`] with a backoff that starts at `base`
+    /// (or the queue's own base, if larger): for failures that retrying
+    /// within milliseconds cannot help, such as a guest the sandbox stopped.
+    /// Counts in the same per-key failures and the same overall bucket.
+    pub fn add_rate_limited_from(&self, key: K, base: Duration) -> Duration {
         let delay = {
             let mut state = self.inner.lock();
             let failures = state.failures.entry(key.clone()).or_insert(0);
             let exponent = *failures;
             *failures = failures.saturating_add(1);
-            backoff(self.inner.base_delay, self.inner.max_delay, exponent)
+            backoff(base.max(self.inner.base_delay), self.inner.max_delay, exponent)
         };
         let delay = delay.max(reserve(self.inner.bucket.as_ref()));
         self.add_after(key, delay);

@@ -165,6 +165,14 @@ pub struct RunArgs {
     /// Burst of that bucket.
     #[arg(long, default_value_t = 100)]
     pub requeue_burst: u32,
+    /// Guest time each controller's calls may use, as a CPU quantity (`250m`,
+    /// `0.5`, `1`; `0` for no limit); a Reconciler's `spec.limits.cpu`
+    /// overrides it. A controller past it waits before its next reconcile.
+    #[arg(long, default_value = "250m", value_parser = cpu_quantity)]
+    pub guest_cpu: f64,
+    /// Guest seconds a controller may save up and spend at once.
+    #[arg(long, default_value_t = 2)]
+    pub guest_cpu_burst_secs: u64,
     /// Retries per second per controller (controller-runtime's overall
     /// bucket); 0 for no limit.
     #[arg(long, default_value_t = 10.0)]
@@ -388,4 +396,9 @@ fn describe(module: &Module) -> String {
         list(&mut info.imports.iter().cloned()),
         list(&mut info.exports.iter().cloned()),
     )
+}
+
+/// `--guest-cpu`: a Kubernetes CPU quantity.
+fn cpu_quantity(text: &str) -> Result<f64, String> {
+    crate::controller::parse_cpu(text).ok_or_else(|| format!("{text:?} is not a CPU quantity such as 250m, 0.5 or 1"))
 }

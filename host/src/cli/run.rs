@@ -50,6 +50,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         requeue_qps: args.requeue_qps,
         requeue_burst: args.requeue_burst,
         reconcile_timeout: Duration::from_secs(args.reconcile_timeout_secs),
+        guest_cpu: args.guest_cpu,
+        guest_cpu_burst: Duration::from_secs(args.guest_cpu_burst_secs),
         max_desired: args.max_children_per_outcome,
         max_events: args.max_events_per_outcome,
         ..Default::default()

@@ -9,10 +9,12 @@
 //! the run stops (or its task is aborted), its workers stop with it: they are
 //! owned by the run, never detached.
 
+mod budget;
 mod mapping;
 mod reader;
 mod shadow;
 
+pub use budget::parse_cpu;
 pub use mapping::meaningful_change;
 pub use reader::CacheReader;
 
@@ -164,6 +166,12 @@ pub struct Config {
     pub requeue_burst: u32,
     /// Deadline of one whole reconcile: reads, guest call, writes.
     pub reconcile_timeout: Duration,
+    /// Guest time this controller's calls may use, in CPUs (guest seconds
+    /// per second, its workers together); `0` for no limit. Past it, the
+    /// next reconcile waits until the debt is repaid.
+    pub guest_cpu: f64,
+    /// Guest seconds a controller may save up and spend at once.
+    pub guest_cpu_burst: Duration,
     /// Reporting instance for events (e.g. the pod name).
     pub instance: Option<String>,
     /// What the controller may write beyond the parent's namespace.
@@ -191,6 +199,8 @@ impl Default for Config {
             requeue_qps: 10.0,
             requeue_burst: 100,
             reconcile_timeout: Duration::from_secs(60),
+            guest_cpu: 0.25,
+            guest_cpu_burst: Duration::from_secs(2),
             instance: None,
             grants: Grants::default(),
             max_desired: Policy::DEFAULT_MAX_DESIRED,
@@ -266,6 +276,8 @@ struct Shared {
     applier: Applier,
     metrics: Arc<Metrics>,
     stats: Stats,
+    /// What the guest calls may still spend (`None`: no limit).
+    budget: Option<Arc<budget::Budget>>,
     /// Parents already warned about a requeue-after below the floor (one
     /// event per parent, not one per reconcile).
     warned_requeue: Mutex<HashSet<ObjectKey>>,
@@ -326,6 +338,7 @@ impl Controller {
             max_desired: config.max_desired,
             max_events: config.max_events,
         };
+        let budget = budget::Budget::new(config.guest_cpu, config.guest_cpu_burst).map(Arc::new);
         Controller {
             shared: Arc::new(Shared {
                 applier: Applier::new(client, events, &name, config.instance.clone()),
@@ -340,6 +353,7 @@ impl Controller {
                 readable: Arc::new(readable),
                 metrics,
                 stats: Stats::default(),
+                budget,
                 warned_requeue: Mutex::new(HashSet::new()),
                 notices: tokio::sync::broadcast::channel(64).0,
                 shadow: shadow::Counters::default(),
@@ -396,6 +410,12 @@ impl Controller {
     /// Counters of finished reconciles.
     pub fn stats(&self) -> StatsSnapshot {
         self.shared.stats.snapshot()
+    }
+
+    /// Whether a reconcile waited for the guest CPU budget within `window`,
+    /// and the budget (in CPUs).
+    pub fn throttled(&self, window: Duration) -> Option<f64> {
+        self.shared.budget.as_ref().filter(|b| b.throttled_within(window)).map(|b| b.cpu())
     }
 
     /// Every informer this controller reads from.
@@ -590,11 +610,20 @@ impl Controller {
     }
 }
 
+/// The first retry delay after the sandbox stopped a guest; it doubles per
+/// failure of the parent, like any retry.
+const SANDBOX_BACKOFF_BASE: Duration = Duration::from_secs(1);
+
 /// How one reconcile ended, before metrics and requeueing.
 enum Verdict {
     Done(Option<Duration>),
     /// Retry with backoff.
     Retry(String),
+    /// The sandbox stopped the guest (deadline, memory cap): retry with a
+    /// backoff from [`SANDBOX_BACKOFF_BASE`] — an attempt that burned a
+    /// whole deadline or filled its memory will most likely do it again,
+    /// and retrying in milliseconds only burns more of the node.
+    Stopped(String),
     /// Not retried until the parent changes (or the module is swapped): the
     /// guest said so, or its outcome was refused (a deterministic guest would
     /// answer the same again).
@@ -603,6 +632,7 @@ enum Verdict {
 
 impl Shared {
     async fn reconcile(self: &Arc<Self>, queue: &Queue<ObjectKey>, key: ObjectKey, fence: &Fence) {
+        self.within_budget().await;
         let started = Instant::now();
         let _busy = self.metrics.worker_busy(&self.name);
         let attempt = queue.num_requeues(&key);
@@ -644,6 +674,11 @@ impl Shared {
                 tracing::warn!(retry_in = ?delay, "reconcile failed: {message}");
                 (ReconcileResult::Error, Some(message))
             }
+            Verdict::Stopped(message) => {
+                let delay = queue.add_rate_limited_from(key, SANDBOX_BACKOFF_BASE);
+                tracing::warn!(retry_in = ?delay, "reconcile stopped by the sandbox: {message}");
+                (ReconcileResult::Error, Some(message))
+            }
             Verdict::Terminal(message) => {
                 queue.forget(&key);
                 tracing::error!("reconcile failed terminally, not retrying until the object changes: {message}");
@@ -652,6 +687,29 @@ impl Shared {
         };
         self.stats.record(error.as_deref());
         self.metrics.reconcile_finished(&self.name, result, started.elapsed());
+    }
+
+    /// Wait while the guest calls' CPU budget is in debt.
+    async fn within_budget(&self) {
+        let Some(budget) = &self.budget else { return };
+        let quiet = !budget.throttled_within(Duration::from_secs(60));
+        let wait = budget.wait_at(Instant::now());
+        if wait.is_zero() {
+            return;
+        }
+        self.metrics.guest_throttled(&self.name, wait);
+        if quiet {
+            // Once per episode: a throttled controller is a slow or looping
+            // guest, which its author needs to hear about, not every time.
+            tracing::warn!(
+                controller = %self.name,
+                cpu = budget.cpu(),
+                "the guest's calls used more than their CPU budget of {} CPU; reconciles wait {wait:?}. \
+                 Find the slow path (`operon test`, the guest call histogram) or raise the budget (spec.limits.cpu, --guest-cpu)",
+                budget.cpu()
+            );
+        }
+        tokio::time::sleep(wait).await;
     }
 
     async fn reconcile_inner(
@@ -705,12 +763,19 @@ impl Shared {
         let call = {
             let module = module.clone();
             let span = tracing::Span::current();
+            let budget = self.budget.clone();
             tokio::task::spawn_blocking(move || {
                 span.in_scope(|| {
+                    let started = Instant::now();
                     let live = module.reconcile(&request, reader.clone());
                     // The shadow candidate answers the same request, with
                     // the same reads; its answer is compared, never applied.
                     let shadow = candidate.map(|c| (c.info().digest.clone(), c.reconcile(&request, reader)));
+                    // Charged here, not by the caller: a call outliving the
+                    // reconcile's deadline still pays.
+                    if let Some(b) = budget {
+                        b.charge(started.elapsed());
+                    }
                     (live, shadow)
                 })
             })
@@ -861,7 +926,10 @@ impl Shared {
             return Verdict::Terminal(message);
         }
         self.applier.event(parent, true, "ReconcileError", &message, fence).await;
-        Verdict::Retry(message)
+        match kind {
+            GuestErrorKind::Timeout | GuestErrorKind::Memory => Verdict::Stopped(message),
+            _ => Verdict::Retry(message),
+        }
     }
 
     /// The requeue-after to honour: at least the floor. A guest asking for

@@ -487,3 +487,14 @@ async fn done_after_shut_down_should_not_requeue_a_dirty_key() {
     assert_eq!(q.len(), 0);
     assert_eq!(q.get().await, None);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_backoff_from_a_larger_base_should_double_from_it_and_share_the_failures() {
+    let ms = Duration::from_millis;
+    let q: Queue<&str> = Queue::new(Config { base_delay: ms(5), max_delay: ms(10_000), qps: 0.0, ..Config::default() });
+    assert_eq!(q.add_rate_limited("a"), ms(5));
+    assert_eq!(q.add_rate_limited_from("a", ms(1000)), ms(2000), "the second failure of the key");
+    assert_eq!(q.add_rate_limited_from("a", ms(1000)), ms(4000));
+    assert_eq!(q.add_rate_limited_from("b", ms(1)), ms(5), "never below the queue's own base");
+    assert_eq!(q.num_requeues(&"a"), 3);
+}

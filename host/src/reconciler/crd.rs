@@ -221,6 +221,12 @@ pub struct Limits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self.matches('^[0-9]+(Ki|Mi|Gi)?$')").message("spec.limits.memory must look like 64Mi"))]
     pub memory: Option<String>,
+    /// Guest time the module's calls may use, as a Kubernetes CPU quantity
+    /// (`250m`: a quarter of a CPU, all its reconciles together; default the
+    /// host's `--guest-cpu`; `0`: no limit). Past it, reconciles wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self.matches('^([0-9]+m|[0-9]+([.][0-9]+)?)$')").message("spec.limits.cpu must look like 250m or 0.5"))]
+    pub cpu: Option<String>,
     /// Reconciles of different objects at once (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 64))]

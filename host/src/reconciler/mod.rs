@@ -768,6 +768,7 @@ impl Plugins {
                 .limits
                 .max_concurrent_reconciles
                 .map_or(base.max_concurrent_reconciles, |n| n.max(1) as usize),
+            guest_cpu: guest_cpu(spec, base.guest_cpu),
             scope,
             grants,
             probation,
@@ -984,7 +985,16 @@ fn compute_status(
                         if e.contains("(403 Forbidden)") { Reason::ApiForbidden } else { Reason::ReconcileErrors };
                     Want::yes(reason, format!("most reconciles fail; last: {e}"))
                 }
-                _ => Want::no(Reason::Loaded, "no problem"),
+                _ => match controller.and_then(|c| c.throttled(Duration::from_secs(60))) {
+                    Some(cpu) => Want::yes(
+                        Reason::CpuThrottled,
+                        format!(
+                            "the module's calls used more than their CPU budget of {}m in the last minute; its reconciles wait",
+                            (cpu * 1000.0).round()
+                        ),
+                    ),
+                    None => Want::no(Reason::Loaded, "no problem"),
+                },
             }
         }
     };
@@ -1059,6 +1069,12 @@ fn limits(spec: &PluginSpec, size: usize) -> Limits {
         None => InstancePolicy::Fresh,
     };
     limits
+}
+
+/// The controller's guest CPU budget: `spec.limits.cpu`, else the host's.
+/// (The schema refuses what does not parse.)
+fn guest_cpu(spec: &PluginSpec, host: f64) -> f64 {
+    spec.limits.cpu.as_deref().and_then(controller::parse_cpu).unwrap_or(host)
 }
 
 /// `500ms`, `2s`.
@@ -1198,6 +1214,16 @@ mod tests {
         assert_eq!(limits(&spec, 18 << 20).instance_policy, InstancePolicy::Fresh, "unless the spec says");
         spec.limits.timeout = Some("600s".into());
         assert_eq!(limits(&spec, 1).timeout, Duration::from_secs(60), "capped");
+    }
+
+    #[test]
+    fn the_cpu_budget_should_come_from_the_spec_or_the_host() {
+        let mut spec = PluginSpec::default();
+        assert_eq!(guest_cpu(&spec, 0.25), 0.25);
+        spec.limits.cpu = Some("100m".into());
+        assert_eq!(guest_cpu(&spec, 0.25), 0.1);
+        spec.limits.cpu = Some("0".into());
+        assert_eq!(guest_cpu(&spec, 0.25), 0.0, "0: no limit");
     }
 
     #[test]

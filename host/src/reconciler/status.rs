@@ -39,11 +39,13 @@ pub enum Reason {
     ApiForbidden,
     /// Reconciles fail.
     ReconcileErrors,
+    /// The guest's calls used their CPU budget: reconciles wait.
+    CpuThrottled,
 }
 
 impl Reason {
     /// Every reason, for the troubleshooting reference.
-    pub const ALL: [Reason; 15] = [
+    pub const ALL: [Reason; 16] = [
         Reason::Loading,
         Reason::Loaded,
         Reason::Swapped,
@@ -59,6 +61,7 @@ impl Reason {
         Reason::Paused,
         Reason::ApiForbidden,
         Reason::ReconcileErrors,
+        Reason::CpuThrottled,
     ];
 
     /// What a person should do about it (the troubleshooting reference;
@@ -110,6 +113,12 @@ impl Reason {
                 "Reconciles fail: read the events on the parent objects and the host's log (`controller` field) for the guest's \
                  failures; `operon test` reproduces a reconcile offline from a fixture."
             }
+            Reason::CpuThrottled => {
+                "The module's calls took more guest time than its CPU budget (`spec.limits.cpu`, default the host's `--guest-cpu`, \
+                 250m), so its reconciles wait: nothing is lost, they are late. Find the slow path (the \
+                 `operon_guest_call_duration_seconds` histogram, `operon test` on a fixture); raise `spec.limits.cpu` if the work \
+                 is real."
+            }
         }
     }
 
@@ -131,6 +140,7 @@ impl Reason {
             Reason::Paused => "Paused",
             Reason::ApiForbidden => "ApiForbidden",
             Reason::ReconcileErrors => "ReconcileErrors",
+            Reason::CpuThrottled => "CpuThrottled",
         }
     }
 }

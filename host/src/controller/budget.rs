@@ -1,0 +1,178 @@
+//! The guest-time budget of one controller: how much of a CPU its guest
+//! calls may use, over time.
+//!
+//! A call's deadline bounds one call, the queue's buckets bound how often a
+//! parent comes back; neither bounds the product. A guest that loops until
+//! its deadline on every parent (or takes 900 ms on each of 10 000 parents)
+//! would keep a core busy for as long as it has parents, taken from the
+//! neighbours and the API server on the same node. So each controller
+//! spends from a budget of guest seconds, refilled at `cpu` seconds per
+//! second and holding at most `burst` (a token bucket in seconds): a call
+//! starts only when the budget is not in debt, and its time is charged when
+//! it returns. A controller in debt waits — its keys stay queued, nothing
+//! is lost — until the debt is repaid.
+//!
+//! The charge is the call's wall time on its blocking thread (the shadow
+//! candidate's included): on a busy node a little more than its CPU time,
+//! never less.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// A controller's guest-time budget. `Sync`: its workers share it.
+#[derive(Debug)]
+pub struct Budget {
+    /// Guest seconds per second (a share of one CPU).
+    cpu: f64,
+    /// Most seconds saved up.
+    burst: f64,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    /// Seconds available (negative: in debt).
+    balance: f64,
+    at: Instant,
+    /// When a call last had to wait.
+    last_wait: Option<Instant>,
+}
+
+impl Budget {
+    /// A budget of `cpu` guest seconds per second, saving up to `burst`;
+    /// `None` when `cpu` is not positive (no limit).
+    pub fn new(cpu: f64, burst: Duration) -> Option<Budget> {
+        (cpu > 0.0 && cpu.is_finite()).then(|| Budget {
+            cpu,
+            burst: burst.as_secs_f64(),
+            state: Mutex::new(State { balance: burst.as_secs_f64(), at: Instant::now(), last_wait: None }),
+        })
+    }
+
+    /// How long a call must wait before it may start at `now` (zero when
+    /// the budget is not in debt).
+    pub fn wait_at(&self, now: Instant) -> Duration {
+        let mut s = self.lock();
+        self.refill(&mut s, now);
+        if s.balance >= 0.0 {
+            return Duration::ZERO;
+        }
+        s.last_wait = Some(now);
+        Duration::from_secs_f64(-s.balance / self.cpu)
+    }
+
+    /// Charge `used` guest time at `now`.
+    pub fn charge_at(&self, used: Duration, now: Instant) {
+        let mut s = self.lock();
+        self.refill(&mut s, now);
+        s.balance -= used.as_secs_f64();
+    }
+
+    /// Charge `used` guest time now.
+    pub fn charge(&self, used: Duration) {
+        self.charge_at(used, Instant::now());
+    }
+
+    /// Whether a call had to wait within `window` before now.
+    pub fn throttled_within(&self, window: Duration) -> bool {
+        self.lock().last_wait.is_some_and(|at| at.elapsed() <= window)
+    }
+
+    /// The share of a CPU this budget allows.
+    pub fn cpu(&self) -> f64 {
+        self.cpu
+    }
+
+    fn refill(&self, s: &mut State, now: Instant) {
+        let elapsed = now.saturating_duration_since(s.at).as_secs_f64();
+        s.balance = (s.balance + elapsed * self.cpu).min(self.burst);
+        s.at = s.at.max(now);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A CPU quantity as Kubernetes writes it: `250m`, `0.5`, `1`. `0` means
+/// no limit.
+pub fn parse_cpu(text: &str) -> Option<f64> {
+    let cores = match text.strip_suffix('m') {
+        Some(milli) => milli.parse::<u32>().ok()? as f64 / 1000.0,
+        None => text.parse::<f64>().ok()?,
+    };
+    (cores.is_finite() && cores >= 0.0).then_some(cores)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn calls_should_not_wait_while_the_burst_lasts() {
+        let b = Budget::new(0.25, 2000 * MS).unwrap();
+        let t0 = Instant::now();
+        assert_eq!(b.wait_at(t0), Duration::ZERO);
+        b.charge_at(1000 * MS, t0);
+        assert_eq!(b.wait_at(t0), Duration::ZERO, "1 s of 2 spent");
+        b.charge_at(1000 * MS, t0);
+        assert_eq!(b.wait_at(t0), Duration::ZERO, "exactly spent is not debt");
+        assert!(!b.throttled_within(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn a_controller_in_debt_should_wait_until_it_is_repaid() {
+        let b = Budget::new(0.25, 1000 * MS).unwrap();
+        let t0 = Instant::now();
+        b.charge_at(2000 * MS, t0); // a 2 s call on a 1 s burst: 1 s in debt
+        assert_eq!(b.wait_at(t0), 4000 * MS, "1 s of debt at a quarter CPU");
+        assert_eq!(b.wait_at(t0 + 3000 * MS), 1000 * MS);
+        assert_eq!(b.wait_at(t0 + 4000 * MS), Duration::ZERO);
+        assert!(b.throttled_within(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn a_looping_guest_should_get_its_share_and_no_more() {
+        // Each call burns a 1 s deadline; the budget allows a quarter CPU.
+        let b = Budget::new(0.25, 2000 * MS).unwrap();
+        let mut now = Instant::now();
+        let start = now;
+        let mut burned = Duration::ZERO;
+        while now < start + Duration::from_secs(100) {
+            now += b.wait_at(now);
+            b.charge_at(1000 * MS, now + 1000 * MS);
+            now += 1000 * MS;
+            burned += 1000 * MS;
+        }
+        let share = burned.as_secs_f64() / (now - start).as_secs_f64();
+        assert!((0.24..=0.29).contains(&share), "share of a CPU: {share}");
+    }
+
+    #[test]
+    fn savings_should_be_capped_at_the_burst() {
+        let b = Budget::new(0.5, 1000 * MS).unwrap();
+        let t0 = Instant::now();
+        let later = t0 + Duration::from_secs(3600);
+        b.charge_at(1500 * MS, later);
+        assert_eq!(b.wait_at(later), 1000 * MS, "an idle hour saves 1 s, not 1800");
+    }
+
+    #[test]
+    fn cpu_quantities_should_parse_as_kubernetes_writes_them() {
+        assert_eq!(parse_cpu("250m"), Some(0.25));
+        assert_eq!(parse_cpu("1"), Some(1.0));
+        assert_eq!(parse_cpu("0.5"), Some(0.5));
+        assert_eq!(parse_cpu("0"), Some(0.0));
+        for bad in ["", "m", "-1", "1.5m", "inf", "NaN", "two"] {
+            assert_eq!(parse_cpu(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn no_budget_should_mean_no_limit() {
+        assert!(Budget::new(0.0, Duration::from_secs(1)).is_none());
+        assert!(Budget::new(f64::NAN, Duration::from_secs(1)).is_none());
+    }
+}
