@@ -132,8 +132,16 @@
 //!   guest crate must enable one Kubernetes version feature of k8s-openapi.
 //! - `fixtures`: [`testing::fixtures`] (pulls in `operon-contract`, which
 //!   reads the fixture files, and its YAML parser serde-saphyr).
+//! - `arena` (default): in WebAssembly builds, the crate sets the global
+//!   allocator to a 1 MiB bump arena in front of the standard one, so an
+//!   instance that lives for one call never grows its memory (a fresh-instance
+//!   reconcile of the WebApp example: 87 → 66 µs). Turn default features
+//!   off to set your own `#[global_allocator]`.
 
 pub mod admission;
+#[cfg(any(test, all(target_arch = "wasm32", feature = "arena")))]
+#[allow(unsafe_code, reason = "a global allocator hands out raw memory: its trait is unsafe")]
+mod alloc;
 #[doc(hidden)]
 pub mod bindings;
 mod context;
@@ -264,6 +272,11 @@ pub trait Reconciler {
         Ok(None)
     }
 }
+
+/// The guest's allocator (the `arena` feature): see `alloc.rs`.
+#[cfg(all(target_arch = "wasm32", feature = "arena"))]
+#[global_allocator]
+static ALLOCATOR: alloc::Arena = alloc::Arena::new();
 
 #[doc(hidden)]
 pub mod __private {
