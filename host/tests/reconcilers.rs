@@ -364,6 +364,60 @@ async fn a_version_that_traps_is_rolled_back_by_itself() {
 }
 
 #[tokio::test]
+async fn a_guest_past_its_cpu_limit_waits_and_the_reconciler_says_so() {
+    let host = Host::start("rec-cpu").await;
+    // The schema refuses what is not a CPU quantity.
+    let bad: reconciler::crd::Reconciler = serde_json::from_value(json!({
+        "apiVersion": "operon.dev/v1alpha1", "kind": "Reconciler", "metadata": {"name": "bad"},
+        "spec": {"module": config_map_module("stamp"), "grants": stamp_grants(), "limits": {"cpu": "lots"}}
+    }))
+    .unwrap();
+    let refused = host.reconcilers().create(&Default::default(), &bad).await.unwrap_err();
+    assert!(refused.to_string().contains("spec.limits.cpu must look like 250m or 0.5"), "{refused}");
+
+    host.module_config_map("stamp", &guest("stamp-v1")).await;
+    host.reconciler(
+        "stamp",
+        json!({"module": config_map_module("stamp"), "grants": stamp_grants(), "limits": {"cpu": "10m"}}),
+    )
+    .await;
+    // Each reconcile spins for tens of milliseconds: a hundredth of a CPU,
+    // with the host's 2 s saved up, is spent within the first few dozen.
+    for i in 0..40 {
+        let t: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
+            "metadata": {"name": format!("slow-{i}")}, "spec": {"value": i, "spin": 100_000_000u64}
+        }))
+        .unwrap();
+        host.things()
+            .patch(&format!("slow-{i}"), &PatchParams::apply("test").force(), &Patch::Apply(&t))
+            .await
+            .unwrap();
+    }
+    let degraded = eventually("CpuThrottled", WAIT, || async {
+        host.condition("stamp", "Degraded").await.filter(|c| c.1 == "CpuThrottled")
+    })
+    .await;
+    assert_eq!(degraded.0, "True");
+    assert!(degraded.2.contains("CPU budget of 10m"), "{degraded:?}");
+    let waited =
+        host.manager.metrics().guest_throttled_seconds_total.with_label_values(&[&format!("{}/stamp", host.ns)]).get();
+    assert!(waited > 0.0, "{waited}");
+    // Late, not lost: the first ones (in the order the host took them) were
+    // reconciled, the others wait their turn.
+    eventually("a slow Thing reconciled", WAIT, || async {
+        for i in 0..40 {
+            if host.stamped(&format!("slow-{i}")).await.is_some() {
+                return Some(());
+            }
+        }
+        None
+    })
+    .await;
+    host.stop().await;
+}
+
+#[tokio::test]
 async fn a_shadow_candidate_reports_differences_and_writes_nothing() {
     let host = Host::start("rec-shadow").await;
     host.module_config_map("stamp", &guest("stamp-v1")).await;

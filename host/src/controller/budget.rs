@@ -12,11 +12,17 @@
 //! it returns. A controller in debt waits — its keys stay queued, nothing
 //! is lost — until the debt is repaid.
 //!
+//! Workers of one controller are admitted one by one: each admission
+//! charges an estimate of the call (the recent average) at once, and the
+//! call's real time replaces it when it returns. Without that, every worker
+//! waiting for the same debt would start together once it is repaid, and
+//! overshoot by a call each.
+//!
 //! The charge is the call's wall time on its blocking thread (the shadow
 //! candidate's included): on a busy node a little more than its CPU time,
 //! never less.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A controller's guest-time budget. `Sync`: its workers share it.
@@ -34,6 +40,8 @@ struct State {
     /// Seconds available (negative: in debt).
     balance: f64,
     at: Instant,
+    /// Recent average of a call, charged on admission.
+    estimate: f64,
     /// When a call last had to wait.
     last_wait: Option<Instant>,
 }
@@ -45,32 +53,43 @@ impl Budget {
         (cpu > 0.0 && cpu.is_finite()).then(|| Budget {
             cpu,
             burst: burst.as_secs_f64(),
-            state: Mutex::new(State { balance: burst.as_secs_f64(), at: Instant::now(), last_wait: None }),
+            state: Mutex::new(State {
+                balance: burst.as_secs_f64(),
+                at: Instant::now(),
+                estimate: 0.0,
+                last_wait: None,
+            }),
         })
     }
 
-    /// How long a call must wait before it may start at `now` (zero when
-    /// the budget is not in debt).
-    pub fn wait_at(&self, now: Instant) -> Duration {
+    /// Admit a call at `now` when the budget is not in debt, charging the
+    /// estimate of a call; otherwise, how long to wait before asking again.
+    pub fn admit_at(self: &Arc<Self>, now: Instant) -> Result<Ticket, Duration> {
         let mut s = self.lock();
         self.refill(&mut s, now);
-        if s.balance >= 0.0 {
-            return Duration::ZERO;
+        if s.balance < 0.0 {
+            s.last_wait = Some(now);
+            return Err(Duration::from_secs_f64(-s.balance / self.cpu));
         }
-        s.last_wait = Some(now);
-        Duration::from_secs_f64(-s.balance / self.cpu)
+        let estimate = s.estimate;
+        s.balance -= estimate;
+        Ok(Ticket { budget: self.clone(), estimate, settled: false })
     }
 
-    /// Charge `used` guest time at `now`.
-    pub fn charge_at(&self, used: Duration, now: Instant) {
+    /// Admit a call now (see [`Budget::admit_at`]).
+    pub fn admit(self: &Arc<Self>) -> Result<Ticket, Duration> {
+        self.admit_at(Instant::now())
+    }
+
+    fn settle(&self, estimate: f64, used: Option<Duration>, now: Instant) {
         let mut s = self.lock();
         self.refill(&mut s, now);
-        s.balance -= used.as_secs_f64();
-    }
-
-    /// Charge `used` guest time now.
-    pub fn charge(&self, used: Duration) {
-        self.charge_at(used, Instant::now());
+        s.balance += estimate;
+        if let Some(used) = used {
+            let used = used.as_secs_f64();
+            s.balance -= used;
+            s.estimate = if s.estimate == 0.0 { used } else { 0.8 * s.estimate + 0.2 * used };
+        }
     }
 
     /// Whether a call had to wait within `window` before now.
@@ -104,59 +123,109 @@ pub fn parse_cpu(text: &str) -> Option<f64> {
     (cores.is_finite() && cores >= 0.0).then_some(cores)
 }
 
+/// An admitted call. [`Ticket::charge`] it with the call's time; dropped
+/// uncharged (the reconcile ended before calling the guest), its estimate
+/// is given back.
+#[derive(Debug)]
+#[must_use = "an admitted call is charged with its time"]
+pub struct Ticket {
+    budget: Arc<Budget>,
+    estimate: f64,
+    settled: bool,
+}
+
+impl Ticket {
+    /// Charge the call's time `used`, at `now`.
+    pub fn charge_at(mut self, used: Duration, now: Instant) {
+        self.settled = true;
+        self.budget.settle(self.estimate, Some(used), now);
+    }
+
+    /// Charge the call's time `used`.
+    pub fn charge(self, used: Duration) {
+        self.charge_at(used, Instant::now());
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.budget.settle(self.estimate, None, Instant::now());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);
 
+    fn budget(cpu: f64, burst: Duration) -> Arc<Budget> {
+        Arc::new(Budget::new(cpu, burst).unwrap())
+    }
+
     #[test]
     fn calls_should_not_wait_while_the_burst_lasts() {
-        let b = Budget::new(0.25, 2000 * MS).unwrap();
+        let b = budget(0.25, 2000 * MS);
         let t0 = Instant::now();
-        assert_eq!(b.wait_at(t0), Duration::ZERO);
-        b.charge_at(1000 * MS, t0);
-        assert_eq!(b.wait_at(t0), Duration::ZERO, "1 s of 2 spent");
-        b.charge_at(1000 * MS, t0);
-        assert_eq!(b.wait_at(t0), Duration::ZERO, "exactly spent is not debt");
+        b.admit_at(t0).unwrap().charge_at(1000 * MS, t0);
+        b.admit_at(t0).unwrap().charge_at(1000 * MS, t0);
+        assert!(b.admit_at(t0).is_ok(), "exactly spent is not debt");
         assert!(!b.throttled_within(Duration::from_secs(60)));
     }
 
     #[test]
     fn a_controller_in_debt_should_wait_until_it_is_repaid() {
-        let b = Budget::new(0.25, 1000 * MS).unwrap();
+        let b = budget(0.25, 1000 * MS);
         let t0 = Instant::now();
-        b.charge_at(2000 * MS, t0); // a 2 s call on a 1 s burst: 1 s in debt
-        assert_eq!(b.wait_at(t0), 4000 * MS, "1 s of debt at a quarter CPU");
-        assert_eq!(b.wait_at(t0 + 3000 * MS), 1000 * MS);
-        assert_eq!(b.wait_at(t0 + 4000 * MS), Duration::ZERO);
+        b.admit_at(t0).unwrap().charge_at(2000 * MS, t0); // a 2 s call on a 1 s burst: 1 s in debt
+        assert_eq!(b.admit_at(t0).unwrap_err(), 4000 * MS, "1 s of debt at a quarter CPU");
+        assert_eq!(b.admit_at(t0 + 3000 * MS).unwrap_err(), 1000 * MS);
+        assert!(b.admit_at(t0 + 4000 * MS).is_ok());
         assert!(b.throttled_within(Duration::from_secs(60)));
     }
 
     #[test]
+    fn waiting_workers_should_be_admitted_one_by_one() {
+        let b = budget(0.25, 1000 * MS);
+        let t0 = Instant::now();
+        b.admit_at(t0).unwrap().charge_at(1500 * MS, t0); // 0.5 s in debt; a call costs ~1.5 s
+        let repaid = t0 + 2000 * MS;
+        let first = b.admit_at(repaid).expect("the first waiting worker goes");
+        assert!(b.admit_at(repaid).is_err(), "the others wait for the estimate of the first");
+        drop(first); // the reconcile ended before calling the guest: estimate given back
+        assert!(b.admit_at(repaid).is_ok());
+    }
+
+    #[test]
     fn a_looping_guest_should_get_its_share_and_no_more() {
-        // Each call burns a 1 s deadline; the budget allows a quarter CPU.
-        let b = Budget::new(0.25, 2000 * MS).unwrap();
-        let mut now = Instant::now();
-        let start = now;
+        // Four workers; each call burns a 1 s deadline; a quarter CPU.
+        let b = budget(0.25, 2000 * MS);
+        let start = Instant::now();
+        let mut workers = [start; 4];
         let mut burned = Duration::ZERO;
-        while now < start + Duration::from_secs(100) {
-            now += b.wait_at(now);
-            b.charge_at(1000 * MS, now + 1000 * MS);
-            now += 1000 * MS;
-            burned += 1000 * MS;
+        while workers.iter().min().unwrap() < &(start + Duration::from_secs(200)) {
+            let w = workers.iter_mut().min().unwrap();
+            match b.admit_at(*w) {
+                Ok(ticket) => {
+                    *w += 1000 * MS;
+                    ticket.charge_at(1000 * MS, *w);
+                    burned += 1000 * MS;
+                }
+                Err(wait) => *w += wait,
+            }
         }
-        let share = burned.as_secs_f64() / (now - start).as_secs_f64();
+        let share = burned.as_secs_f64() / 200.0;
         assert!((0.24..=0.29).contains(&share), "share of a CPU: {share}");
     }
 
     #[test]
     fn savings_should_be_capped_at_the_burst() {
-        let b = Budget::new(0.5, 1000 * MS).unwrap();
-        let t0 = Instant::now();
-        let later = t0 + Duration::from_secs(3600);
-        b.charge_at(1500 * MS, later);
-        assert_eq!(b.wait_at(later), 1000 * MS, "an idle hour saves 1 s, not 1800");
+        let b = budget(0.5, 1000 * MS);
+        let later = Instant::now() + Duration::from_secs(3600);
+        b.admit_at(later).unwrap().charge_at(1500 * MS, later);
+        assert_eq!(b.admit_at(later).unwrap_err(), 1000 * MS, "an idle hour saves 1 s, not 1800");
     }
 
     #[test]

@@ -632,7 +632,7 @@ enum Verdict {
 
 impl Shared {
     async fn reconcile(self: &Arc<Self>, queue: &Queue<ObjectKey>, key: ObjectKey, fence: &Fence) {
-        self.within_budget().await;
+        let ticket = self.within_budget().await;
         let started = Instant::now();
         let _busy = self.metrics.worker_busy(&self.name);
         let attempt = queue.num_requeues(&key);
@@ -642,19 +642,21 @@ impl Shared {
         };
         let span = tracing::info_span!("reconcile", controller = %self.name, object = %key, digest = %module.info().digest, attempt);
         let deadline = self.config.reconcile_timeout;
-        let verdict =
-            match tokio::time::timeout(deadline, self.reconcile_inner(&module, candidate, &key, attempt, fence))
-                .instrument(span.clone())
-                .await
-            {
-                Ok(v) => v,
-                Err(_) => {
-                    self.metrics.reconcile_timed_out(&self.name);
-                    Verdict::Retry(format!(
-                        "reconcile of {key} did not finish within {deadline:?} (reads, guest call and writes together)"
-                    ))
-                }
-            };
+        let verdict = match tokio::time::timeout(
+            deadline,
+            self.reconcile_inner(&module, candidate, &key, attempt, fence, ticket),
+        )
+        .instrument(span.clone())
+        .await
+        {
+            Ok(v) => v,
+            Err(_) => {
+                self.metrics.reconcile_timed_out(&self.name);
+                Verdict::Retry(format!(
+                    "reconcile of {key} did not finish within {deadline:?} (reads, guest call and writes together)"
+                ))
+            }
+        };
         let _enter = span.enter();
         let (result, error) = match verdict {
             Verdict::Done(None) => {
@@ -689,27 +691,31 @@ impl Shared {
         self.metrics.reconcile_finished(&self.name, result, started.elapsed());
     }
 
-    /// Wait while the guest calls' CPU budget is in debt.
-    async fn within_budget(&self) {
-        let Some(budget) = &self.budget else { return };
-        let quiet = !budget.throttled_within(Duration::from_secs(60));
-        let wait = budget.wait_at(Instant::now());
-        if wait.is_zero() {
-            return;
+    /// Wait while the guest calls' CPU budget is in debt; the admission
+    /// to charge the call to (`None`: no budget).
+    async fn within_budget(&self) -> Option<budget::Ticket> {
+        let budget = self.budget.as_ref()?;
+        loop {
+            let quiet = !budget.throttled_within(Duration::from_secs(60));
+            let wait = match budget.admit() {
+                Ok(ticket) => return Some(ticket),
+                Err(wait) => wait,
+            };
+            self.metrics.guest_throttled(&self.name, wait);
+            if quiet {
+                // Once per episode: a throttled controller is a slow or
+                // looping guest, which its author needs to hear about, but
+                // not on every reconcile.
+                tracing::warn!(
+                    controller = %self.name,
+                    cpu = budget.cpu(),
+                    "the guest's calls used more than their CPU budget of {} CPU; reconciles wait {wait:?}. \
+                     Find the slow path (`operon test`, the guest call histogram) or raise the budget (spec.limits.cpu, --guest-cpu)",
+                    budget.cpu()
+                );
+            }
+            tokio::time::sleep(wait).await;
         }
-        self.metrics.guest_throttled(&self.name, wait);
-        if quiet {
-            // Once per episode: a throttled controller is a slow or looping
-            // guest, which its author needs to hear about, not every time.
-            tracing::warn!(
-                controller = %self.name,
-                cpu = budget.cpu(),
-                "the guest's calls used more than their CPU budget of {} CPU; reconciles wait {wait:?}. \
-                 Find the slow path (`operon test`, the guest call histogram) or raise the budget (spec.limits.cpu, --guest-cpu)",
-                budget.cpu()
-            );
-        }
-        tokio::time::sleep(wait).await;
     }
 
     async fn reconcile_inner(
@@ -719,6 +725,7 @@ impl Shared {
         key: &ObjectKey,
         attempt: u32,
         fence: &Fence,
+        ticket: Option<budget::Ticket>,
     ) -> Verdict {
         if !self.config.scope.contains(key.namespace.as_deref()) {
             return Verdict::Done(None);
@@ -763,7 +770,6 @@ impl Shared {
         let call = {
             let module = module.clone();
             let span = tracing::Span::current();
-            let budget = self.budget.clone();
             tokio::task::spawn_blocking(move || {
                 span.in_scope(|| {
                     let started = Instant::now();
@@ -773,8 +779,8 @@ impl Shared {
                     let shadow = candidate.map(|c| (c.info().digest.clone(), c.reconcile(&request, reader)));
                     // Charged here, not by the caller: a call outliving the
                     // reconcile's deadline still pays.
-                    if let Some(b) = budget {
-                        b.charge(started.elapsed());
+                    if let Some(t) = ticket {
+                        t.charge(started.elapsed());
                     }
                     (live, shadow)
                 })

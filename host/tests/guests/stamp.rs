@@ -2,7 +2,8 @@
 // includes this file): reconciles `example.operon.dev/v1alpha1 Thing`, owns
 // ConfigMaps. A Thing gets a ConfigMap `<name>-stamp` with its
 // `spec.value` and the guest's version, and a status saying the same, so a
-// test sees which version answered.
+// test sees which version answered. `spec.spin`: iterations of a busy loop
+// before answering (a slow guest).
 
 wit_bindgen::generate!({ path: "../../../../wit", world: "reconciler" });
 
@@ -35,6 +36,12 @@ impl Guest for Component {
         }
         let parent: Value =
             serde_json::from_str(&request.object).map_err(|e| Failure::Terminal(format!("parent is not JSON: {e}")))?;
+        if let Some(spins) = parent.pointer("/spec/spin").and_then(Value::as_u64) {
+            let mut n: u64 = 0;
+            while n < spins {
+                n = std::hint::black_box(n) + 1;
+            }
+        }
         let name = parent.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
         let value = parent.pointer("/spec/value").cloned().unwrap_or(Value::Null);
         let generation = parent.pointer("/metadata/generation").cloned().unwrap_or(Value::Null);
