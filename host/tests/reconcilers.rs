@@ -376,6 +376,19 @@ async fn a_guest_past_its_cpu_limit_waits_and_the_reconciler_says_so() {
     assert!(refused.to_string().contains("spec.limits.cpu must look like 250m or 0.5"), "{refused}");
 
     host.module_config_map("stamp", &guest("stamp-v1")).await;
+    // Whoever may write a Reconciler cannot lift the budget above the host's
+    // ceiling (2 CPUs by default).
+    host.reconciler(
+        "greedy",
+        json!({"module": config_map_module("stamp"), "grants": stamp_grants(), "limits": {"cpu": "8"}}),
+    )
+    .await;
+    let refused = eventually("greedy refused", WAIT, || async {
+        host.condition("greedy", "Ready").await.filter(|c| c.1 == "InvalidSpec")
+    })
+    .await;
+    assert!(refused.2.contains("--max-guest-cpu"), "{refused:?}");
+    host.reconcilers().delete("greedy", &Default::default()).await.unwrap();
     host.reconciler(
         "stamp",
         json!({"module": config_map_module("stamp"), "grants": stamp_grants(), "limits": {"cpu": "10m"}}),

@@ -173,6 +173,11 @@ pub struct RunArgs {
     /// Guest seconds a controller may save up and spend at once.
     #[arg(long, default_value_t = 2)]
     pub guest_cpu_burst_secs: u64,
+    /// The most a Reconciler's `spec.limits.cpu` may ask, as a CPU quantity
+    /// (`0` for no ceiling); a Reconciler asking more (or `0`, no limit,
+    /// under a ceiling) is refused with `InvalidSpec`.
+    #[arg(long, default_value = "2", value_parser = cpu_quantity)]
+    pub max_guest_cpu: f64,
     /// Retries per second per controller (controller-runtime's overall
     /// bucket); 0 for no limit.
     #[arg(long, default_value_t = 10.0)]

@@ -52,6 +52,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         reconcile_timeout: Duration::from_secs(args.reconcile_timeout_secs),
         guest_cpu: args.guest_cpu,
         guest_cpu_burst: Duration::from_secs(args.guest_cpu_burst_secs),
+        guest_cpu_max: args.max_guest_cpu,
         max_desired: args.max_children_per_outcome,
         max_events: args.max_events_per_outcome,
         ..Default::default()

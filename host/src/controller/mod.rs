@@ -172,6 +172,9 @@ pub struct Config {
     pub guest_cpu: f64,
     /// Guest seconds a controller may save up and spend at once.
     pub guest_cpu_burst: Duration,
+    /// The most a Reconciler's `spec.limits.cpu` may ask (a tenant who may
+    /// write Reconcilers must not lift the budget); `0` for no ceiling.
+    pub guest_cpu_max: f64,
     /// Reporting instance for events (e.g. the pod name).
     pub instance: Option<String>,
     /// What the controller may write beyond the parent's namespace.
@@ -201,6 +204,7 @@ impl Default for Config {
             reconcile_timeout: Duration::from_secs(60),
             guest_cpu: 0.25,
             guest_cpu_burst: Duration::from_secs(2),
+            guest_cpu_max: 2.0,
             instance: None,
             grants: Grants::default(),
             max_desired: Policy::DEFAULT_MAX_DESIRED,

@@ -223,7 +223,9 @@ pub struct Limits {
     pub memory: Option<String>,
     /// Guest time the module's calls may use, as a Kubernetes CPU quantity
     /// (`250m`: a quarter of a CPU, all its reconciles together; default the
-    /// host's `--guest-cpu`; `0`: no limit). Past it, reconciles wait.
+    /// host's `--guest-cpu`; at most its `--max-guest-cpu`, 2 by default;
+    /// `0`: no limit, only on a host without a ceiling). Past it,
+    /// reconciles wait.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self.matches('^([0-9]+m|[0-9]+([.][0-9]+)?)$')").message("spec.limits.cpu must look like 250m or 0.5"))]
     pub cpu: Option<String>,

@@ -338,6 +338,11 @@ impl Plugins {
             self.stop_controller(key).await;
             return Ok(());
         }
+        if let Err(e) = guest_cpu(&spec, &self.inner.config.controller) {
+            self.problem(key, Reason::InvalidSpec, e, true).await;
+            self.stop_controller(key).await;
+            return Ok(());
+        }
         let client = match self.writer_client(key, &placement, &spec) {
             Ok(c) => c,
             Err(e) => {
@@ -768,7 +773,7 @@ impl Plugins {
                 .limits
                 .max_concurrent_reconciles
                 .map_or(base.max_concurrent_reconciles, |n| n.max(1) as usize),
-            guest_cpu: guest_cpu(spec, base.guest_cpu),
+            guest_cpu: guest_cpu(spec, &base).unwrap_or(base.guest_cpu),
             scope,
             grants,
             probation,
@@ -1071,10 +1076,21 @@ fn limits(spec: &PluginSpec, size: usize) -> Limits {
     limits
 }
 
-/// The controller's guest CPU budget: `spec.limits.cpu`, else the host's.
-/// (The schema refuses what does not parse.)
-fn guest_cpu(spec: &PluginSpec, host: f64) -> f64 {
-    spec.limits.cpu.as_deref().and_then(controller::parse_cpu).unwrap_or(host)
+/// The controller's guest CPU budget: `spec.limits.cpu` within the host's
+/// ceiling, else the host's default. (The schema refuses what does not
+/// parse.)
+fn guest_cpu(spec: &PluginSpec, host: &controller::Config) -> Result<f64, String> {
+    let Some(asked) = spec.limits.cpu.as_deref().and_then(controller::parse_cpu) else {
+        return Ok(host.guest_cpu);
+    };
+    let ceiling = host.guest_cpu_max;
+    if ceiling > 0.0 && (asked == 0.0 || asked > ceiling) {
+        let what = if asked == 0.0 { "no limit".to_string() } else { format!("{asked} CPU") };
+        return Err(format!(
+            "spec.limits.cpu asks for {what}, above the host's ceiling of {ceiling} CPU (--max-guest-cpu): ask for less, or raise the ceiling on the host"
+        ));
+    }
+    Ok(asked)
 }
 
 /// `500ms`, `2s`.
@@ -1217,13 +1233,21 @@ mod tests {
     }
 
     #[test]
-    fn the_cpu_budget_should_come_from_the_spec_or_the_host() {
+    fn the_cpu_budget_should_come_from_the_spec_within_the_hosts_ceiling() {
         let mut spec = PluginSpec::default();
-        assert_eq!(guest_cpu(&spec, 0.25), 0.25);
+        let host = controller::Config { guest_cpu: 0.25, guest_cpu_max: 2.0, ..Default::default() };
+        assert_eq!(guest_cpu(&spec, &host), Ok(0.25));
         spec.limits.cpu = Some("100m".into());
-        assert_eq!(guest_cpu(&spec, 0.25), 0.1);
-        spec.limits.cpu = Some("0".into());
-        assert_eq!(guest_cpu(&spec, 0.25), 0.0, "0: no limit");
+        assert_eq!(guest_cpu(&spec, &host), Ok(0.1));
+        spec.limits.cpu = Some("2".into());
+        assert_eq!(guest_cpu(&spec, &host), Ok(2.0), "up to the ceiling");
+        for above in ["2001m", "0"] {
+            spec.limits.cpu = Some(above.into());
+            let refused = guest_cpu(&spec, &host).unwrap_err();
+            assert!(refused.contains("above the host's ceiling of 2 CPU (--max-guest-cpu)"), "{refused}");
+        }
+        let unbounded = controller::Config { guest_cpu_max: 0.0, ..host };
+        assert_eq!(guest_cpu(&spec, &unbounded), Ok(0.0), "0: no limit, where the host has no ceiling");
     }
 
     #[test]
