@@ -191,7 +191,7 @@ pub fn validate(
         }
         let mut object = desired.clone();
         prepare(&mut object, ns, &owner);
-        let size = serde_json::to_vec(&object).map(|v| v.len()).unwrap_or(usize::MAX);
+        let size = json_len(&object);
         if size > MAX_OBJECT_BYTES {
             return Err(ValidationError(format!(
                 "{what}: {size} bytes exceeds the {MAX_OBJECT_BYTES}-byte object limit"
@@ -205,6 +205,25 @@ pub fn validate(
         }
     }
     Ok(children)
+}
+
+/// The length of `v`'s JSON text, counted as it is written (no buffer).
+fn json_len(v: &Value) -> usize {
+    struct Counting(usize);
+    impl std::io::Write for Counting {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counting = Counting(0);
+    match serde_json::to_writer(&mut counting, v) {
+        Ok(()) => counting.0,
+        Err(_) => usize::MAX,
+    }
 }
 
 /// DNS-1123 subdomain.

@@ -296,6 +296,19 @@ impl CachedObject {
         serde_json::from_str(&self.json).unwrap_or(serde_json::Value::Null)
     }
 
+    /// The object's `status` (`Null` when it has none): only that field is
+    /// built, the rest of the text is scanned past. The applier compares it
+    /// on every reconcile; parsing the whole parent for it cost more than
+    /// the comparison.
+    pub fn status(&self) -> serde_json::Value {
+        #[derive(serde::Deserialize)]
+        struct StatusOnly {
+            #[serde(default)]
+            status: serde_json::Value,
+        }
+        serde_json::from_str::<StatusOnly>(&self.json).map(|s| s.status).unwrap_or_default()
+    }
+
     /// Namespace and name.
     pub fn key(&self) -> ObjectKey {
         ObjectKey { namespace: self.namespace.as_deref().map(str::to_string), name: self.name.to_string() }
@@ -462,6 +475,11 @@ mod tests {
         assert!(back["metadata"].get("managedFields").is_none());
         assert_eq!(back["spec"], object["spec"]);
         assert_eq!(back["status"], object["status"]);
+        assert_eq!(cached.status(), object["status"]);
+        let statusless =
+            json!({"metadata": {"name": "s", "annotations": {"status": "not this"}}, "spec": {"status": 1}});
+        let statusless = CachedObject::from_raw(&raw(statusless), &types()).unwrap();
+        assert_eq!(statusless.status(), serde_json::Value::Null, "only the top-level field counts");
         assert!(cached.json().starts_with(r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"#));
         assert_eq!(cached.key(), ObjectKey::new(Some("shop"), "web"));
         assert_eq!((cached.uid(), cached.resource_version(), cached.generation()), (Some("u1"), Some("7"), Some(3)));
