@@ -330,6 +330,14 @@ async fn a_version_that_traps_is_rolled_back_by_itself() {
     eventually("v1 serving", WAIT, || async { host.stamped("t0").await.filter(|s| s.0 == "v1") }).await;
     let v1 = digest(&guest("stamp-v1"));
     host.module_config_map("stamp", &guest("stamp-trap")).await;
+    // Only once the broken version is active: changes that reached v1 before
+    // the swap would be reconciled by it, and nothing would ever trap.
+    let broken = digest(&guest("stamp-trap"));
+    eventually("the broken version active", WAIT, || async {
+        let r = host.reconcilers().get("stamp").await.ok()?;
+        (r.status?.digest.as_deref() == Some(broken.as_str())).then_some(())
+    })
+    .await;
     // Changes reach the broken version, which traps; after three failures it goes.
     for i in 0..5 {
         host.thing(&format!("t{i}"), json!(100 + i)).await;
