@@ -433,24 +433,29 @@ fn target_of(parent: &CachedObject) -> String {
     format!("{} {}", parent.kind(), parent.key())
 }
 
-/// A hash of `v`'s JSON text, streamed into the hasher: no string is built,
+/// Write `v`'s JSON text piece by piece into `sink`: no string is built,
 /// and no `fmt::Formatter` in between (`Value`'s `Display` is several times
 /// slower than writing bytes).
-fn hash_value(v: &Value) -> u64 {
-    struct Hashing(std::collections::hash_map::DefaultHasher);
-    impl std::io::Write for Hashing {
+fn stream_json(v: &Value, sink: impl FnMut(&[u8])) -> serde_json::Result<()> {
+    struct Sink<F>(F);
+    impl<F: FnMut(&[u8])> std::io::Write for Sink<F> {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            std::hash::Hasher::write(&mut self.0, buf);
+            (self.0)(buf);
             Ok(buf.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
     }
-    let mut h = Hashing(std::collections::hash_map::DefaultHasher::new());
-    // Writing a `Value` into a writer that cannot fail does not fail.
-    let _ = serde_json::to_writer(&mut h, v);
-    h.0.finish()
+    serde_json::to_writer(Sink(sink), v)
+}
+
+/// A hash of `v`'s JSON text, streamed into the hasher.
+fn hash_value(v: &Value) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    // Writing a `Value` into a sink that cannot fail does not fail.
+    let _ = stream_json(v, |bytes| h.write(bytes));
+    h.finish()
 }
 
 /// Whether every field of `want` is present with the same value in `have`

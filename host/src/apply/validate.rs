@@ -209,19 +209,9 @@ pub fn validate(
 
 /// The length of `v`'s JSON text, counted as it is written (no buffer).
 fn json_len(v: &Value) -> usize {
-    struct Counting(usize);
-    impl std::io::Write for Counting {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut counting = Counting(0);
-    match serde_json::to_writer(&mut counting, v) {
-        Ok(()) => counting.0,
+    let mut len = 0;
+    match super::stream_json(v, |bytes| len += bytes.len()) {
+        Ok(()) => len,
         Err(_) => usize::MAX,
     }
 }
