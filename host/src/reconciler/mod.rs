@@ -944,6 +944,28 @@ fn parse(object: &CachedObject, cluster: bool) -> Result<(PluginSpec, Reconciler
     }
 }
 
+/// The Degraded condition of a running controller: most reconciles failing
+/// (`stats`), or its guest calls over their CPU budget in the last minute
+/// (`throttled`: the budget in CPUs). Both at once (a slow guest hitting its
+/// deadline): the failure is the reason, and the wait is said too.
+fn health(stats: controller::StatsSnapshot, throttled: Option<f64>) -> Want {
+    let throttled = throttled.map(|cpu| {
+        format!(
+            "the module's calls used more than their CPU budget of {}m in the last minute; its reconciles wait",
+            (cpu * 1000.0).round()
+        )
+    });
+    match (stats.last_error, throttled) {
+        (Some(e), throttled) if stats.errors > 0 && stats.errors * 2 > stats.reconciles => {
+            let reason = if e.contains("(403 Forbidden)") { Reason::ApiForbidden } else { Reason::ReconcileErrors };
+            let also = throttled.map(|t| format!("; also, {t}")).unwrap_or_default();
+            Want::yes(reason, format!("most reconciles fail; last: {e}{also}"))
+        }
+        (_, Some(throttled)) => Want::yes(Reason::CpuThrottled, throttled),
+        (_, None) => Want::no(Reason::Loaded, "no problem"),
+    }
+}
+
 /// What the status should say now.
 fn compute_status(
     state: &State,
@@ -984,23 +1006,7 @@ fn compute_status(
         }
         _ => {
             let stats = controller.map(Controller::stats).unwrap_or_default();
-            match stats.last_error {
-                Some(e) if stats.errors > 0 && stats.errors * 2 > stats.reconciles => {
-                    let reason =
-                        if e.contains("(403 Forbidden)") { Reason::ApiForbidden } else { Reason::ReconcileErrors };
-                    Want::yes(reason, format!("most reconciles fail; last: {e}"))
-                }
-                _ => match controller.and_then(|c| c.throttled(Duration::from_secs(60))) {
-                    Some(cpu) => Want::yes(
-                        Reason::CpuThrottled,
-                        format!(
-                            "the module's calls used more than their CPU budget of {}m in the last minute; its reconciles wait",
-                            (cpu * 1000.0).round()
-                        ),
-                    ),
-                    None => Want::no(Reason::Loaded, "no problem"),
-                },
-            }
+            health(stats, controller.and_then(|c| c.throttled(Duration::from_secs(60))))
         }
     };
     let progressing = match (&state.candidate, spec.rollout) {
@@ -1248,6 +1254,25 @@ mod tests {
         }
         let unbounded = controller::Config { guest_cpu_max: 0.0, ..host };
         assert_eq!(guest_cpu(&spec, &unbounded), Ok(0.0), "0: no limit, where the host has no ceiling");
+    }
+
+    #[test]
+    fn degraded_should_name_failures_first_and_say_the_throttling_too() {
+        let failing =
+            |errors, e: &str| controller::StatsSnapshot { reconciles: 10, errors, last_error: Some(e.into()) };
+        let throttled = health(failing(1, "x"), Some(0.01));
+        assert_eq!((throttled.status, throttled.reason), (true, Reason::CpuThrottled));
+        assert!(throttled.message.contains("CPU budget of 10m"), "{}", throttled.message);
+        let both = health(failing(9, "timed out after 1s"), Some(0.01));
+        assert_eq!(both.reason, Reason::ReconcileErrors);
+        assert!(
+            both.message.contains("timed out after 1s") && both.message.contains("CPU budget of 10m"),
+            "{}",
+            both.message
+        );
+        assert_eq!(health(failing(9, "apply: (403 Forbidden)"), None).reason, Reason::ApiForbidden);
+        let fine = health(failing(1, "x"), None);
+        assert_eq!((fine.status, fine.reason), (false, Reason::Loaded));
     }
 
     #[test]
