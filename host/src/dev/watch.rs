@@ -134,3 +134,41 @@ fn build_and_test(project: &Project, runtime: &Runtime, out: &Path) -> anyhow::R
         Ok(Verdict::FixturesFailed { failed: report.failed, output })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fingerprint_should_see_sources_and_skip_build_outputs() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |path: &str| {
+            let path = dir.path().join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "x").unwrap();
+        };
+        for file in ["src/lib.rs", "operon.toml", "fixtures/a.yaml"] {
+            write(file);
+        }
+        // Outputs, dependencies and editor files: a build writing them is not a change.
+        for file in ["target/x.rlib", "node_modules/m/i.js", "app/__pycache__/a.pyc", "out.wasm", ".swp", ".git/HEAD"] {
+            write(file);
+        }
+        let mut print = Fingerprint::new();
+        collect(dir.path(), &mut print);
+        let seen: Vec<String> =
+            print.keys().map(|p| p.strip_prefix(dir.path()).unwrap().display().to_string()).collect();
+        assert_eq!(seen, ["fixtures/a.yaml", "operon.toml", "src/lib.rs"]);
+
+        // A touched source changes it; a rebuilt output does not.
+        write("out.wasm");
+        let mut again = Fingerprint::new();
+        collect(dir.path(), &mut again);
+        assert_eq!(again, print);
+        let later = SystemTime::now() + Duration::from_secs(5);
+        std::fs::File::options().write(true).open(dir.path().join("src/lib.rs")).unwrap().set_modified(later).unwrap();
+        let mut changed = Fingerprint::new();
+        collect(dir.path(), &mut changed);
+        assert_ne!(changed, print);
+    }
+}
