@@ -58,6 +58,11 @@ struct Host {
 
 impl Host {
     async fn start(prefix: &str) -> Host {
+        Host::start_with(prefix, false).await
+    }
+
+    /// `allow_module_paths`: accept `spec.module.path` (as `operon dev` does).
+    async fn start_with(prefix: &str, allow_module_paths: bool) -> Host {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
             .with_test_writer()
@@ -81,7 +86,7 @@ impl Host {
                 namespace: None,
                 selector: Some(format!("operon.dev/test={ns}")),
                 require_service_account: false,
-                allow_module_paths: false,
+                allow_module_paths,
                 controller,
                 status_period: Duration::from_millis(500),
                 path_poll: Duration::from_millis(500),
@@ -261,6 +266,49 @@ async fn a_reconciler_from_a_config_map_swaps_under_load_without_failures() {
     let stats = c.stats();
     assert_eq!(stats.errors, 0, "no reconcile failed across the swap: {stats:?}");
     assert!(stats.reconciles >= 50, "{stats:?}");
+    host.stop().await;
+}
+
+/// `spec.module.path`, what `operon dev` loads: refused by a host that does
+/// not allow host files; where allowed, a file replaced the way `operon
+/// dev`'s watcher replaces it (written beside, renamed over) is swapped in.
+#[tokio::test]
+async fn a_module_file_is_refused_by_default_and_swapped_when_replaced_where_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("stamp.wasm");
+    std::fs::write(&file, guest("stamp-v1")).unwrap();
+    let module = json!({"path": file.to_str().unwrap()});
+
+    let host = Host::start("rec-path-refused").await;
+    host.reconciler("stamp", json!({"module": module, "grants": stamp_grants()})).await;
+    let refused = eventually("path refused", WAIT, || async {
+        host.condition("stamp", "Ready").await.filter(|c| c.0 == "False" && c.1 != "Loading")
+    })
+    .await;
+    assert!(refused.2.contains("--allow-module-paths"), "{refused:?}");
+    host.stop().await;
+
+    let host = Host::start_with("rec-path", true).await;
+    host.reconciler("stamp", json!({"module": module, "grants": stamp_grants()})).await;
+    host.thing("a", json!(1)).await;
+    eventually("stamped by v1", WAIT, || async { host.stamped("a").await.filter(|s| s.0 == "v1") }).await;
+
+    let v2 = guest("stamp-v2");
+    let staged = dir.path().join("stamp.next.wasm");
+    std::fs::write(&staged, &v2).unwrap();
+    std::fs::rename(&staged, &file).unwrap();
+    let v2_digest = digest(&v2);
+    eventually("v2 active", WAIT, || async {
+        let r = host.reconcilers().get("stamp").await.ok()?;
+        (r.status?.digest.as_deref() == Some(v2_digest.as_str())).then_some(())
+    })
+    .await;
+    host.thing("a", json!(2)).await;
+    let stamped = eventually("stamped by v2", WAIT, || async {
+        host.stamped("a").await.filter(|s| s.0 == "v2" && s.1 == json!(2))
+    })
+    .await;
+    assert_eq!(stamped.0, "v2");
     host.stop().await;
 }
 
