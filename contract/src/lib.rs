@@ -10,6 +10,11 @@
 //! with the `fixtures` feature, the [fixture files](fixture) of `operon
 //! test` and of the Rust SDK's `testing::fixtures`.
 
+/// The WIT package guests are built against (see `wit/reconciler.wit`).
+pub const WIT_PACKAGE: &str = "operon:reconciler";
+/// The version of it this release speaks.
+pub const WIT_VERSION: &str = "0.1.0";
+
 mod admission;
 mod types;
 

@@ -4,20 +4,20 @@
 //! See `ARCHITECTURE.md` at the repository root for a map of this crate.
 
 pub use operon_contract as contract;
+pub use operon_project as project;
+pub use operon_runtime as runtime;
 
 pub mod apply;
 pub mod cache;
 pub mod cli;
+pub mod client;
 pub mod controller;
-pub mod dev;
 pub mod fixtures;
 pub mod leader;
 pub mod manager;
 pub mod metrics;
-pub mod project;
 pub mod queue;
 pub mod reconciler;
-pub mod runtime;
 pub mod server;
 pub mod telemetry;
 pub mod webhook;

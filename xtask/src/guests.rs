@@ -4,13 +4,13 @@
 //! Guests are the folders under `guest-examples/` and `host/tests/guests/`:
 //!
 //! - A folder with an `operon.toml` is a guest project in any language
-//!   (`rust | python | ts | go | c`), built by `operon::project::build`,
+//!   (`rust | python | ts | go | c`), built by `operon_project::build`,
 //!   the recipe `operon build` runs: **this task has no build recipe of its
 //!   own.** A tool that is missing fails the build with what to install.
 //! - Rust crates of this workspace (the test guests, which have no
 //!   `operon.toml`, and Rust projects inside the workspace such as
 //!   `rust-webapp`) are built by one batched `cargo build` for speed, then
-//!   made components by `operon::project::componentize`. A test guest may
+//!   made components by `operon_project::componentize`. A test guest may
 //!   pick its target in its manifest:
 //!
 //! ```toml
@@ -32,7 +32,7 @@
 //! profile as is.
 
 use anyhow::{Context, Result, anyhow, bail};
-use operon::project::{self, BuildOptions, Lang, Project};
+use operon_project::{self as project, BuildOptions, Lang, Project};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -54,7 +54,7 @@ Builds every guest (or only the NAMEs) into target/guests/<name>.wasm.
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum RustTarget {
-    /// A core module, made into a component by `operon::project::componentize`.
+    /// A core module, made into a component by `operon_project::componentize`.
     Core,
     /// A component linked by rustc (Rust std over WASI 0.2).
     Wasip2,
@@ -74,7 +74,7 @@ impl RustTarget {
 enum How {
     /// A crate of this workspace, in the batched `cargo build`.
     Workspace(RustTarget),
-    /// `operon::project::build`.
+    /// `operon_project::build`.
     Project(Box<Project>),
 }
 

@@ -85,7 +85,7 @@ pub enum Error {
 /// A failed write as an [`Error`]: `Api` when the API server answered,
 /// `Unreachable` when it did not.
 fn failed(name: &str, e: &kube::Error) -> Error {
-    let (name, message) = (name.to_string(), crate::apply::describe(e));
+    let (name, message) = (name.to_string(), crate::client::describe(e));
     match e {
         kube::Error::Api(_) => Error::Api { name, message },
         _ => Error::Unreachable { name, message },

@@ -25,6 +25,7 @@ mod validate;
 pub use validate::{Child, MAX_OBJECT_BYTES, Namespaces, Policy, ValidationError, owner_reference, reserved, validate};
 
 use crate::cache::{CachedObject, ObjectKey};
+pub use crate::client::describe;
 use crate::contract::{Gvk, Outcome};
 use crate::leader::{Fence, NotLeading};
 use events::{EventType, Recorder};
@@ -90,28 +91,6 @@ impl Error {
                 Some(s.code)
             }
             _ => None,
-        }
-    }
-}
-
-/// One line for a client error: the API server's message with its code and
-/// reason, once (kube's own Display repeats the whole status).
-pub fn describe(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(s) => {
-            let mut message: String = s.message.chars().take(600).collect();
-            if message.len() < s.message.len() {
-                message.push('…');
-            }
-            if s.reason.is_empty() {
-                format!("{message} ({})", s.code)
-            } else {
-                format!("{message} ({} {})", s.code, s.reason)
-            }
-        }
-        other => {
-            let text = other.to_string();
-            text.chars().take(600).collect()
         }
     }
 }

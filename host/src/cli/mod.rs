@@ -1,5 +1,6 @@
 //! The `operon` command line: `run`, `test`, `new`, `build`, `inspect`.
 
+pub mod dev;
 pub mod reference;
 mod run;
 
@@ -33,7 +34,7 @@ pub enum Command {
     /// CRDs, the example guests built and loaded as Reconcilers with
     /// sample objects, a live status table, and rebuild-test-swap when a
     /// project's sources change. Ctrl-C stops it all.
-    Dev(crate::dev::Args),
+    Dev(dev::Args),
     /// Run request fixtures through a module offline and compare outcomes
     /// with the expected files beside them. Without arguments: the project
     /// in the current directory (its built component and its fixtures).
@@ -86,6 +87,14 @@ pub enum Command {
         /// `operon.dev_clusterreconcilers.yaml` here instead of printing.
         #[arg(long)]
         out_dir: Option<PathBuf>,
+    },
+    /// Write the generated references (every flag, metric family and
+    /// status reason) into a directory: what `cargo xtask docs` runs.
+    #[command(hide = true)]
+    Reference {
+        /// Where to write `cli.md`, `metrics.md` and `troubleshooting.md`.
+        #[arg(long)]
+        out_dir: PathBuf,
     },
     /// Print a module's manifest, WIT version, imports, size and compile time.
     Inspect {
@@ -259,7 +268,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     // `operon dev` shows a table; the host's info lines would bury it.
     let _telemetry = if matches!(cli.command, Command::Dev(_)) {
-        crate::dev::init_logging();
+        dev::init_logging();
         None
     } else {
         match crate::telemetry::init(cli.log_format) {
@@ -286,7 +295,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             rt.block_on(run::run(args))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Dev(args) => crate::dev::run(args),
+        Command::Dev(args) => dev::run(args),
         Command::Test { module, fixtures, project, update, limits } => {
             let (module, fixtures) = match (module, fixtures) {
                 (Some(m), Some(f)) => (m, f),
@@ -340,6 +349,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         print!("---\n{text}");
                     }
                 }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Reference { out_dir } => {
+            std::fs::create_dir_all(&out_dir)?;
+            for (name, text) in reference::files() {
+                let path = out_dir.join(name);
+                crate::project::write_if_changed(&path, text.as_bytes())?;
+                println!("{}", path.display());
             }
             Ok(ExitCode::SUCCESS)
         }

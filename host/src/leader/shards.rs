@@ -109,7 +109,7 @@ impl Membership {
                 _ = tick.tick() => {}
             }
             if let Err(e) = self.renew().await {
-                tracing::warn!(lease = %self.name, error = %crate::apply::describe(&e), "could not renew replica membership");
+                tracing::warn!(lease = %self.name, error = %crate::client::describe(&e), "could not renew replica membership");
                 continue;
             }
             match self.live().await {
@@ -126,7 +126,7 @@ impl Membership {
                         );
                     }
                 }
-                Err(e) => tracing::warn!(error = %crate::apply::describe(&e), "could not count live replicas"),
+                Err(e) => tracing::warn!(error = %crate::client::describe(&e), "could not count live replicas"),
             }
         }
         let _ = self.api.delete(&self.name, &DeleteParams::default()).await;

@@ -906,7 +906,7 @@ impl Plugins {
                 .map(|_| ())
         };
         if let Err(e) = result {
-            tracing::debug!(plugin = %key, error = %crate::apply::describe(&e), "could not write the status");
+            tracing::debug!(plugin = %key, error = %crate::client::describe(&e), "could not write the status");
         }
     }
 

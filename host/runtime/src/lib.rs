@@ -10,6 +10,9 @@
 //! through [`ObjectReader`] (backed by the informer cache, or by a fixture in
 //! `operon test`) and returns an [`Outcome`]; applying it is `apply`'s job.
 
+// The contract's crate under the name the modules use.
+use operon_contract as contract;
+
 mod admission;
 mod artifacts;
 mod error;
@@ -33,10 +36,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// The WIT package version this host speaks (see `wit/reconciler.wit`).
-pub const WIT_VERSION: &str = "0.1.0";
-/// The WIT package name guests are built against.
-pub const WIT_PACKAGE: &str = "operon:reconciler";
+pub use operon_contract::{WIT_PACKAGE, WIT_VERSION};
 
 /// Process-wide engine settings. Per-module limits live in [`Limits`].
 #[derive(Debug, Clone)]
@@ -103,7 +103,6 @@ impl Runtime {
     /// Build the engine. Fails only if the platform cannot reserve the
     /// pooling allocator's address space.
     pub fn new(config: Config) -> Result<Runtime, LoadError> {
-        crate::install_crypto_provider();
         let engine = build_engine(&config).map_err(LoadError::Engine)?;
         let linker = guest::linker(&engine, false).map_err(LoadError::Engine)?;
         let wasi_linker = guest::linker(&engine, true).map_err(LoadError::Engine)?;

@@ -21,7 +21,7 @@ use wasmtime::Store;
 use wasmtime::component::InstancePre;
 
 wasmtime::component::bindgen!({
-    path: "../wit",
+    path: "../../wit",
     world: "reconciler-with-admission",
     // One set of types for both worlds: the `types` and `host` interfaces
     // are those of `guest.rs`, so conversions and the linker are shared.

@@ -272,21 +272,22 @@ fn check_component(project: &Project, bytes: &[u8]) -> Result<(), Error> {
     }
     let (imports, exports) = shape(bytes).map_err(|e| fail(format!("it cannot be decoded: {e:#}")))?;
     let exports_iface =
-        |iface: &str| exports.iter().any(|e| e.starts_with(&format!("{}/{iface}@", crate::runtime::WIT_PACKAGE)));
+        |iface: &str| exports.iter().any(|e| e.starts_with(&format!("{}/{iface}@", operon_contract::WIT_PACKAGE)));
     if !exports_iface("guest") {
         return Err(fail(format!(
             "it does not export {}/guest (exports: {}); does the source export the reconciler?",
-            crate::runtime::WIT_PACKAGE,
+            operon_contract::WIT_PACKAGE,
             if exports.is_empty() { "none".to_string() } else { exports.join(", ") }
         )));
     }
     if project.config.world == World::ReconcilerWithAdmission && !exports_iface("admission") {
         return Err(fail(format!(
             "operon.toml says world = \"reconciler-with-admission\" but it does not export {}/admission",
-            crate::runtime::WIT_PACKAGE
+            operon_contract::WIT_PACKAGE
         )));
     }
-    if let Some(bad) = imports.iter().find(|i| !i.starts_with("wasi:") && !i.starts_with(crate::runtime::WIT_PACKAGE)) {
+    if let Some(bad) = imports.iter().find(|i| !i.starts_with("wasi:") && !i.starts_with(operon_contract::WIT_PACKAGE))
+    {
         return Err(fail(format!("it imports {bad}, which the host does not provide")));
     }
     Ok(())

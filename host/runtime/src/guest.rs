@@ -9,7 +9,7 @@ use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 wasmtime::component::bindgen!({
-    path: "../wit",
+    path: "../../wit",
     world: "reconciler",
 });
 

@@ -15,8 +15,8 @@
 //! TinyGo was not an option: it is not in the registries the project can
 //! install from (PyPI, npm, Debian, crates, the Go module proxy).
 
-use crate::project::scaffold::Scaffold;
-use crate::project::{BuildContext, Error, World, componentize, embed_wit, run_tool};
+use crate::scaffold::Scaffold;
+use crate::{BuildContext, Error, World, componentize, embed_wit, run_tool};
 use include_dir::{Dir, include_dir};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -37,7 +37,7 @@ const BINDINGS_PACKAGE: &str = "operon.dev/sdk/go/internal/wit";
 const MIN_MINOR: u32 = 25;
 
 /// The SDK, vendored into new projects (its `template/` excluded).
-static SDK: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../sdk/go");
+static SDK: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../sdk/go");
 
 pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
     let project = cx.project;
@@ -52,7 +52,7 @@ pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
     let mut overlay = serde_json::Map::new();
     for (rel, bytes) in &files {
         let generated = gen_dir.join(rel);
-        crate::project::write_if_changed(&generated, bytes)?;
+        crate::write_if_changed(&generated, bytes)?;
         overlay.insert(
             sdk.join("internal/wit").join(rel).to_string_lossy().into_owned(),
             generated.to_string_lossy().into(),
@@ -60,7 +60,7 @@ pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
     }
     let overlay_file = cx.work_dir.join("go-overlay.json");
     let overlay = serde_json::json!({ "Replace": overlay }).to_string();
-    crate::project::write_if_changed(&overlay_file, overlay.as_bytes())?;
+    crate::write_if_changed(&overlay_file, overlay.as_bytes())?;
 
     let core = cx.work_dir.join("go-core.wasm");
     let mut go = Command::new("go");
@@ -146,7 +146,7 @@ fn sdk_dir(cx: &mut BuildContext<'_>) -> Result<PathBuf, Error> {
 fn bindings(project: &str, world: World) -> Result<Vec<(String, Vec<u8>)>, Error> {
     let fail = |e: anyhow::Error| Error::Output { project: project.to_string(), reason: format!("Go bindings: {e:#}") };
     let mut resolve = wit_bindgen_core::wit_parser::Resolve::default();
-    let package = resolve.push_str("reconciler.wit", crate::project::WIT).map_err(fail)?;
+    let package = resolve.push_str("reconciler.wit", crate::WIT).map_err(fail)?;
     let world = resolve.select_world(&[package], Some(world.name())).map_err(fail)?;
     let opts = wit_bindgen_go::Opts {
         format: wit_bindgen_go::Format::False,

@@ -11,8 +11,8 @@
 //! crate of this workspace (such as `operon-contract`) is vendored the same
 //! way beside it.
 
-use crate::project::scaffold::Scaffold;
-use crate::project::{BuildContext, Error, componentize, run_tool};
+use crate::scaffold::Scaffold;
+use crate::{BuildContext, Error, componentize, run_tool};
 use include_dir::{Dir, include_dir};
 use std::path::PathBuf;
 use std::process::Command;
@@ -81,7 +81,7 @@ fn ensure_target(cx: &mut BuildContext<'_>) -> Result<(), Error> {
 }
 
 /// The scaffold's own files (rendered; `*.tmpl` loses its suffix).
-static TEMPLATE: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../sdk/rust-template");
+static TEMPLATE: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../sdk/rust-template");
 /// The workspace manifest: what `workspace = true` stands for.
 const WORKSPACE_MANIFEST: &str = include_str!("../../../../Cargo.toml");
 
@@ -92,8 +92,8 @@ struct Vendored {
     sources: &'static Dir<'static>,
 }
 
-static SDK_SOURCES: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../sdk/src");
-static CONTRACT_SOURCES: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../contract/src");
+static SDK_SOURCES: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../sdk/src");
+static CONTRACT_SOURCES: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../contract/src");
 
 /// Every crate a scaffold may vendor: the SDK, and what it depends on in this workspace.
 static VENDORABLE: [Vendored; 2] = [
@@ -107,7 +107,7 @@ static VENDORABLE: [Vendored; 2] = [
 
 pub(super) fn scaffold(s: &Scaffold<'_>) -> Result<(), Error> {
     write_template(s, &TEMPLATE)?;
-    s.write_bytes("wit/reconciler.wit", crate::project::WIT.as_bytes())?;
+    s.write_bytes("wit/reconciler.wit", crate::WIT.as_bytes())?;
     let workspace: Table =
         WORKSPACE_MANIFEST.parse().map_err(|e| broken(s, &format!("the workspace manifest: {e}")))?;
     let mut pending = vec!["operon-sdk"];

@@ -26,8 +26,8 @@
 //! fixtures, but `print` and tracebacks then trap without a word, and the
 //! build's random seed is baked in, to save 0.1% of the size.
 
-use crate::project::scaffold::Scaffold;
-use crate::project::{BuildContext, Error, World, run_tool, write_if_changed};
+use crate::scaffold::Scaffold;
+use crate::{BuildContext, Error, World, run_tool, write_if_changed};
 use include_dir::{Dir, include_dir};
 use std::path::Path;
 use std::process::Command;
@@ -38,9 +38,9 @@ pub(super) const REQUIREMENTS: &str = "Python 3.11 or newer and componentize-py 
     `pip install pytest pyyaml` for the tests)";
 
 /// The scaffold's own files (rendered).
-static TEMPLATE: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../sdk/python/template");
+static TEMPLATE: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../sdk/python/template");
 /// The SDK package, vendored into every new project.
-static SDK: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../sdk/python/operon_sdk");
+static SDK: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../sdk/python/operon_sdk");
 
 const ENTRY: &str = "_operon_entry";
 

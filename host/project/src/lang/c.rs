@@ -12,8 +12,8 @@
 //! Debian 12's clang 14, lld 14 and wasi-libc (2022) are enough, and they
 //! install with apt; PyPI's `ziglang` was not needed.
 
-use crate::project::scaffold::Scaffold;
-use crate::project::{BuildContext, Error, World, componentize, embed_wit, run_tool};
+use crate::scaffold::Scaffold;
+use crate::{BuildContext, Error, World, componentize, embed_wit, run_tool};
 use include_dir::{Dir, include_dir};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,7 +24,7 @@ pub(super) const REQUIREMENTS: &str = "clang with the wasm32-wasi target and was
      bindings and the WASI adapter are built into operon";
 
 /// The SDK, vendored into new projects (its `template/` and tests excluded).
-static SDK: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../sdk/c");
+static SDK: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../sdk/c");
 
 /// The world's name in the generated C (`operon_wit_string_t`, ...).
 const BINDINGS: &str = "operon_wit";
@@ -45,7 +45,7 @@ pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
     (cx.progress)("generating C bindings");
     let gen_dir = cx.work_dir.join("c");
     for (name, bytes) in bindings(project.name(), project.config.world)? {
-        crate::project::write_if_changed(&gen_dir.join(name), &bytes)?;
+        crate::write_if_changed(&gen_dir.join(name), &bytes)?;
     }
 
     let core = cx.work_dir.join("c-core.wasm");
@@ -103,7 +103,7 @@ fn sources(src: &Path) -> Result<Vec<PathBuf>, Error> {
 fn bindings(project: &str, world: World) -> Result<Vec<(String, Vec<u8>)>, Error> {
     let fail = |e: anyhow::Error| Error::Output { project: project.to_string(), reason: format!("C bindings: {e:#}") };
     let mut resolve = wit_bindgen_core::wit_parser::Resolve::default();
-    let package = resolve.push_str("reconciler.wit", crate::project::WIT).map_err(fail)?;
+    let package = resolve.push_str("reconciler.wit", crate::WIT).map_err(fail)?;
     let world = resolve.select_world(&[package], Some(world.name())).map_err(fail)?;
     let opts = wit_bindgen_c::Opts { rename_world: Some(BINDINGS.into()), no_object_file: true, ..Default::default() };
     let mut files = wit_bindgen_core::Files::default();

@@ -12,7 +12,7 @@ use include_dir::{Dir, include_dir};
 use std::path::Path;
 
 /// The files every language's project has (rendered).
-static COMMON: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../sdk/template");
+static COMMON: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../sdk/template");
 
 /// A project being written.
 pub struct Scaffold<'a> {

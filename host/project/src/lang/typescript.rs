@@ -29,8 +29,8 @@
 //!    the host's log), clocks and random, which the host's empty WASI context
 //!    provides. Never `--aot`: it downloads weval at build time.
 
-use crate::project::scaffold::Scaffold;
-use crate::project::{BuildContext, Error, World, run_tool, write_if_changed};
+use crate::scaffold::Scaffold;
+use crate::{BuildContext, Error, World, run_tool, write_if_changed};
 use include_dir::{Dir, include_dir};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -41,9 +41,9 @@ pub(super) const REQUIREMENTS: &str = "Node.js 20 or newer with npm (Debian: `ap
     @bytecodealliance/componentize-js) into its node_modules with `npm install`";
 
 /// The scaffold's own files (rendered).
-static TEMPLATE: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../sdk/typescript/template");
+static TEMPLATE: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../sdk/typescript/template");
 /// The SDK's sources, vendored into every new project as `operon-sdk/`.
-static SDK_SOURCES: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../sdk/typescript/src");
+static SDK_SOURCES: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../sdk/typescript/src");
 /// The SDK's package.json (the package's name and exports).
 const SDK_PACKAGE: &str = include_str!("../../../../sdk/typescript/package.json");
 
