@@ -17,7 +17,7 @@
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use operon::manager::{self, Manager};
 use operon::runtime::{self, Limits, Runtime};
-use operon::webhook::{self, FailurePolicy, Hook, Plugin, Webhooks};
+use operon::webhook::{self, FailurePolicy, Hook, Registration};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -80,20 +80,20 @@ async fn run(plane: &operon_envtest::ControlPlane, creates: usize, calls: usize)
     let module = runtime.load(&bytes, Limits::default()).unwrap();
     // The webhooks call the controller's module; the controller itself need
     // not run (nothing reconciles, so only the creates load the API server).
-    let mut mgr = Manager::new(client.clone(), manager::Config { server_addr: None, ..Default::default() });
-    let controller = mgr.add(module);
-    let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let config = webhook::Config {
         bind: ([127, 0, 0, 1], 0).into(),
         cert_dir: None,
         endpoint: webhook::Endpoint::Url { host: "127.0.0.1".into(), port: None },
     };
-    let webhooks = Webhooks::start(client.clone(), mgr.metrics().clone(), config, async move {
-        let _ = stopped.await;
-    })
-    .await
-    .unwrap();
-    let mut plugin = Plugin::new("bench", controller);
+    let mgr = Manager::builder(client.clone())
+        .config(manager::Config { server_addr: None, ..Default::default() })
+        .webhooks(config)
+        .build()
+        .await
+        .unwrap();
+    let controller = mgr.add(module);
+    let webhooks = mgr.webhooks().unwrap().clone();
+    let mut plugin = Registration::new("bench", controller, mgr.leadership("bench"));
     plugin.failure_policy = FailurePolicy::Fail;
     plugin.scope_namespace = Some(hooked.clone());
     webhooks.register(plugin).await.unwrap();

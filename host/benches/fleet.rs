@@ -59,7 +59,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use operon::manager::{self, Manager};
-use operon::reconciler::{self, Plugins};
+use operon::reconciler;
 use operon::runtime::{self, Runtime};
 use serde_json::{Value, json};
 use serve::serve_module;
@@ -243,36 +243,34 @@ struct Host {
 }
 
 impl Host {
-    fn start(client: &kube::Client, kube_config: kube::Config, label: &str, artifacts: &Path) -> Host {
+    async fn start(client: &kube::Client, kube_config: kube::Config, label: &str, artifacts: &Path) -> Host {
         let runtime =
             Runtime::new(runtime::Config { artifact_dir: Some(artifacts.to_path_buf()), ..Default::default() })
                 .unwrap();
-        let controller = operon::controller::Config { max_concurrent_reconciles: 4, ..Default::default() };
-        let manager = Manager::new(
-            client.clone(),
-            manager::Config { controller: controller.clone(), server_addr: None, ..Default::default() },
-        );
-        let plugins = Plugins::new(
-            manager.clone(),
-            runtime.clone(),
-            reconciler::Config {
-                kube_config,
-                namespace: None,
-                selector: Some(format!("{HOST_LABEL}={label}")),
-                require_service_account: false,
-                allow_module_paths: false,
-                controller,
-                status_period: Duration::from_secs(1),
-                path_poll: Duration::from_secs(1),
-                instance: "fleet-bench".into(),
-                webhooks: None,
-            },
-        );
+        let pipeline = operon::pipeline::Config {
+            controller: operon::controller::Config { max_concurrent_reconciles: 4, ..Default::default() },
+            ..Default::default()
+        };
+        let manager = Manager::builder(client.clone())
+            .config(manager::Config { pipeline, server_addr: None, ..Default::default() })
+            .runtime(runtime.clone())
+            .add(reconciler::Reconcilers::component(
+                reconciler::Config {
+                    kube_config: Some(kube_config),
+                    selector: Some(format!("{HOST_LABEL}={label}")),
+                    status_period: Duration::from_secs(1),
+                    path_poll: Duration::from_secs(1),
+                    instance: "fleet-bench".into(),
+                    ..Default::default()
+                },
+                Vec::new(),
+            ))
+            .build()
+            .await
+            .unwrap();
         let mgr = manager.clone();
         let task = tokio::spawn(async move {
-            let p = tokio::spawn(plugins.run(std::future::pending()));
             mgr.run(std::future::pending()).await.unwrap();
-            p.abort();
         });
         Host { manager, runtime, _task: task }
     }
@@ -305,7 +303,7 @@ async fn rss_child() {
     let baseline = rss();
     let label = format!("c{n}");
     let started = Instant::now();
-    let host = Host::start(&client, kube_config, &label, &artifacts);
+    let host = Host::start(&client, kube_config, &label, &artifacts).await;
     let reconcilers: Api<reconciler::crd::Reconciler> = Api::namespaced(client.clone(), &ns);
     let mut share = vec![0usize; n];
     for j in 0..webapps {
@@ -774,7 +772,7 @@ async fn main() {
     let rss_rows = if skipped("rss") { Vec::new() } else { rss_phase(&plane, &client, webapps).await };
 
     let artifacts = tempfile::tempdir().unwrap();
-    let host = Host::start(&client, plane.config(), "main", artifacts.path());
+    let host = Host::start(&client, plane.config(), "main", artifacts.path()).await;
     let mut ring_rows = Vec::new();
     if !skipped("ring") {
         let module = guest("ring");

@@ -163,14 +163,15 @@ async fn main() {
         .unwrap();
 
     let rt = Runtime::new(runtime::Config { artifact_dir: None, ..Default::default() }).unwrap();
-    let mut mgr = Manager::new(
-        client.clone(),
-        manager::Config {
-            controller: operon::controller::Config { namespace: Some(NAMESPACE.into()), ..Default::default() },
+    let mgr = Manager::builder(client.clone())
+        .config(manager::Config {
+            pipeline: operon::pipeline::Config { namespace: Some(NAMESPACE.into()), ..Default::default() },
             server_addr: None,
             ..Default::default()
-        },
-    );
+        })
+        .build()
+        .await
+        .unwrap();
     mgr.add(rt.load(&guest("rust-webapp"), Limits::default()).unwrap());
     mgr.add(rt.load(&guest("hostile"), Limits::default()).unwrap());
     let _host = tokio::spawn(mgr.run(std::future::pending()));

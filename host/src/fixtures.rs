@@ -24,7 +24,7 @@ use crate::apply;
 use crate::cache::{CachedObject, ObjectKey};
 use crate::contract::fixture::{self, Case, ErrorKind, Kind, Observed, RequestFile, ReviewFile, Verdict};
 use crate::contract::{Gvk, Outcome, Review, Selector};
-use crate::runtime::{Module, ObjectReader};
+use crate::runtime::{Module, ObjectReader, ReadError};
 use serde_json::Value;
 use std::io::Write;
 use std::path::Path;
@@ -127,15 +127,15 @@ impl FixtureReader {
 }
 
 impl ObjectReader for FixtureReader {
-    fn get(&self, kind: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<String>, String> {
+    fn get(&self, kind: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<String>, ReadError> {
         Ok(self
             .in_scope(kind, namespace)
             .find(|o| o.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
             .map(Value::to_string))
     }
 
-    fn list(&self, kind: &Gvk, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<String>, String> {
-        let selector = Selector::parse(selector.unwrap_or_default()).map_err(|e| e.to_string())?;
+    fn list(&self, kind: &Gvk, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<String>, ReadError> {
+        let selector = Selector::parse(selector.unwrap_or_default()).map_err(|e| ReadError::Selector(e.to_string()))?;
         Ok(self.in_scope(kind, namespace).filter(|o| selector.matches_object(o)).map(Value::to_string).collect())
     }
 }
@@ -160,7 +160,7 @@ impl LiveCheck {
     fn check(&self, manifest: &crate::contract::Manifest, outcome: &Outcome) -> Result<(), apply::ValidationError> {
         let parent = CachedObject::from_value(self.parent.clone())
             .map_err(|e| apply::ValidationError(format!("the fixture's object: {e}")))?;
-        let config = crate::controller::Config::default();
+        let config = crate::pipeline::Config::default();
         let policy = apply::Policy {
             controller: manifest.name.clone(),
             owns: manifest.owns.clone(),

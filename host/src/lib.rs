@@ -16,6 +16,7 @@ pub mod fixtures;
 pub mod leader;
 pub mod manager;
 pub mod metrics;
+pub mod pipeline;
 pub mod queue;
 pub mod reconciler;
 pub mod server;

@@ -53,7 +53,8 @@ pub enum Error {
 #[doc(alias = "readyz")]
 #[derive(Debug, Clone, Default)]
 pub struct Readiness {
-    checks: Arc<Mutex<BTreeMap<String, Result<(), String>>>>,
+    /// Each check: `None` when it passes, else why not.
+    checks: Arc<Mutex<BTreeMap<String, Option<String>>>>,
 }
 
 impl Readiness {
@@ -62,11 +63,11 @@ impl Readiness {
         Self::default()
     }
 
-    /// Registers or updates the check `name`: `Ok(())` passes, `Err(why)`
+    /// Registers or updates the check `name`: `None` passes, `Some(why)`
     /// fails with `why` shown in the `/readyz` body
-    /// (e.g. `set("cache", Err("not synced: apps/v1 Deployment".into()))`).
-    pub fn set(&self, name: impl Into<String>, status: Result<(), String>) {
-        self.lock().insert(name.into(), status);
+    /// (e.g. `set("cache", Some("not synced: apps/v1 Deployment".into()))`).
+    pub fn set(&self, name: impl Into<String>, not_ready: Option<String>) {
+        self.lock().insert(name.into(), not_ready);
     }
 
     /// Removes the check `name` (a controller that was removed).
@@ -77,15 +78,12 @@ impl Readiness {
     /// `Ok` if every check passes; otherwise the failing checks as
     /// `name: why`, in name order.
     pub fn check(&self) -> Result<(), Vec<String>> {
-        let failing: Vec<String> = self
-            .lock()
-            .iter()
-            .filter_map(|(name, status)| status.as_ref().err().map(|why| format!("{name}: {why}")))
-            .collect();
+        let failing: Vec<String> =
+            self.lock().iter().filter_map(|(name, why)| why.as_ref().map(|why| format!("{name}: {why}"))).collect();
         if failing.is_empty() { Ok(()) } else { Err(failing) }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Result<(), String>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Option<String>>> {
         // Single inserts and removes: the map is consistent even after a panic.
         self.checks.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -233,7 +231,7 @@ mod tests {
     #[tokio::test]
     async fn healthz_should_answer_while_the_process_runs() {
         let readiness = Readiness::new();
-        readiness.set("cache", Err("not synced".into()));
+        readiness.set("cache", Some("not synced".into()));
         let server = start(Arc::new(Metrics::new()), readiness).await;
         let (status, _, body) = fetch(&format!("{}/healthz", server.base)).await;
         assert_eq!((status, body.as_str()), (200, "ok\n"), "liveness ignores readiness");
@@ -242,9 +240,9 @@ mod tests {
     #[tokio::test]
     async fn readyz_should_name_the_failing_checks_until_all_pass() {
         let readiness = Readiness::new();
-        readiness.set("leader", Ok(()));
-        readiness.set("cache", Err("not synced: apps/v1 Deployment".into()));
-        readiness.set("modules", Err("shop: compiling".into()));
+        readiness.set("leader", None);
+        readiness.set("cache", Some("not synced: apps/v1 Deployment".into()));
+        readiness.set("modules", Some("shop: compiling".into()));
         let server = start(Arc::new(Metrics::new()), readiness.clone()).await;
         let url = format!("{}/readyz", server.base);
 
@@ -252,7 +250,7 @@ mod tests {
         assert_eq!(status, 503);
         assert_eq!(body, "cache: not synced: apps/v1 Deployment\nmodules: shop: compiling\n");
 
-        readiness.set("cache", Ok(()));
+        readiness.set("cache", None);
         let (status, _, body) = fetch(&url).await;
         assert_eq!((status, body.as_str()), (503, "modules: shop: compiling\n"));
 

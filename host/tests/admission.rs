@@ -21,11 +21,11 @@ use common::{eventually, guest, webapp_crd};
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use operon::contract::{Gvk, Operation, Review, UserInfo};
-use operon::controller::Controller;
 use operon::manager::{self, Manager};
 use operon::metrics::Metrics;
+use operon::pipeline::ModuleController;
 use operon::runtime::{self, CallError, Limits, NoObjects, Runtime};
-use operon::webhook::{self, FailurePolicy, Hook, Plugin, Webhooks};
+use operon::webhook::{self, FailurePolicy, Hook, Registration, Webhooks};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -63,10 +63,10 @@ struct Setup {
     client: kube::Client,
     namespace: String,
     runtime: Runtime,
-    controller: Controller,
+    controller: ModuleController,
     webhooks: Webhooks,
     metrics: Arc<Metrics>,
-    plugin: Plugin,
+    plugin: Registration,
     stop: Vec<tokio::sync::oneshot::Sender<()>>,
     manager: Option<tokio::task::JoinHandle<Result<(), manager::Error>>>,
 }
@@ -83,16 +83,26 @@ impl Setup {
         let namespace = operon_envtest::create_namespace(&client, prefix).await.unwrap();
         let runtime = runtime();
         let module = runtime.load(&guest(module), Limits::default()).unwrap();
-        let mut mgr = Manager::new(
-            client.clone(),
-            manager::Config {
-                controller: operon::controller::Config { namespace: Some(namespace.clone()), ..Default::default() },
+        let config = webhook::Config {
+            bind: ([127, 0, 0, 1], 0).into(),
+            cert_dir: None,
+            endpoint: webhook::Endpoint::Url { host: "127.0.0.1".into(), port: None },
+        };
+        let mgr = Manager::builder(client.clone())
+            .config(manager::Config {
+                pipeline: operon::pipeline::Config { namespace: Some(namespace.clone()), ..Default::default() },
                 server_addr: None,
                 ..Default::default()
-            },
-        );
+            })
+            .runtime(runtime.clone())
+            .webhooks(config)
+            .build()
+            .await
+            .unwrap();
         let controller = mgr.add(module);
         let metrics = mgr.metrics().clone();
+        let webhooks = mgr.webhooks().unwrap().clone();
+        let leadership = mgr.leadership(controller.name());
         let mut stop = Vec::new();
         let manager = reconcile.then(|| {
             let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -101,20 +111,8 @@ impl Setup {
                 let _ = rx.await;
             }))
         });
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        stop.push(tx);
-        let config = webhook::Config {
-            bind: ([127, 0, 0, 1], 0).into(),
-            cert_dir: None,
-            endpoint: webhook::Endpoint::Url { host: "127.0.0.1".into(), port: None },
-        };
-        let webhooks = Webhooks::start(client.clone(), metrics.clone(), config, async move {
-            let _ = rx.await;
-        })
-        .await
-        .unwrap();
         // One plugin per test, acting in the test's namespace only.
-        let mut plugin = Plugin::new(format!("webapp-{namespace}"), controller.clone());
+        let mut plugin = Registration::new(format!("webapp-{namespace}"), controller.clone(), leadership);
         plugin.failure_policy = policy;
         plugin.timeout = Duration::from_secs(5);
         plugin.scope_namespace = Some(namespace.clone());
@@ -177,6 +175,7 @@ impl Setup {
         if let Some(manager) = self.manager.take() {
             manager.await.unwrap().unwrap();
         }
+        self.webhooks.shut_down();
     }
 }
 
@@ -281,13 +280,13 @@ async fn the_denial_should_hold_across_a_module_swap() {
     // A new version of the module: the webhooks follow the controller with
     // no re-registration.
     let again = setup.runtime.load(&guest("rust-webapp"), Limits::default()).unwrap();
-    setup.controller.swap_module(again).unwrap();
+    setup.controller.swap_module(again, false).unwrap();
     assert!(denial(setup.dry_run("b", too_many.clone()).await).message.contains(guest_message));
 
     // A version whose validate traps: from the very next request, the
     // failure policy answers, naming the plugin.
     let trapping = setup.runtime.load(&guest("admission-misbehave"), Limits::default()).unwrap();
-    setup.controller.swap_module(trapping).unwrap();
+    setup.controller.swap_module(trapping, false).unwrap();
     let status = denial(setup.dry_run("c", json!({"image": "nginx:1.27", "port": 8080})).await);
     assert!(
         status.message.contains(&format!("plugin {} could not validate this request", setup.plugin.name))
@@ -298,7 +297,7 @@ async fn the_denial_should_hold_across_a_module_swap() {
 
     // And back.
     let back = setup.runtime.load(&guest("rust-webapp"), Limits::default()).unwrap();
-    setup.controller.swap_module(back).unwrap();
+    setup.controller.swap_module(back, false).unwrap();
     assert!(denial(setup.dry_run("d", too_many).await).message.contains(guest_message));
     setup.create("e", json!({"image": "nginx:1.27", "port": 8080})).await.unwrap();
     setup.stop().await;
@@ -364,7 +363,7 @@ async fn deleting_the_plugin_should_remove_its_configurations_and_block_nothing(
     assert_eq!(applied.metadata.labels.unwrap()["operon.dev/plugin"], setup.plugin.name);
     assert!(mutating.get_opt(&name).await.unwrap().is_some());
 
-    setup.webhooks.unregister(&setup.plugin.name).await.unwrap();
+    setup.webhooks.unregister(&setup.plugin.name, true).await.unwrap();
     assert!(validating.get_opt(&name).await.unwrap().is_none());
     assert!(mutating.get_opt(&name).await.unwrap().is_none());
     assert!(setup.webhooks.registered().contains(&setup.plugin.name), "routes linger for calls in flight");
@@ -389,51 +388,33 @@ async fn deleting_the_plugin_should_remove_its_configurations_and_block_nothing(
 async fn a_reconciler_with_spec_admission_should_serve_its_webhooks_until_deleted() {
     use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::ConfigMap;
-    use operon::reconciler::{self, Plugins};
+    use operon::reconciler;
     let _ = tracing_subscriber::fmt().with_test_writer().try_init();
     let client = plane().client().await;
     let namespace = operon_envtest::create_namespace(&client, "admission-reconciler").await.unwrap();
-    let controllers = operon::controller::Config::default();
-    let manager = Manager::new(
-        client.clone(),
-        manager::Config { controller: controllers.clone(), server_addr: None, ..Default::default() },
-    );
-    let (stop_webhooks, webhooks_stopped) = tokio::sync::oneshot::channel::<()>();
-    let webhooks = Webhooks::start(
-        client.clone(),
-        manager.metrics().clone(),
-        webhook::Config {
+    let manager = Manager::builder(client.clone())
+        .config(manager::Config { server_addr: None, ..Default::default() })
+        .runtime(runtime())
+        .webhooks(webhook::Config {
             bind: ([127, 0, 0, 1], 0).into(),
             cert_dir: None,
             endpoint: webhook::Endpoint::Url { host: "127.0.0.1".into(), port: None },
-        },
-        async move {
-            let _ = webhooks_stopped.await;
-        },
-    )
-    .await
-    .unwrap();
-    let plugins = Plugins::new(
-        manager.clone(),
-        runtime(),
-        reconciler::Config {
-            kube_config: plane().config(),
-            namespace: Some(namespace.clone()),
-            selector: None,
-            require_service_account: false,
-            allow_module_paths: false,
-            controller: controllers,
-            status_period: Duration::from_millis(500),
-            path_poll: Duration::from_millis(500),
-            instance: "test".into(),
-            webhooks: Some(webhooks.clone()),
-        },
-    );
+        })
+        .add(reconciler::Reconcilers::component(
+            reconciler::Config {
+                kube_config: Some(plane().config()),
+                namespace: Some(namespace.clone()),
+                status_period: Duration::from_millis(500),
+                path_poll: Duration::from_millis(500),
+                instance: "test".into(),
+                ..Default::default()
+            },
+            Vec::new(),
+        ))
+        .build()
+        .await
+        .unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let (stop_plugins, plugins_stopped) = tokio::sync::oneshot::channel::<()>();
-    let plugins_task = tokio::spawn(plugins.run(async move {
-        let _ = plugins_stopped.await;
-    }));
     let manager_task = tokio::spawn(manager.clone().run(async move {
         let _ = stopped.await;
     }));
@@ -497,11 +478,8 @@ async fn a_reconciler_with_spec_admission_should_serve_its_webhooks_until_delete
     .await;
     webapps.create(&PostParams::default(), &too_many).await.unwrap();
 
-    let _ = stop_plugins.send(());
-    let _ = plugins_task.await;
     let _ = stop.send(());
     manager_task.await.unwrap().unwrap();
-    let _ = stop_webhooks.send(());
 }
 
 #[tokio::test]
@@ -569,11 +547,20 @@ async fn a_module_without_admission_should_not_be_registered() {
     let rt = runtime();
     let module = rt.load(&guest("misbehave-trap"), Limits::default()).unwrap();
     assert!(!module.admission());
-    let mut mgr = Manager::new(client.clone(), manager::Config { server_addr: None, ..Default::default() });
-    let controller = mgr.add(module);
     let config = webhook::Config { bind: ([127, 0, 0, 1], 0).into(), ..Default::default() };
-    let webhooks = Webhooks::start(client, mgr.metrics().clone(), config, std::future::pending()).await.unwrap();
-    let error = webhooks.register(Plugin::new("no-admission", controller)).await.unwrap_err();
+    let mgr = Manager::builder(client.clone())
+        .config(manager::Config { server_addr: None, ..Default::default() })
+        .runtime(rt.clone())
+        .webhooks(config)
+        .build()
+        .await
+        .unwrap();
+    let controller = mgr.add(module);
+    let webhooks = mgr.webhooks().unwrap().clone();
+    let error = webhooks
+        .register(Registration::new("no-admission", controller, mgr.leadership("no-admission")))
+        .await
+        .unwrap_err();
     assert!(matches!(error, webhook::Error::NoAdmission { .. }), "{error}");
     assert!(error.to_string().contains("reconciler-with-admission"), "{error}");
 }

@@ -424,6 +424,8 @@ async fn the_rbac_model_gives_the_host_reads_and_impersonation_and_the_plugin_it
         (host, "list", "operon.dev", "clusterreconcilers", None, None, true),
         (host, "patch", "operon.dev", "reconcilers/status", Some("shop"), None, true),
         (host, "update", "operon.dev", "reconcilers", Some("shop"), None, false),
+        // Its own finalizer on Reconcilers (released parents first).
+        (host, "patch", "operon.dev", "reconcilers", Some("shop"), None, true),
         (host, "list", "", "configmaps", None, None, true),
         (host, "impersonate", "", "serviceaccounts", Some("shop"), Some("webapp-plugin"), true),
         (host, "create", "coordination.k8s.io", "leases", Some(NAMESPACE), None, true),

@@ -60,13 +60,15 @@ impl Operon {
         Some(line.ends_with(" 1"))
     }
 
-    /// How many reconciles this process finished; `None` when that cannot
-    /// be observed (no scrape, or no reconcile series yet).
+    /// How many reconciles of parents (the `webapp` module's controller)
+    /// this process finished; `None` when that cannot be observed (no
+    /// scrape, or no reconcile series yet). The host's own controller of
+    /// Reconcilers and module files runs on every replica and is not counted.
     async fn reconciles(&self) -> Option<u64> {
         let text = self.scrape().await?;
         let values: Vec<f64> = text
             .lines()
-            .filter(|l| l.starts_with("controller_runtime_reconcile_total{"))
+            .filter(|l| l.starts_with("controller_runtime_reconcile_total{controller=\"webapp\""))
             .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
             .collect();
         (!values.is_empty()).then(|| values.iter().sum::<f64>() as u64)

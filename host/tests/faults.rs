@@ -257,21 +257,22 @@ struct Host {
 }
 
 impl Host {
-    fn start(client: kube::Client, namespace: &str) -> Host {
+    async fn start(client: kube::Client, namespace: &str) -> Host {
         init_logs();
         let rt = Runtime::new(runtime::Config { artifact_dir: None, ..Default::default() }).unwrap();
-        let mut mgr = Manager::new(
-            client,
-            manager::Config {
-                controller: operon::controller::Config {
+        let mgr = Manager::builder(client)
+            .config(manager::Config {
+                pipeline: operon::pipeline::Config {
                     namespace: Some(namespace.to_string()),
-                    max_concurrent_reconciles: 4,
+                    controller: operon::controller::Config { max_concurrent_reconciles: 4, ..Default::default() },
                     ..Default::default()
                 },
                 server_addr: None,
                 ..Default::default()
-            },
-        );
+            })
+            .build()
+            .await
+            .unwrap();
         mgr.add(rt.load(&guest("echo"), Limits::default()).unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(mgr.run(async move {
@@ -402,7 +403,7 @@ async fn an_api_server_killed_and_restarted_mid_run_loses_no_write() {
     let mut plane = own_plane();
     let admin = plane.client().await;
     let ns = operon_envtest::create_namespace(&admin, "fault-restart").await.unwrap();
-    let host = Host::start(plane.client().await, &ns);
+    let host = Host::start(plane.client().await, &ns).await;
     let w = Workload::create(admin.clone(), &ns).await;
     w.converged(&admin).await;
 
@@ -427,7 +428,7 @@ async fn watches_that_expire_are_re_listed_and_lose_no_write() {
     let ns = operon_envtest::create_namespace(&admin, "fault-410").await.unwrap();
     let proxy = Proxy::start(apiserver_addr(&plane)).await;
     let requests = Requests::default();
-    let host = Host::start(requests.client(proxy.config(&plane)), &ns);
+    let host = Host::start(requests.client(proxy.config(&plane)), &ns).await;
     let w = Workload::create(admin.clone(), &ns).await;
     w.converged(&admin).await;
     let etcd = etcd_url(&plane);
@@ -457,7 +458,7 @@ async fn a_connection_cut_and_restored_loses_no_write() {
     let admin = plane().client().await;
     let ns = operon_envtest::create_namespace(&admin, "fault-cut").await.unwrap();
     let proxy = Proxy::start(apiserver_addr(plane())).await;
-    let host = Host::start(kube::Client::try_from(proxy.config(plane())).unwrap(), &ns);
+    let host = Host::start(kube::Client::try_from(proxy.config(plane())).unwrap(), &ns).await;
     let w = Workload::create(admin.clone(), &ns).await;
     w.converged(&admin).await;
 
@@ -480,7 +481,7 @@ async fn a_connection_cut_and_restored_loses_no_write() {
 async fn status_writes_racing_another_writer_lose_nothing() {
     let admin = plane().client().await;
     let ns = operon_envtest::create_namespace(&admin, "fault-status").await.unwrap();
-    let host = Host::start(plane().client().await, &ns);
+    let host = Host::start(plane().client().await, &ns).await;
     let w = Workload::create(admin.clone(), &ns).await;
     w.converged(&admin).await;
 

@@ -62,19 +62,20 @@ async fn a_replica_that_lost_its_lease_writes_nothing_more() {
     leader.lease_duration = Duration::from_secs(4);
     leader.renew_deadline = Duration::from_secs(3);
     leader.retry_period = Duration::from_millis(500);
-    let mut mgr = Manager::new(
-        client,
-        manager::Config {
-            controller: operon::controller::Config {
+    let mgr = Manager::builder(client)
+        .config(manager::Config {
+            pipeline: operon::pipeline::Config {
                 namespace: Some(namespace.clone()),
-                max_concurrent_reconciles: 2,
+                controller: operon::controller::Config { max_concurrent_reconciles: 2, ..Default::default() },
                 ..Default::default()
             },
             leader: Some(leader),
             server_addr: Some(([127, 0, 0, 1], free_port()).into()),
             ..Default::default()
-        },
-    );
+        })
+        .build()
+        .await
+        .unwrap();
     mgr.add(module);
     let task = tokio::spawn(mgr.run(std::future::pending()));
 

@@ -49,18 +49,19 @@ impl Running {
         let rt = Runtime::new(runtime::Config { artifact_dir: None, ..Default::default() }).unwrap();
         let module = rt.load(&guest(module), Limits::default()).unwrap();
         let port = free_port();
-        let mut mgr = Manager::new(
-            client.clone(),
-            manager::Config {
-                controller: operon::controller::Config {
+        let mgr = Manager::builder(client.clone())
+            .config(manager::Config {
+                pipeline: operon::pipeline::Config {
                     namespace: Some(namespace.clone()),
-                    max_concurrent_reconciles: 2,
+                    controller: operon::controller::Config { max_concurrent_reconciles: 2, ..Default::default() },
                     ..Default::default()
                 },
                 server_addr: Some(([127, 0, 0, 1], port).into()),
                 ..Default::default()
-            },
-        );
+            })
+            .build()
+            .await
+            .unwrap();
         mgr.add(module);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(mgr.run(async move {

@@ -20,7 +20,7 @@ use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
 };
 use operon::manager::{self, Manager};
-use operon::reconciler::{self, Plugins};
+use operon::reconciler;
 use operon::runtime::{self, Runtime};
 use serde_json::{Value, json};
 use serve::serve_module;
@@ -73,41 +73,36 @@ impl Host {
         let runtime =
             Runtime::new(runtime::Config { artifact_dir: Some(artifacts.path().to_path_buf()), ..Default::default() })
                 .unwrap();
-        let controller = operon::controller::Config { max_concurrent_reconciles: 4, ..Default::default() };
-        let manager = Manager::new(
-            client.clone(),
-            manager::Config { controller: controller.clone(), server_addr: None, ..Default::default() },
-        );
-        let plugins = Plugins::new(
-            manager.clone(),
-            runtime.clone(),
-            reconciler::Config {
-                kube_config: plane().config(),
-                namespace: None,
-                selector: Some(format!("operon.dev/test={ns}")),
-                require_service_account: false,
-                allow_module_paths,
-                controller,
-                status_period: Duration::from_millis(500),
-                path_poll: Duration::from_millis(500),
-                instance: "test".into(),
-                webhooks: None,
-            },
-        );
+        let pipeline = operon::pipeline::Config {
+            controller: operon::controller::Config { max_concurrent_reconciles: 4, ..Default::default() },
+            ..Default::default()
+        };
+        let manager = Manager::builder(client.clone())
+            .config(manager::Config { pipeline, server_addr: None, ..Default::default() })
+            .runtime(runtime.clone())
+            .add(reconciler::Reconcilers::component(
+                reconciler::Config {
+                    kube_config: Some(plane().config()),
+                    selector: Some(format!("operon.dev/test={ns}")),
+                    allow_module_paths,
+                    status_period: Duration::from_millis(500),
+                    path_poll: Duration::from_millis(500),
+                    instance: "test".into(),
+                    ..Default::default()
+                },
+                Vec::new(),
+            ))
+            .build()
+            .await
+            .unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let (mgr, plugins_task) = (manager.clone(), plugins.clone());
+        let mgr = manager.clone();
         let task = tokio::spawn(async move {
-            let (stop_plugins, plugins_stopped) = tokio::sync::oneshot::channel::<()>();
-            let p = tokio::spawn(plugins_task.run(async move {
-                let _ = plugins_stopped.await;
-            }));
             mgr.run(async move {
                 let _ = stopped.await;
             })
             .await
             .unwrap();
-            let _ = stop_plugins.send(());
-            let _ = p.await;
         });
         Host { client, label: ns.clone(), ns, manager, stop: Some(stop), task, runtime, _artifacts: artifacts }
     }

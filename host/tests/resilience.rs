@@ -49,14 +49,15 @@ async fn an_api_server_restart_loses_no_change() {
     let ns = operon_envtest::create_namespace(&client, "restart").await.unwrap();
 
     let rt = Runtime::new(runtime::Config { artifact_dir: None, ..Default::default() }).unwrap();
-    let mut mgr = Manager::new(
-        client.clone(),
-        manager::Config {
-            controller: operon::controller::Config { namespace: Some(ns.clone()), ..Default::default() },
+    let mgr = Manager::builder(client.clone())
+        .config(manager::Config {
+            pipeline: operon::pipeline::Config { namespace: Some(ns.clone()), ..Default::default() },
             server_addr: None,
             ..Default::default()
-        },
-    );
+        })
+        .build()
+        .await
+        .unwrap();
     mgr.add(rt.load(&guest("rust-webapp"), Limits::default()).unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(mgr.run(async move {
@@ -105,14 +106,15 @@ async fn a_kind_installed_later_is_waited_for_and_reported() {
     let ns = operon_envtest::create_namespace(&client, "late-crd").await.unwrap();
     let rt = Runtime::new(runtime::Config { artifact_dir: None, ..Default::default() }).unwrap();
     let port = free_port();
-    let mut mgr = Manager::new(
-        client.clone(),
-        manager::Config {
-            controller: operon::controller::Config { namespace: Some(ns.clone()), ..Default::default() },
+    let mgr = Manager::builder(client.clone())
+        .config(manager::Config {
+            pipeline: operon::pipeline::Config { namespace: Some(ns.clone()), ..Default::default() },
             server_addr: Some(([127, 0, 0, 1], port).into()),
             ..Default::default()
-        },
-    );
+        })
+        .build()
+        .await
+        .unwrap();
     mgr.add(rt.load(&guest("requeue-counter"), Limits::default()).unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(mgr.run(async move {

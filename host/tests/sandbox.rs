@@ -313,10 +313,10 @@ fn a_guest_that_writes_megabytes_is_rate_limited_never_stopped() {
 struct TwoConfigMaps;
 
 impl runtime::ObjectReader for TwoConfigMaps {
-    fn get(&self, _: &runtime::Gvk, _: Option<&str>, _: &str) -> Result<Option<String>, String> {
+    fn get(&self, _: &runtime::Gvk, _: Option<&str>, _: &str) -> Result<Option<String>, runtime::ReadError> {
         Ok(None)
     }
-    fn list(&self, kind: &runtime::Gvk, _: Option<&str>, _: Option<&str>) -> Result<Vec<String>, String> {
+    fn list(&self, kind: &runtime::Gvk, _: Option<&str>, _: Option<&str>) -> Result<Vec<String>, runtime::ReadError> {
         assert_eq!(kind.kind, "ConfigMap");
         Ok(vec!["{}".into(), "{}".into()])
     }

@@ -41,18 +41,21 @@ struct Replica {
 
 impl Replica {
     fn start(lease_ns: &str, label: &str, artifacts: &std::path::Path) -> Replica {
+        let port = free_port();
+        let log =
+            std::fs::File::create(std::env::temp_dir().join(format!("operon-scaleout-{label}-{port}.log"))).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_operon"))
             .args(["run", "--reconcilers", "--leader-elect", "--lease-per-reconciler"])
             .args(["--leader-election-namespace", lease_ns, "--leader-election-id", "operon"])
             .args(["--lease-duration-secs", &LEASE_SECS.to_string()])
             .args(["--renew-deadline-ms", "3000", "--retry-period-ms", &RETRY_MS.to_string()])
             .args(["--reconciler-selector", &format!("operon.dev/test={label}")])
-            .args(["--metrics-bind-address", &format!("127.0.0.1:{}", free_port())])
+            .args(["--metrics-bind-address", &format!("127.0.0.1:{port}")])
             .env("KUBECONFIG", plane().kubeconfig_path())
             .env("XDG_CACHE_HOME", artifacts)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .expect("starting operon");
         Replica { child }
@@ -230,15 +233,21 @@ async fn a_replica_that_loses_one_reconcilers_lease_stops_writing_for_it_only() 
     leader.lease_duration = Duration::from_secs(4);
     leader.renew_deadline = Duration::from_secs(3);
     leader.retry_period = Duration::from_millis(500);
-    let mgr = Manager::new(
-        writes.client(plane().config()),
-        manager::Config { leader: Some(leader), lease_per_controller: true, server_addr: None, ..Default::default() },
-    );
+    let mgr = Manager::builder(writes.client(plane().config()))
+        .config(manager::Config {
+            leader: Some(leader),
+            lease_per_controller: true,
+            server_addr: None,
+            ..Default::default()
+        })
+        .build()
+        .await
+        .unwrap();
     let rt = Runtime::new(runtime::Config { artifact_dir: None, ..Default::default() }).unwrap();
     for (name, ns) in [("one", &ns1), ("two", &ns2)] {
-        let config = operon::controller::Config {
+        let config = operon::pipeline::Config {
             name: Some(name.into()),
-            scope: operon::controller::Scope::namespace(ns),
+            scope: operon::pipeline::Scope::namespace(ns),
             ..Default::default()
         };
         mgr.add_controller(rt.load(&guest("echo"), Limits::default()).unwrap(), config, None).unwrap();

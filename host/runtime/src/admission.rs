@@ -7,64 +7,18 @@
 //! `operon:reconciler/admission@0.1.x`; a module of the base world loads and
 //! reconciles exactly as before, and [`Module::admission`] says `false`.
 
-use super::error::{CallError, LoadError};
-use super::guest::{CallScope, Limiter, ObjectReader, State, WasiState};
-use super::limits::{InstancePolicy, Limits};
+use super::error::CallError;
+use super::guest::{CallScope, ObjectReader, State, admission_world};
 use super::module::Module;
-use super::pool::Pool;
 use super::{WIT_PACKAGE, WIT_VERSION};
 use crate::contract::{Denial, IMMUTABLE_BY_MUTATE, Operation, Review};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 use wasmtime::Store;
-use wasmtime::component::InstancePre;
 
-wasmtime::component::bindgen!({
-    path: "../../wit",
-    world: "reconciler-with-admission",
-    // One set of types for both worlds: the `types` and `host` interfaces
-    // are those of `guest.rs`, so conversions and the linker are shared.
-    with: {
-        "operon:reconciler/types": super::guest::operon::reconciler::types,
-        "operon:reconciler/host": super::guest::operon::reconciler::host,
-    },
-});
-
-use self::exports::operon::reconciler::admission as wit;
-
-/// The admission half of a loaded module: a pre-linked instance template of
-/// the admission world (the same component and linker as the reconciler's)
-/// and, for the `pooled` policy, its own pool.
-pub(super) struct Admission {
-    pre: ReconcilerWithAdmissionPre<State>,
-    pool: Option<Pool<AdmissionInstance>>,
-}
-
-/// An instance of the admission world with the store that owns it.
-pub(crate) struct AdmissionInstance {
-    store: Store<State>,
-    bindings: ReconcilerWithAdmission,
-}
-
-impl Admission {
-    /// `Some` when the component exports the admission interface; its
-    /// functions are type-checked here, so a module with a wrong signature
-    /// fails to load rather than at its first webhook call.
-    pub(super) fn new(
-        instance_pre: &InstancePre<State>,
-        exports: &[String],
-        limits: &Limits,
-    ) -> Result<Option<Admission>, LoadError> {
-        let prefix = format!("{WIT_PACKAGE}/admission@");
-        if !exports.iter().any(|e| e.starts_with(&prefix)) {
-            return Ok(None);
-        }
-        let pre = ReconcilerWithAdmissionPre::new(instance_pre.clone()).map_err(LoadError::Link)?;
-        let pool = (limits.instance_policy == InstancePolicy::Pooled).then(|| Pool::new(limits.pool_size));
-        Ok(Some(Admission { pre, pool }))
-    }
-}
+use admission_world::ReconcilerWithAdmission;
+use admission_world::exports::operon::reconciler::admission as wit;
 
 impl Module {
     /// Whether the module exports `validate` and `mutate` (the
@@ -96,7 +50,7 @@ impl Module {
             |bindings, store, review| bindings.operon_reconciler_admission().call_validate(store, review),
             review,
         )?;
-        let max = self.inner.limits.max_output;
+        let max = self.inner.calls.limits.max_output;
         match answer {
             Ok(warnings) => {
                 let size: usize = warnings.iter().map(String::len).sum();
@@ -132,7 +86,7 @@ impl Module {
             |bindings, store, review| bindings.operon_reconciler_admission().call_mutate(store, review),
             review,
         )?;
-        let max = self.inner.limits.max_output;
+        let max = self.inner.calls.limits.max_output;
         match answer {
             Ok(None) => Ok(Ok(None)),
             Ok(Some(text)) => {
@@ -146,8 +100,8 @@ impl Module {
         }
     }
 
-    /// Instantiate (or take a pooled instance), call under the deadline,
-    /// give a clean instance back to the pool.
+    /// Call the admission world through the module's one call path, under
+    /// the smaller of the module's timeout and `deadline`.
     fn call_admission<R>(
         &self,
         reader: Arc<dyn ObjectReader>,
@@ -156,63 +110,16 @@ impl Module {
         review: &Review,
     ) -> Result<R, CallError> {
         let inner = &self.inner;
-        let Some(admission) = &inner.admission else {
+        let Some(slot) = &inner.admission else {
             return Err(CallError::Instantiate(wasmtime::Error::msg(format!(
                 "the module does not export {WIT_PACKAGE}/admission@{WIT_VERSION}; build it for the \
                  reconciler-with-admission world (Rust: `operon_sdk::export!(MyReconciler with admission)`)"
             ))));
         };
-        // The smaller deadline, and the limits that name it in errors.
-        let limits = Limits { timeout: inner.limits.timeout.min(deadline), ..inner.limits.clone() };
         let scope = CallScope::new(reader, Some(inner.manifest.clone()));
-        let mut instance = match admission.pool.as_ref().and_then(Pool::take) {
-            Some(mut instance) => {
-                instance.store.data_mut().scope = Some(scope);
-                instance
-            }
-            None => self.instantiate_admission(admission, scope, &limits)?,
-        };
         let wit_review = to_wit(review);
-        arm_deadline(&mut instance.store, inner.runtime.config().epoch_tick, limits.timeout);
-        instance.store.data_mut().limiter.exceeded = None;
-        let result = f(&instance.bindings, &mut instance.store, &wit_review);
-        if let Some(wasi) = instance.store.data_mut().wasi.as_mut() {
-            wasi.flush();
-        }
-        let result = result.map_err(|e| super::module::classify(e, &instance.store, &limits));
-        // A trapped instance may be in any state: only clean ones go back.
-        if let (Some(pool), Ok(_)) = (&admission.pool, &result) {
-            instance.store.data_mut().scope = None;
-            pool.give(instance);
-        }
-        result
+        slot.call(&inner.calls, Some(scope), Some(deadline), |bindings, store| f(bindings, store, &wit_review))
     }
-
-    fn instantiate_admission(
-        &self,
-        admission: &Admission,
-        scope: CallScope,
-        limits: &Limits,
-    ) -> Result<AdmissionInstance, CallError> {
-        let inner = &self.inner;
-        let state = State {
-            limiter: Limiter::new(limits.memory),
-            scope: Some(scope),
-            wasi: inner.info.uses_wasi.then(|| WasiState::new(&inner.stdio)),
-        };
-        let mut store = Store::new(inner.runtime.engine(), state);
-        store.limiter(|s| &mut s.limiter);
-        // Start functions run at instantiation: bound them like a call.
-        arm_deadline(&mut store, inner.runtime.config().epoch_tick, limits.timeout);
-        let bindings = admission.pre.instantiate(&mut store).map_err(|e| super::module::classify(e, &store, limits))?;
-        Ok(AdmissionInstance { store, bindings })
-    }
-}
-
-fn arm_deadline(store: &mut Store<State>, tick: Duration, timeout: Duration) {
-    let ticks = timeout.as_nanos().div_ceil(tick.as_nanos().max(1)) as u64;
-    store.set_epoch_deadline(ticks.max(1) + 1);
-    store.epoch_deadline_trap();
 }
 
 fn check_size(size: usize, limit: usize) -> Result<(), CallError> {

@@ -103,6 +103,47 @@ impl ArtifactCache {
         Ok((component, false))
     }
 
+    /// Keep the module's own bytes beside its artifact, so that a version
+    /// known only by its digest (a rollback target after a restart) can be
+    /// loaded again.
+    pub fn keep_module(&self, digest: &str, bytes: &[u8]) {
+        let Ok(_) = self.trusted() else { return };
+        let path = self.module_path(digest);
+        if path.exists() {
+            return;
+        }
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, bytes))
+            .and_then(|()| std::fs::rename(&tmp, &path));
+        if let Err(e) = written {
+            tracing::debug!(path = %path.display(), error = %e, "not keeping the module's bytes");
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+
+    /// The bytes of a module kept by [`ArtifactCache::keep_module`], if they
+    /// are there and still hash to `digest`.
+    pub fn kept_module(&self, digest: &str) -> Option<Vec<u8>> {
+        let uid = self.trusted().ok()?;
+        let path = self.module_path(digest);
+        let meta = std::fs::symlink_metadata(&path).ok()?;
+        if !meta.file_type().is_file() || meta.uid() != uid || meta.mode() & 0o022 != 0 {
+            return None;
+        }
+        let bytes = std::fs::read(&path).ok()?;
+        (super::digest(&bytes) == digest).then_some(bytes)
+    }
+
+    fn module_path(&self, digest: &str) -> PathBuf {
+        self.dir.join(format!("{}.wasm", digest.trim_start_matches("sha256:")))
+    }
+
     fn load(&self, engine: &wasmtime::Engine, path: &Path, digest: &str, uid: u32) -> Option<Component> {
         let meta = std::fs::symlink_metadata(path).ok()?;
         if !meta.file_type().is_file() || meta.uid() != uid || meta.mode() & 0o022 != 0 {

@@ -49,6 +49,10 @@ pub enum LoadError {
     /// `manifest` returned something the host cannot use.
     #[error("invalid manifest: {0}")]
     InvalidManifest(String),
+    /// The thread loading the module panicked (a bug in the host or the
+    /// engine, not in the module).
+    #[error("loading the module panicked: {0}")]
+    Panicked(String),
 }
 
 /// Why one call into a guest did not produce a usable answer. Every variant

@@ -16,6 +16,71 @@ wasmtime::component::bindgen!({
 use self::operon::reconciler::host as wit_host;
 pub(crate) use self::operon::reconciler::types as wit;
 
+/// The world with `validate` and `mutate` beside `reconcile`: bindings of
+/// its own, sharing the types and the host import with the base world's,
+/// so conversions and the linker are shared.
+pub(crate) mod admission_world {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "reconciler-with-admission",
+        with: {
+            "operon:reconciler/types": super::operon::reconciler::types,
+            "operon:reconciler/host": super::operon::reconciler::host,
+        },
+    });
+}
+
+impl super::call::World for Reconciler {
+    type Pre = ReconcilerPre<State>;
+    fn instantiate(pre: &Self::Pre, store: &mut wasmtime::Store<State>) -> wasmtime::Result<Self> {
+        pre.instantiate(store)
+    }
+}
+
+impl super::call::World for admission_world::ReconcilerWithAdmission {
+    type Pre = admission_world::ReconcilerWithAdmissionPre<State>;
+    fn instantiate(pre: &Self::Pre, store: &mut wasmtime::Store<State>) -> wasmtime::Result<Self> {
+        pre.instantiate(store)
+    }
+}
+
+/// Why a guest's read was refused. The guest sees the message (the WIT
+/// `host.get`/`host.list` error); it says what to change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    /// The kind is not cached for this controller.
+    #[error("{0} is not cached for this controller")]
+    NotCached(Gvk),
+    /// The namespace is outside the controller's.
+    #[error("namespace {namespace:?} is outside this controller's namespaces ({scope})")]
+    OutsideScope {
+        /// The namespace asked for.
+        namespace: String,
+        /// The namespaces it may read.
+        scope: String,
+    },
+    /// A list across every namespace by a controller that may not read them all.
+    #[error("listing a namespaced kind across all namespaces is outside this controller's namespaces")]
+    AllNamespaces,
+    /// The label selector does not parse.
+    #[error("{0}")]
+    Selector(String),
+    /// The kind is not declared (or granted) for reading.
+    #[error("{kind} may not be read: declare it in the manifest's `reads` (this module may read {readable})")]
+    NotDeclared {
+        /// The kind asked for.
+        kind: Gvk,
+        /// What it may read.
+        readable: String,
+    },
+    /// Reads are not allowed in this call.
+    #[error("no reads are allowed while loading the module")]
+    Loading,
+    /// The call's read budget is spent.
+    #[error("read budget exhausted: {0}")]
+    Budget(&'static str),
+}
+
 /// Read access to cluster objects for a guest, scoped to one reconcile.
 ///
 /// Implemented by the informer cache (in a controller) and by fixtures (in
@@ -24,19 +89,26 @@ pub(crate) use self::operon::reconciler::types as wit;
 pub trait ObjectReader: Send + Sync {
     /// One object as JSON, `Ok(None)` if absent. `namespace` is what the
     /// guest passed: `None` means the parent's namespace for namespaced kinds.
-    fn get(&self, kind: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<String>, String>;
+    ///
+    /// # Errors
+    /// [`ReadError`] when the read is outside what the reader may answer.
+    fn get(&self, kind: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<String>, ReadError>;
     /// Objects of a kind as JSON, filtered by a label selector.
-    fn list(&self, kind: &Gvk, namespace: Option<&str>, label_selector: Option<&str>) -> Result<Vec<String>, String>;
+    ///
+    /// # Errors
+    /// [`ReadError`] when the read is outside what the reader may answer.
+    fn list(&self, kind: &Gvk, namespace: Option<&str>, label_selector: Option<&str>)
+    -> Result<Vec<String>, ReadError>;
 }
 
 /// A reader that sees nothing: for the load-time smoke call and for tools.
 pub struct NoObjects;
 
 impl ObjectReader for NoObjects {
-    fn get(&self, _: &Gvk, _: Option<&str>, _: &str) -> Result<Option<String>, String> {
+    fn get(&self, _: &Gvk, _: Option<&str>, _: &str) -> Result<Option<String>, ReadError> {
         Ok(None)
     }
-    fn list(&self, _: &Gvk, _: Option<&str>, _: Option<&str>) -> Result<Vec<String>, String> {
+    fn list(&self, _: &Gvk, _: Option<&str>, _: Option<&str>) -> Result<Vec<String>, ReadError> {
         Ok(Vec::new())
     }
 }
@@ -50,9 +122,11 @@ pub(crate) struct State {
     pub wasi: Option<WasiState>,
 }
 
-/// Most `host.get`/`host.list` calls one guest call may make.
+/// Most `host.get`/`host.list` calls one guest call may make (the
+/// [`ReadError::Budget`] message says 1000).
 pub(crate) const MAX_HOST_CALLS: u32 = 1000;
-/// Most bytes of objects those calls may return in one guest call.
+/// Most bytes of objects those calls may return in one guest call (the
+/// [`ReadError::Budget`] message says 64 MiB).
 pub(crate) const MAX_READ_BYTES: usize = 64 << 20;
 
 /// What a guest may read during one call.
@@ -166,13 +240,17 @@ impl wit_host::Host for State {
         }
     }
 
+    // The WIT's `result<_, string>`: the guest reads the message.
     fn get(&mut self, r: wit::ObjectRef) -> Result<Option<String>, String> {
-        let kind = Gvk::from(r.kind);
-        self.charge(1, 0)?;
-        let scope = self.readable(&kind)?;
-        let found = scope.reader.get(&kind, r.namespace.as_deref(), &r.name)?;
-        self.charge(0, found.as_ref().map_or(0, String::len))?;
-        Ok(found)
+        let read = || -> Result<Option<String>, ReadError> {
+            let kind = Gvk::from(r.kind);
+            self.charge(1, 0)?;
+            let scope = self.readable(&kind)?;
+            let found = scope.reader.get(&kind, r.namespace.as_deref(), &r.name)?;
+            self.charge(0, found.as_ref().map_or(0, String::len))?;
+            Ok(found)
+        };
+        read().map_err(|e| e.to_string())
     }
 
     fn list(
@@ -181,47 +259,49 @@ impl wit_host::Host for State {
         namespace: Option<String>,
         label_selector: Option<String>,
     ) -> Result<Vec<String>, String> {
-        let kind = Gvk::from(kind);
-        self.charge(1, 0)?;
-        let scope = self.readable(&kind)?;
-        let found = scope.reader.list(&kind, namespace.as_deref(), label_selector.as_deref())?;
-        self.charge(0, found.iter().map(String::len).sum())?;
-        Ok(found)
+        let read = || -> Result<Vec<String>, ReadError> {
+            let kind = Gvk::from(kind);
+            self.charge(1, 0)?;
+            let scope = self.readable(&kind)?;
+            let found = scope.reader.list(&kind, namespace.as_deref(), label_selector.as_deref())?;
+            self.charge(0, found.iter().map(String::len).sum())?;
+            Ok(found)
+        };
+        read().map_err(|e| e.to_string())
     }
 }
 
 impl State {
     /// Count host calls and the bytes they returned against the call's
     /// read budget.
-    fn charge(&mut self, calls: u32, bytes: usize) -> Result<(), String> {
+    fn charge(&mut self, calls: u32, bytes: usize) -> Result<(), ReadError> {
         let Some(scope) = self.scope.as_mut() else { return Ok(()) };
         let (made, read) = &mut scope.reads;
         *made = made.saturating_add(calls);
         *read = read.saturating_add(bytes);
         let calls = *made;
         if calls > MAX_HOST_CALLS {
-            return Err(format!(
-                "read budget exhausted: more than {MAX_HOST_CALLS} host.get/host.list calls in one call \
-                 (the host's limit); list once and filter instead of reading object by object"
+            return Err(ReadError::Budget(
+                "more than 1000 host.get/host.list calls in one call (the host's limit); list once and filter \
+                 instead of reading object by object",
             ));
         }
         if *read > MAX_READ_BYTES {
-            return Err(format!(
-                "read budget exhausted: host.get/host.list returned more than {MAX_READ_BYTES} bytes in one call \
-                 (the host's limit); narrow the reads with a namespace or a label selector"
+            return Err(ReadError::Budget(
+                "host.get/host.list returned more than 64 MiB in one call (the host's limit); narrow the reads \
+                 with a namespace or a label selector",
             ));
         }
         Ok(())
     }
 
     /// The call scope, if `kind` may be read in it.
-    fn readable(&self, kind: &Gvk) -> Result<&CallScope, String> {
-        let scope = self.scope.as_ref().ok_or("no reads are allowed while loading the module")?;
+    fn readable(&self, kind: &Gvk) -> Result<&CallScope, ReadError> {
+        let scope = self.scope.as_ref().ok_or(ReadError::Loading)?;
         match &scope.manifest {
-            Some(m) if !m.may_read(kind) => Err(format!(
-                "{kind} may not be read: declare it in the manifest's `reads` (this module may read {})",
-                readable_kinds(m)
-            )),
+            Some(m) if !m.may_read(kind) => {
+                Err(ReadError::NotDeclared { kind: kind.clone(), readable: readable_kinds(m) })
+            }
             _ => Ok(scope),
         }
     }

@@ -15,6 +15,7 @@ use operon_contract as contract;
 
 mod admission;
 mod artifacts;
+mod call;
 mod error;
 mod guest;
 mod limits;
@@ -23,7 +24,7 @@ mod pool;
 mod stdio;
 
 pub use error::{CallError, LoadError};
-pub use guest::{NoObjects, ObjectReader};
+pub use guest::{NoObjects, ObjectReader, ReadError};
 pub use limits::{InstancePolicy, Limits, POOLED_ABOVE_BYTES};
 #[doc(hidden)]
 pub use module::fuzz_outcome;
@@ -63,6 +64,13 @@ impl Default for Config {
             artifact_dir: default_artifact_dir(),
         }
     }
+}
+
+/// The digest that names a module: `sha256:<hex>` of its bytes. The one
+/// definition, used by the loader, the sources and the file watches alike.
+pub fn digest(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
 /// `$XDG_CACHE_HOME/operon/artifacts`, else `~/.cache/operon/artifacts`.
@@ -119,7 +127,24 @@ impl Runtime {
     /// # Errors
     /// [`LoadError`] says which step failed and why; nothing is left behind.
     pub fn load(&self, bytes: &[u8], limits: Limits) -> Result<Module, LoadError> {
-        module::load(self, bytes, limits)
+        let module = module::load(self, bytes, limits)?;
+        if let Some(cache) = &self.inner.artifacts {
+            cache.keep_module(&module.info().digest, bytes);
+        }
+        Ok(module)
+    }
+
+    /// Load a module this host loaded before, knowing only its digest
+    /// (a rollback target after a restart): `Ok(None)` when its bytes are
+    /// not kept here (no artifact directory, or another machine).
+    ///
+    /// # Errors
+    /// As [`Runtime::load`].
+    pub fn load_kept(&self, digest: &str, limits: Limits) -> Result<Option<Module>, LoadError> {
+        let Some(bytes) = self.inner.artifacts.as_ref().and_then(|c| c.kept_module(digest)) else {
+            return Ok(None);
+        };
+        module::load(self, &bytes, limits).map(Some)
     }
 
     /// The engine's settings.

@@ -7,7 +7,7 @@ use std::time::Duration;
 pub const POOLED_ABOVE_BYTES: usize = 1 << 20;
 
 /// Whether each call gets a new instance or reuses one from a pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum InstancePolicy {
     /// Nobody chose: the loader decides ([`InstancePolicy::resolve`]).
@@ -39,7 +39,7 @@ impl InstancePolicy {
 }
 
 /// The limits one module runs under. Every call is bounded by all of them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Limits {
     /// Wall-clock deadline for one call (enforced by epoch interruption).

@@ -1,17 +1,15 @@
 //! A loaded module version: compiled component, pre-linked instance
 //! template, its manifest, and calls into it.
 
-use super::admission::Admission;
+use super::call::{Calls, Slot};
 use super::error::{CallError, LoadError};
-use super::guest::{self, CallScope, Limiter, ObjectReader, ReconcilerPre, State, WasiState, wit};
-use super::limits::{InstancePolicy, Limits};
-use super::pool::Pool;
+use super::guest::{self, CallScope, ObjectReader, ReconcilerPre, State, admission_world, wit};
+use super::limits::Limits;
 use super::stdio::GuestLog;
 use super::{Runtime, WIT_PACKAGE, WIT_VERSION};
 use crate::contract::{Event, Failure, Manifest, Outcome, Request};
 use serde::Serialize;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -54,25 +52,16 @@ pub struct Module {
 }
 
 pub(super) struct Inner {
-    pub(super) runtime: Runtime,
-    pre: ReconcilerPre<State>,
+    /// Keeps the engine's epoch ticker running while the module lives.
+    _runtime: Runtime,
     pub(super) info: ModuleInfo,
     pub(super) manifest: Arc<Manifest>,
-    pub(super) limits: Limits,
-    pool: Option<Pool<Instance>>,
-    /// Where the guests' WASI stdout and stderr go (rate-limited).
-    pub(super) stdio: Arc<GuestLog>,
-    /// The most linear memory one instance has had, in bytes.
-    peak_memory: AtomicU64,
-    /// The `validate`/`mutate` exports, when the module has them
-    /// (`admission.rs`).
-    pub(super) admission: Option<Admission>,
-}
-
-/// An instance ready for calls, with the store that owns it.
-pub(crate) struct Instance {
-    store: Store<State>,
-    bindings: guest::Reconciler,
+    /// What every call shares: engine, limits, output, peak memory.
+    pub(super) calls: Calls,
+    /// The reconciler world.
+    reconciler: Slot<guest::Reconciler>,
+    /// The admission world, when the module exports `validate`/`mutate`.
+    pub(super) admission: Option<Slot<admission_world::ReconcilerWithAdmission>>,
 }
 
 pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Module, LoadError> {
@@ -84,7 +73,7 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
         )));
     }
     check_header(bytes)?;
-    let digest = format!("sha256:{}", hex::encode(Sha256::digest(bytes)));
+    let digest = super::digest(bytes);
 
     let started = Instant::now();
     let compiled = match &runtime.inner.artifacts {
@@ -105,14 +94,19 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
 
     let linker = if uses_wasi { &runtime.inner.wasi_linker } else { &runtime.inner.linker };
     let instance_pre = linker.instantiate_pre(&component).map_err(LoadError::Link)?;
-    let admission = Admission::new(&instance_pre, &export_names, &limits)?;
+    // Admission's functions are type-checked here, so a module with a wrong
+    // signature fails to load rather than at its first webhook call.
+    let admission_export = format!("{WIT_PACKAGE}/admission@");
+    let admission = if export_names.iter().any(|e| e.starts_with(&admission_export)) {
+        let pre = admission_world::ReconcilerWithAdmissionPre::new(instance_pre.clone()).map_err(LoadError::Link)?;
+        Some(Slot::new(pre, &limits))
+    } else {
+        None
+    };
     let pre = ReconcilerPre::new(instance_pre).map_err(LoadError::Link)?;
-
-    let pool = (limits.instance_policy == InstancePolicy::Pooled).then(|| Pool::new(limits.pool_size));
-    let limits_log = (limits.log_lines_per_second, limits.log_burst);
-    let mut module = Inner {
-        runtime: runtime.clone(),
-        pre,
+    let stdio = Arc::new(GuestLog::new(limits.log_lines_per_second, limits.log_burst));
+    let module = Inner {
+        _runtime: runtime.clone(),
         info: ModuleInfo {
             digest,
             size: bytes.len(),
@@ -125,27 +119,32 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
             manifest: placeholder_manifest(),
         },
         manifest: Arc::new(placeholder_manifest()),
-        limits,
-        pool,
-        stdio: Arc::new(GuestLog::new(limits_log.0, limits_log.1)),
-        peak_memory: AtomicU64::new(0),
+        reconciler: Slot::new(pre, &limits),
         admission,
+        calls: Calls {
+            engine: runtime.engine().clone(),
+            epoch_tick: runtime.config().epoch_tick,
+            limits,
+            uses_wasi,
+            stdio,
+            peak_memory: AtomicU64::new(0),
+        },
     };
 
     // Smoke call: a module whose manifest() traps or lies never goes live.
-    let manifest: Manifest = {
-        // Exports are type-checked at instantiation: a failure here (other
-        // than a trap in a start function) is a world mismatch.
-        let mut instance = module.instantiate(None).map_err(|e| match e {
+    // Exports are type-checked at instantiation: a failure there (other than
+    // a trap in a start function) is a world mismatch.
+    let manifest: Manifest = module
+        .reconciler
+        .call(&module.calls, None, None, |bindings, store| bindings.operon_reconciler_guest().call_manifest(store))
+        .map_err(|e| match e {
             CallError::Instantiate(e) => LoadError::Link(e),
             e => LoadError::Manifest(Box::new(e)),
-        })?;
-        let result =
-            module.guarded(&mut instance, |bindings, store| bindings.operon_reconciler_guest().call_manifest(store));
-        result.map_err(|e| LoadError::Manifest(Box::new(e)))?.into()
-    };
+        })?
+        .into();
     manifest.validate().map_err(LoadError::InvalidManifest)?;
-    module.stdio.set_controller(&manifest.name);
+    let mut module = module;
+    module.calls.stdio.set_controller(&manifest.name);
     module.info.manifest = manifest.clone();
     module.manifest = Arc::new(manifest);
     Ok(Module { inner: Arc::new(module) })
@@ -255,19 +254,19 @@ impl Module {
     /// The limits the module runs under, with its instance policy resolved
     /// (never [`InstancePolicy::Auto`]).
     pub fn limits(&self) -> &Limits {
-        &self.inner.limits
+        &self.inner.calls.limits
     }
 
     /// The most linear memory one instance of the module has had so far, in
     /// bytes (the instances' memories together).
     pub fn peak_instance_memory(&self) -> u64 {
-        self.inner.peak_memory.load(Ordering::Relaxed)
+        self.inner.calls.peak_memory.load(Ordering::Relaxed)
     }
 
     /// Lines of WASI stdout/stderr dropped so far by the module's log rate
     /// ([`Limits::log_lines_per_second`]).
     pub fn dropped_log_lines(&self) -> u64 {
-        self.inner.stdio.dropped()
+        self.inner.calls.stdio.dropped()
     }
 
     /// Call `reconcile`. The outer `Result` is the sandbox's verdict (did the
@@ -283,70 +282,15 @@ impl Module {
     ) -> Result<Result<Outcome, Failure>, CallError> {
         let inner = &self.inner;
         let scope = CallScope::new(reader, Some(inner.manifest.clone()));
-        let mut instance = match &inner.pool {
-            Some(pool) => match pool.take() {
-                Some(mut i) => {
-                    i.store.data_mut().scope = Some(scope);
-                    i
-                }
-                None => inner.instantiate(Some(scope))?,
-            },
-            None => inner.instantiate(Some(scope))?,
-        };
         let wit_request = wit::Request::from(request);
-        let result = inner.guarded(&mut instance, |bindings, store| {
+        let result = inner.reconciler.call(&inner.calls, Some(scope), None, |bindings, store| {
             bindings.operon_reconciler_guest().call_reconcile(store, &wit_request)
         });
-        // A trapped instance may be in any state: only clean ones go back.
-        if let (Some(pool), Ok(_)) = (&inner.pool, &result) {
-            instance.store.data_mut().scope = None;
-            pool.give(instance);
-        }
         match result? {
-            Ok(outcome) => convert_outcome(outcome, inner.limits.max_output).map(Ok),
+            Ok(outcome) => convert_outcome(outcome, inner.calls.limits.max_output).map(Ok),
             Err(wit::Failure::Transient(m)) => Ok(Err(Failure::Transient(m))),
             Err(wit::Failure::Terminal(m)) => Ok(Err(Failure::Terminal(m))),
         }
-    }
-}
-
-impl Inner {
-    fn instantiate(&self, scope: Option<CallScope>) -> Result<Instance, CallError> {
-        let state = State {
-            limiter: Limiter::new(self.limits.memory),
-            scope,
-            wasi: self.info.uses_wasi.then(|| WasiState::new(&self.stdio)),
-        };
-        let mut store = Store::new(self.runtime.engine(), state);
-        store.limiter(|s| &mut s.limiter);
-        // Instantiation runs guest start functions: bound it like a call.
-        self.arm_deadline(&mut store);
-        let bindings = self.pre.instantiate(&mut store).map_err(|e| classify(e, &store, &self.limits))?;
-        Ok(Instance { store, bindings })
-    }
-
-    fn arm_deadline(&self, store: &mut Store<State>) {
-        let tick = self.runtime.config().epoch_tick.as_nanos().max(1);
-        let ticks = self.limits.timeout.as_nanos().div_ceil(tick) as u64;
-        store.set_epoch_deadline(ticks.max(1) + 1);
-        store.epoch_deadline_trap();
-    }
-
-    /// Run `f` under the deadline and turn wasmtime errors into
-    /// [`CallError`]s that say what happened.
-    fn guarded<R>(
-        &self,
-        instance: &mut Instance,
-        f: impl FnOnce(&guest::Reconciler, &mut Store<State>) -> wasmtime::Result<R>,
-    ) -> Result<R, CallError> {
-        self.arm_deadline(&mut instance.store);
-        instance.store.data_mut().limiter.exceeded = None;
-        let result = f(&instance.bindings, &mut instance.store);
-        if let Some(wasi) = instance.store.data_mut().wasi.as_mut() {
-            wasi.flush();
-        }
-        self.peak_memory.fetch_max(instance.store.data().limiter.used, Ordering::Relaxed);
-        result.map_err(|e| classify(e, &instance.store, &self.limits))
     }
 }
 

@@ -80,6 +80,16 @@ pub struct WatchKey {
     pub namespace: Option<String>,
     /// A label selector, in the string syntax.
     pub selector: Option<String>,
+    /// A field selector (`metadata.name=module`): one object of a kind,
+    /// rather than all of a namespace.
+    pub fields: Option<String>,
+}
+
+impl WatchKey {
+    /// Every object of `kind` in `namespace` (`None`: all namespaces).
+    pub fn new(kind: Gvk, namespace: Option<String>) -> WatchKey {
+        WatchKey { kind, namespace, selector: None, fields: None }
+    }
 }
 
 impl fmt::Display for WatchKey {
@@ -89,6 +99,9 @@ impl fmt::Display for WatchKey {
             write!(f, " in {ns}")?;
         }
         if let Some(s) = &self.selector {
+            write!(f, " [{s}]")?;
+        }
+        if let Some(s) = &self.fields {
             write!(f, " [{s}]")?;
         }
         Ok(())
@@ -287,6 +300,9 @@ async fn run_informer(client: kube::Client, weak: Weak<Informer>, resync: Durati
     let mut config = watcher::Config::default();
     if let Some(s) = &key.selector {
         config = config.labels(s);
+    }
+    if let Some(s) = &key.fields {
+        config = config.fields(s);
     }
     let types = Arc::new(TypeMeta { api_version: resource.api_version.clone(), kind: resource.kind.clone() });
     let mut stream = watcher::watcher(api, config).boxed();

@@ -421,7 +421,12 @@ fn describe(module: &Module) -> String {
     )
 }
 
+/// A flag that is not a CPU quantity.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not a CPU quantity such as 250m, 0.5 or 1")]
+pub struct BadCpu(String);
+
 /// `--guest-cpu`: a Kubernetes CPU quantity.
-fn cpu_quantity(text: &str) -> Result<f64, String> {
-    crate::controller::parse_cpu(text).ok_or_else(|| format!("{text:?} is not a CPU quantity such as 250m, 0.5 or 1"))
+fn cpu_quantity(text: &str) -> Result<f64, BadCpu> {
+    crate::pipeline::parse_cpu(text).ok_or_else(|| BadCpu(text.to_string()))
 }

@@ -6,11 +6,28 @@ use crate::contract::{Gvk, Mapping};
 
 /// How to enqueue a key.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Enqueue {
+pub enum Enqueue<K = ObjectKey> {
     /// A change: normal priority.
-    Now(ObjectKey),
+    Now(K),
     /// From an initial list: low priority.
-    Initial(ObjectKey),
+    Initial(K),
+}
+
+impl<K> Enqueue<K> {
+    /// The key.
+    pub fn key(&self) -> &K {
+        match self {
+            Enqueue::Now(k) | Enqueue::Initial(k) => k,
+        }
+    }
+
+    /// The same priority for another key.
+    pub fn map<L>(self, f: impl FnOnce(K) -> L) -> Enqueue<L> {
+        match self {
+            Enqueue::Now(k) => Enqueue::Now(f(k)),
+            Enqueue::Initial(k) => Enqueue::Initial(f(k)),
+        }
+    }
 }
 
 /// Keys for an event on the parent kind itself (`for`).
@@ -93,7 +110,7 @@ pub fn relates_to(object: &CachedObject, mapping: &Mapping, parent: &ObjectKey) 
     }
 }
 
-fn event_object(event: &ObjectEvent) -> (&CachedObject, bool) {
+pub(crate) fn event_object(event: &ObjectEvent) -> (&CachedObject, bool) {
     match event {
         ObjectEvent::Applied { new, initial, .. } => (new, *initial),
         ObjectEvent::Deleted(o) | ObjectEvent::Resync(o) => (o, false),

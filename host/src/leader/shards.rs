@@ -24,7 +24,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
 use std::future::Future;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -34,15 +33,21 @@ pub const MEMBER_LABEL: &str = "operon.dev/replica-of";
 /// How many controller Leases this replica holds and may hold.
 #[derive(Debug)]
 pub struct Shards {
+    /// Leases held, and free ones being taken right now.
     held: AtomicUsize,
     cap: AtomicUsize,
+    /// Whether the live replicas were counted once: no Lease is taken
+    /// before (a replica starting beside others must not take them all).
+    counted: tokio::sync::watch::Sender<bool>,
 }
 
 impl Default for Shards {
     fn default() -> Self {
-        // Until the first count, take everything: a lone replica must lead
-        // at once.
-        Shards { held: AtomicUsize::new(0), cap: AtomicUsize::new(usize::MAX) }
+        Shards {
+            held: AtomicUsize::new(0),
+            cap: AtomicUsize::new(usize::MAX),
+            counted: tokio::sync::watch::Sender::new(false),
+        }
     }
 }
 
@@ -50,6 +55,21 @@ impl Shards {
     /// Whether one more controller Lease may be taken.
     pub fn may_acquire(&self) -> bool {
         self.held.load(Ordering::SeqCst) < self.cap.load(Ordering::SeqCst)
+    }
+
+    /// Take one slot of the share for a free Lease about to be written, if
+    /// one is left: atomically, so electors contending at once cannot all
+    /// see room for themselves. Give it back with [`Shards::released`] if
+    /// the write fails.
+    pub fn try_acquire(&self) -> bool {
+        let cap = self.cap.load(Ordering::SeqCst);
+        self.held.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |h| (h < cap).then_some(h + 1)).is_ok()
+    }
+
+    /// Resolves once the live replicas were counted.
+    pub async fn counted(&self) {
+        let mut rx = self.counted.subscribe();
+        let _ = rx.wait_for(|c| *c).await;
     }
 
     /// This replica started leading one more controller.
@@ -76,6 +96,7 @@ impl Shards {
     pub fn set_share(&self, controllers: usize, replicas: usize) {
         let cap = controllers.div_ceil(replicas.max(1)).max(1);
         self.cap.store(cap, Ordering::SeqCst);
+        self.counted.send_replace(true);
     }
 }
 
@@ -91,9 +112,7 @@ impl Membership {
     /// Membership of `group` (the controller Leases' prefix), with the
     /// namespace, identity and timings of `config`.
     pub fn new(client: kube::Client, config: Config, group: &str) -> Membership {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        config.identity.hash(&mut h);
-        let name = format!("{group}-replica-{:016x}", h.finish());
+        let name = format!("{group}-replica-{}", stable_hash(&config.identity, 16));
         Membership { api: Api::namespaced(client, &config.namespace), config, group: group.to_string(), name }
     }
 
@@ -169,16 +188,23 @@ impl Membership {
     }
 }
 
-/// The Lease name of a controller in a group: readable, valid, unique.
+/// The first `digits` hex digits of the SHA-256 of `text`: the same in
+/// every build and release (std's `DefaultHasher` is not), so replicas of
+/// different versions name a Lease alike during a rolling update.
+fn stable_hash(text: &str, digits: usize) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(text.as_bytes())).chars().take(digits).collect()
+}
+
+/// The Lease name of a controller in a group: readable, valid, unique, and
+/// stable across releases.
 pub fn lease_name(group: &str, controller: &str) -> String {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    controller.hash(&mut h);
     let readable: String = controller
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
         .take(40)
         .collect();
-    format!("{group}-{}-{:08x}", readable.trim_matches('-'), h.finish() as u32)
+    format!("{group}-{}-{}", readable.trim_matches('-'), stable_hash(controller, 8))
 }
 
 #[cfg(test)]
@@ -211,5 +237,12 @@ mod tests {
         assert_ne!(a, b);
         assert!(a.starts_with("operon-team-a-webapp-"), "{a}");
         assert!(a.len() <= 63 && a.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-'));
+    }
+
+    #[test]
+    fn lease_names_should_not_change_between_builds() {
+        // Fixed: a replica of the next release must name the same Lease,
+        // or a rolling update gives one controller two leaders.
+        assert_eq!(lease_name("operon", "team-a/WebApp"), "operon-team-a-webapp-63aa4f37");
     }
 }

@@ -344,6 +344,48 @@ pub struct ReconcilerStatus {
     /// Shadow rollout: how the candidate compares with the live version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shadow: Option<ShadowStatus>,
+    /// The last version that passed its probation (or the first one that
+    /// loaded): where a rollback goes, also after a restart or a failover.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_good_digest: Option<String>,
+    /// A version on probation: its first reconciles are watched, and if too
+    /// many fail it is refused and the previous version runs again. Kept
+    /// here so that a restart or another replica continues the probation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probation: Option<ProbationStatus>,
+    /// Versions that are not loaded again: they failed to load, or were
+    /// rolled back (oldest first, at most 10). Every replica honours them.
+    /// To try them again, set the annotation `operon.dev/retry` to a new
+    /// value.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<RefusedVersion>,
+    /// The value of the annotation `operon.dev/retry` for which the
+    /// refusals were last cleared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<String>,
+}
+
+/// `status.probation`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProbationStatus {
+    /// The version on probation.
+    pub digest: String,
+    /// The version it replaced, which comes back if it fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_digest: Option<String>,
+}
+
+/// One entry of `status.refused`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RefusedVersion {
+    /// The module's digest.
+    pub digest: String,
+    /// Why, as a condition reason (`InvalidModule`, `RolledBack`, …).
+    pub reason: String,
+    /// What happened.
+    pub message: String,
 }
 
 /// `status.shadow`.

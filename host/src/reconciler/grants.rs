@@ -4,7 +4,7 @@
 use super::crd::{Grants, KindRef};
 use crate::apply::{Namespaces, reserved};
 use crate::contract::{Gvk, Manifest};
-use crate::controller::{self, Scope};
+use crate::pipeline::{self, Scope};
 
 /// Where a plugin lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,12 +26,17 @@ fn granted(list: &[KindRef], kind: &Gvk) -> bool {
     list.iter().any(|g| g.covers(kind))
 }
 
+/// What a manifest asks for beyond its grants.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the module asks for more than the Reconciler grants: {}", .0.join("; "))]
+pub struct Forbidden(pub Vec<String>);
+
 /// Check a manifest against the grants.
 ///
 /// # Errors
-/// A message listing everything the manifest asks for that the grants do
-/// not give (or that no plugin may have), for a `Forbidden` condition.
-pub fn check(manifest: &Manifest, grants: &Grants) -> Result<(), String> {
+/// [`Forbidden`] listing everything the manifest asks for that the grants
+/// do not give (or that no plugin may have), for a `Forbidden` condition.
+pub fn check(manifest: &Manifest, grants: &Grants) -> Result<(), Forbidden> {
     let mut missing = Vec::new();
     if !granted(&grants.for_kinds, &manifest.for_kind) {
         missing.push(format!("for {} (spec.grants.for)", manifest.for_kind));
@@ -49,20 +54,16 @@ pub fn check(manifest: &Manifest, grants: &Grants) -> Result<(), String> {
             missing.push(format!("reads {kind} (spec.grants.reads)"));
         }
     }
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("the module asks for more than the Reconciler grants: {}", missing.join("; ")))
-    }
+    if missing.is_empty() { Ok(()) } else { Err(Forbidden(missing)) }
 }
 
 /// The controller settings a placement and grants imply: which parents it
 /// sees, where children may go, adoption.
-pub fn controller_settings(placement: &Placement, grants: &Grants) -> (Scope, controller::Grants) {
+pub fn controller_settings(placement: &Placement, grants: &Grants) -> (Scope, pipeline::Grants) {
     match placement {
         Placement::Namespaced(ns) => (
             Scope::namespace(ns),
-            controller::Grants { namespaces: Namespaces::ParentOnly, cluster_scoped: false, adopt: grants.adopt },
+            pipeline::Grants { namespaces: Namespaces::ParentOnly, cluster_scoped: false, adopt: grants.adopt },
         ),
         Placement::Cluster => {
             let all = grants.namespaces.iter().any(|n| n == "*");
@@ -71,7 +72,7 @@ pub fn controller_settings(placement: &Placement, grants: &Grants) -> (Scope, co
                 cluster: grants.cluster_scoped,
             };
             let namespaces = if all { Namespaces::Any } else { Namespaces::Only(grants.namespaces.clone()) };
-            (scope, controller::Grants { namespaces, cluster_scoped: grants.cluster_scoped, adopt: grants.adopt })
+            (scope, pipeline::Grants { namespaces, cluster_scoped: grants.cluster_scoped, adopt: grants.adopt })
         }
     }
 }
@@ -118,7 +119,7 @@ mod tests {
         let mut g = grants();
         g.owns.retain(|k| k.kind != "Service");
         g.reads.clear();
-        let err = check(&manifest(), &g).unwrap_err();
+        let err = check(&manifest(), &g).unwrap_err().to_string();
         assert!(err.contains("owns v1 Service (spec.grants.owns)"), "{err}");
         assert!(err.contains("reads v1 Secret"), "{err}");
         assert!(err.contains("reads v1 ConfigMap"), "watched kinds need a read grant: {err}");
@@ -126,7 +127,7 @@ mod tests {
         m.owns.push(Gvk::new("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding"));
         let mut g = grants();
         g.owns.push(kind("rbac.authorization.k8s.io", "*"));
-        let err = check(&m, &g).unwrap_err();
+        let err = check(&m, &g).unwrap_err().to_string();
         assert!(err.contains("no plugin may write"), "reserved kinds are never granted: {err}");
     }
 

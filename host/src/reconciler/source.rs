@@ -9,13 +9,56 @@
 use super::crd::{ModuleSource, OciSource, UrlSource};
 use crate::cache::CachedObject;
 use base64::Engine as _;
-use sha2::{Digest, Sha256};
 use std::time::Duration;
 
-/// Largest module accepted from any source.
+/// Largest module accepted from any source, by default (`--max-module-size`).
 pub const MAX_MODULE_BYTES: usize = 64 << 20;
-/// How long a download may take.
+/// How long a whole download may take, by default.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a download may wait for its next bytes.
+const READ_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Bounds of every module download: no source can make the host wait or
+/// buffer without limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// Most bytes of a module.
+    pub max_bytes: usize,
+    /// Longest whole download.
+    pub timeout: Duration,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds { max_bytes: MAX_MODULE_BYTES, timeout: FETCH_TIMEOUT }
+    }
+}
+
+/// The HTTP client of URL sources: every read bounded in time, and
+/// redirects followed only where the first URL could have gone (HTTPS, or
+/// plain HTTP to loopback and in-cluster hosts), so a source cannot be
+/// bounced to an internal address in plain text.
+pub fn http_client() -> reqwest::Client {
+    let policy = reqwest::redirect::Policy::custom(|attempt| {
+        if attempt.previous().len() >= 5 {
+            return attempt.error("more than 5 redirects");
+        }
+        let url = attempt.url();
+        match url.scheme() {
+            "https" => attempt.follow(),
+            "http" if url.host_str().is_some_and(plain_http_allowed) => attempt.follow(),
+            other => {
+                let why = format!(
+                    "a redirect to {other}://{} was refused: module sources are fetched over HTTPS only \
+                     (plain HTTP only to loopback or in-cluster *.svc hosts)",
+                    url.host_str().unwrap_or_default()
+                );
+                attempt.error(why)
+            }
+        }
+    });
+    reqwest::Client::builder().redirect(policy).read_timeout(READ_TIMEOUT).build().unwrap_or_default()
+}
 
 /// Why a module could not be fetched.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -37,6 +80,14 @@ pub enum Error {
     /// The URL is not allowed.
     #[error("{0}")]
     Refused(String),
+    /// The module is larger than the host accepts.
+    #[error("{what} is larger than the {limit} bytes this host accepts (--max-module-size)")]
+    TooLarge {
+        /// What was fetched.
+        what: String,
+        /// The limit.
+        limit: usize,
+    },
 }
 
 /// A module's bytes and their digest.
@@ -54,10 +105,7 @@ impl std::fmt::Debug for Fetched {
     }
 }
 
-/// `sha256:<hex>` of `bytes`.
-pub fn digest(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
-}
+pub use crate::runtime::digest;
 
 /// The digest a source pins, when it pins one (URL, OCI): a module with this
 /// digest already loaded need not be fetched again.
@@ -73,7 +121,12 @@ pub fn pinned(source: &ModuleSource) -> Option<String> {
 /// # Errors
 /// [`Error::Missing`] naming the ConfigMap and key, or saying to use
 /// `binaryData` when the key is in `data`.
-pub fn from_config_map(config_map: Option<&CachedObject>, name: &str, key: &str) -> Result<Fetched, Error> {
+pub fn from_config_map(
+    config_map: Option<&CachedObject>,
+    name: &str,
+    key: &str,
+    bounds: Bounds,
+) -> Result<Fetched, Error> {
     let Some(cm) = config_map else {
         return Err(Error::Missing(format!(
             "ConfigMap {name} does not exist in the Reconciler's namespace; create it with `kubectl create configmap {name} --from-file={key}=module.wasm`"
@@ -84,10 +137,11 @@ pub fn from_config_map(config_map: Option<&CachedObject>, name: &str, key: &str)
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(text)
             .map_err(|e| Error::Unavailable(format!("ConfigMap {name} binaryData[{key}] is not base64: {e}")))?;
-        if bytes.len() > MAX_MODULE_BYTES {
-            return Err(Error::Unavailable(format!(
-                "ConfigMap {name} binaryData[{key}] exceeds {MAX_MODULE_BYTES} bytes"
-            )));
+        if bytes.len() > bounds.max_bytes {
+            return Err(Error::TooLarge {
+                what: format!("ConfigMap {name} binaryData[{key}]"),
+                limit: bounds.max_bytes,
+            });
         }
         let digest = digest(&bytes);
         return Ok(Fetched { bytes, digest });
@@ -108,10 +162,10 @@ fn escape(key: &str) -> String {
 ///
 /// # Errors
 /// [`Error::Unavailable`] with the I/O error.
-pub async fn from_path(path: &str) -> Result<Fetched, Error> {
+pub async fn from_path(path: &str, bounds: Bounds) -> Result<Fetched, Error> {
     let meta = tokio::fs::metadata(path).await.map_err(|e| Error::Unavailable(format!("reading {path}: {e}")))?;
-    if meta.len() > MAX_MODULE_BYTES as u64 {
-        return Err(Error::Unavailable(format!("{path} exceeds {MAX_MODULE_BYTES} bytes")));
+    if meta.len() > bounds.max_bytes as u64 {
+        return Err(Error::TooLarge { what: path.to_string(), limit: bounds.max_bytes });
     }
     let bytes = tokio::fs::read(path).await.map_err(|e| Error::Unavailable(format!("reading {path}: {e}")))?;
     let digest = digest(&bytes);
@@ -137,7 +191,7 @@ pub fn plain_http_allowed(host: &str) -> bool {
 /// [`Error::Refused`] for plain HTTP to the outside, [`Error::Unavailable`]
 /// when the server cannot be reached or answers an error,
 /// [`Error::DigestMismatch`].
-pub async fn from_url(http: &reqwest::Client, source: &UrlSource) -> Result<Fetched, Error> {
+pub async fn from_url(http: &reqwest::Client, source: &UrlSource, bounds: Bounds) -> Result<Fetched, Error> {
     let url = reqwest::Url::parse(&source.href)
         .map_err(|e| Error::Refused(format!("spec.module.url.href {:?} is not a URL: {e}", source.href)))?;
     match url.scheme() {
@@ -151,22 +205,38 @@ pub async fn from_url(http: &reqwest::Client, source: &UrlSource) -> Result<Fetc
         }
         other => return Err(Error::Refused(format!("unsupported URL scheme {other:?}; use https://"))),
     }
-    let unavailable = |e: reqwest::Error| Error::Unavailable(format!("fetching {url}: {e}"));
-    let response = http.get(url.clone()).timeout(FETCH_TIMEOUT).send().await.map_err(unavailable)?;
-    if !response.status().is_success() {
-        return Err(Error::Unavailable(format!("fetching {url}: the server answered {}", response.status())));
-    }
-    if response.content_length().is_some_and(|n| n > MAX_MODULE_BYTES as u64) {
-        return Err(Error::Unavailable(format!("{url} is larger than {MAX_MODULE_BYTES} bytes")));
-    }
-    let mut bytes = Vec::new();
-    let mut response = response;
-    while let Some(chunk) = response.chunk().await.map_err(unavailable)? {
-        bytes.extend_from_slice(&chunk);
-        if bytes.len() > MAX_MODULE_BYTES {
-            return Err(Error::Unavailable(format!("{url} is larger than {MAX_MODULE_BYTES} bytes")));
+    let unavailable = |e: reqwest::Error| {
+        // The redirect policy's refusal is the cause to show, not "error
+        // following redirect".
+        let mut text = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            text = format!("{text}: {s}");
+            source = s.source();
         }
-    }
+        Error::Unavailable(format!("fetching {url}: {text}"))
+    };
+    let download = async {
+        let mut response = http.get(url.clone()).send().await.map_err(unavailable)?;
+        if !response.status().is_success() {
+            return Err(Error::Unavailable(format!("fetching {url}: the server answered {}", response.status())));
+        }
+        let too_large = || Error::TooLarge { what: url.to_string(), limit: bounds.max_bytes };
+        if response.content_length().is_some_and(|n| n > bounds.max_bytes as u64) {
+            return Err(too_large());
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(unavailable)? {
+            if bytes.len() + chunk.len() > bounds.max_bytes {
+                return Err(too_large());
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(bytes)
+    };
+    let bytes = tokio::time::timeout(bounds.timeout, download)
+        .await
+        .map_err(|_| Error::Unavailable(format!("fetching {url}: not finished within {:?}", bounds.timeout)))??;
     let found = digest(&bytes);
     let expected = format!("sha256:{}", source.sha256);
     if found != expected {
@@ -189,7 +259,7 @@ const WASM_LAYER_TYPES: &[&str] = &[
 /// # Errors
 /// [`Error::Unavailable`] (registry, auth, no wasm layer),
 /// [`Error::DigestMismatch`] when the layer or manifest does not match.
-pub async fn from_oci(source: &OciSource) -> Result<Fetched, Error> {
+pub async fn from_oci(source: &OciSource, bounds: Bounds) -> Result<Fetched, Error> {
     use oci_client::secrets::RegistryAuth;
     use oci_client::{Client, Reference, client::ClientConfig, client::ClientProtocol};
     let base: Reference = source
@@ -208,12 +278,12 @@ pub async fn from_oci(source: &OciSource) -> Result<Fetched, Error> {
     let unavailable = |e: oci_client::errors::OciDistributionError| {
         Error::Unavailable(format!("pulling {}@{}: {e}", source.reference, source.digest))
     };
+    let late = || Error::Unavailable(format!("pulling {}: not finished within {:?}", source.reference, bounds.timeout));
+    let started = tokio::time::Instant::now();
     let (manifest, manifest_digest) =
-        tokio::time::timeout(FETCH_TIMEOUT, client.pull_image_manifest(&reference, &RegistryAuth::Anonymous))
+        tokio::time::timeout(bounds.timeout, client.pull_image_manifest(&reference, &RegistryAuth::Anonymous))
             .await
-            .map_err(|_| {
-                Error::Unavailable(format!("pulling {}: no answer within {FETCH_TIMEOUT:?}", source.reference))
-            })?
+            .map_err(|_| late())?
             .map_err(unavailable)?;
     if manifest_digest != source.digest {
         return Err(Error::DigestMismatch { expected: source.digest.clone(), found: manifest_digest });
@@ -226,16 +296,63 @@ pub async fn from_oci(source: &OciSource) -> Result<Fetched, Error> {
             WASM_LAYER_TYPES.join(", ")
         ))
     })?;
-    if layer.size > MAX_MODULE_BYTES as i64 {
-        return Err(Error::Unavailable(format!("the module layer is larger than {MAX_MODULE_BYTES} bytes")));
+    let too_large =
+        || Error::TooLarge { what: format!("{}@{}", source.reference, layer.digest), limit: bounds.max_bytes };
+    if layer.size > bounds.max_bytes as i64 {
+        return Err(too_large());
     }
-    let mut bytes = Vec::new();
-    client.pull_blob(&reference, layer, &mut bytes).await.map_err(unavailable)?;
+    // The layer's declared size is the registry's word: the bytes are
+    // counted as they come, and the whole pull is bounded in time.
+    let mut sink = Capped { bytes: Vec::new(), max: bounds.max_bytes, over: false };
+    let left = bounds.timeout.saturating_sub(started.elapsed());
+    let pulled =
+        tokio::time::timeout(left, client.pull_blob(&reference, layer, &mut sink)).await.map_err(|_| late())?;
+    if sink.over {
+        return Err(too_large());
+    }
+    pulled.map_err(unavailable)?;
+    let bytes = sink.bytes;
     let found = digest(&bytes);
     if found != layer.digest {
         return Err(Error::DigestMismatch { expected: layer.digest.clone(), found });
     }
     Ok(Fetched { bytes, digest: found })
+}
+
+/// A sink that refuses to grow past `max` bytes.
+struct Capped {
+    bytes: Vec<u8>,
+    max: usize,
+    over: bool,
+}
+
+impl tokio::io::AsyncWrite for Capped {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if self.bytes.len() + buf.len() > self.max {
+            self.over = true;
+            return std::task::Poll::Ready(Err(std::io::Error::other("the module is larger than the host accepts")));
+        }
+        self.bytes.extend_from_slice(buf);
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
 }
 
 /// The layer holding the module: the one with a WebAssembly media type.
@@ -265,7 +382,7 @@ mod tests {
         crate::install_crypto_provider();
         let http = reqwest::Client::builder().build().unwrap();
         let source = UrlSource { href: "http://example.com/m.wasm".into(), sha256: "0".repeat(64) };
-        let err = from_url(&http, &source).await.unwrap_err();
+        let err = from_url(&http, &source, Bounds::default()).await.unwrap_err();
         assert!(matches!(err, Error::Refused(ref m) if m.contains("https://")), "{err}");
     }
 
@@ -279,13 +396,13 @@ mod tests {
             CachedObject::from_value(v).unwrap()
         };
         let ok = cm(json!({"binaryData": {"module.wasm": "AGFzbQ=="}}));
-        let fetched = from_config_map(Some(&ok), "m", "module.wasm").unwrap();
+        let fetched = from_config_map(Some(&ok), "m", "module.wasm", Bounds::default()).unwrap();
         assert_eq!(fetched.bytes, b"\0asm");
         assert_eq!(fetched.digest, digest(b"\0asm"));
         let text = cm(json!({"data": {"module.wasm": "hello"}}));
-        let err = from_config_map(Some(&text), "m", "module.wasm").unwrap_err().to_string();
+        let err = from_config_map(Some(&text), "m", "module.wasm", Bounds::default()).unwrap_err().to_string();
         assert!(err.contains("binaryData"), "{err}");
-        let err = from_config_map(None, "m", "module.wasm").unwrap_err().to_string();
+        let err = from_config_map(None, "m", "module.wasm", Bounds::default()).unwrap_err().to_string();
         assert!(err.contains("kubectl create configmap m --from-file=module.wasm"), "{err}");
     }
 

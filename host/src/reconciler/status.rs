@@ -41,11 +41,13 @@ pub enum Reason {
     ReconcileErrors,
     /// The guest's calls used their CPU budget: reconciles wait.
     CpuThrottled,
+    /// The Reconciler is being deleted: its parents are released.
+    Deleting,
 }
 
 impl Reason {
     /// Every reason, for the troubleshooting reference.
-    pub const ALL: [Reason; 16] = [
+    pub const ALL: [Reason; 17] = [
         Reason::Loading,
         Reason::Loaded,
         Reason::Swapped,
@@ -62,7 +64,24 @@ impl Reason {
         Reason::ApiForbidden,
         Reason::ReconcileErrors,
         Reason::CpuThrottled,
+        Reason::Deleting,
     ];
+
+    /// Whether a refusal for this reason holds for the same bytes forever
+    /// (recorded in the status, honoured by every replica and after
+    /// restarts), rather than depending on the spec or the moment.
+    pub fn is_durable(self) -> bool {
+        matches!(self, Reason::InvalidModule | Reason::CompileFailed | Reason::WitVersionMismatch | Reason::RolledBack)
+    }
+
+    /// Whether a condition with this reason is a problem worth a Warning
+    /// event when it first appears.
+    pub fn warns(self) -> bool {
+        !matches!(
+            self,
+            Reason::Loading | Reason::Loaded | Reason::Swapped | Reason::Shadowing | Reason::Paused | Reason::Deleting
+        )
+    }
 
     /// What a person should do about it (the troubleshooting reference;
     /// the condition's message carries the specifics).
@@ -94,7 +113,9 @@ impl Reason {
             }
             Reason::RolledBack => {
                 "The new version failed too many of its first reconciles and the previous one serves again. Read the Reconciler's \
-                 events and the host's log for the failures, fix the module, and publish it under a new digest."
+                 events and the host's log for the failures, fix the module, and publish it under a new digest. The refusal is \
+                 recorded in `status.refused` and holds on every replica; to try the same bytes again, set the annotation \
+                 `operon.dev/retry` to a new value."
             }
             Reason::Shadowing => {
                 "Compare: the candidate runs beside the live version and writes nothing; set `spec.rollout: immediate` to promote it."
@@ -113,6 +134,10 @@ impl Reason {
                 "Reconciles fail: read the events on the parent objects and the host's log (`controller` field) for the guest's \
                  failures; `operon test` reproduces a reconcile offline from a fixture."
             }
+            Reason::Deleting => {
+                "Wait: the host removes the module's finalizer from every parent in the Reconciler's scope (their external \
+                 cleanup is not run: the plugin is gone), deletes its Lease, and then lets the Reconciler go."
+            }
             Reason::CpuThrottled => {
                 "The module's calls took more guest time than its CPU budget (`spec.limits.cpu`, default the host's `--guest-cpu`, \
                  250m), so its reconciles wait: nothing is lost, they are late. Find the slow path (the \
@@ -120,6 +145,11 @@ impl Reason {
                  is real."
             }
         }
+    }
+
+    /// The reason a condition names, read back.
+    pub fn parse(text: &str) -> Option<Reason> {
+        Reason::ALL.into_iter().find(|r| r.as_str() == text)
     }
 
     /// The reason as written in the condition.
@@ -141,6 +171,7 @@ impl Reason {
             Reason::ApiForbidden => "ApiForbidden",
             Reason::ReconcileErrors => "ReconcileErrors",
             Reason::CpuThrottled => "CpuThrottled",
+            Reason::Deleting => "Deleting",
         }
     }
 }
@@ -203,8 +234,18 @@ pub fn load_reason(e: &crate::runtime::LoadError) -> Reason {
         E::Compile(_) => Reason::CompileFailed,
         E::WitVersion { .. } => Reason::WitVersionMismatch,
         E::Limits(_) => Reason::InvalidSpec,
-        E::Engine(_)
-        | E::NotAComponent(_)
+        // The smoke call ran out of time or memory: the limits may be too
+        // low for this module, so the refusal is not for good.
+        E::Manifest(call)
+            if matches!(
+                **call,
+                crate::runtime::CallError::Timeout { .. } | crate::runtime::CallError::MemoryExceeded { .. }
+            ) =>
+        {
+            Reason::InvalidSpec
+        }
+        E::Engine(_) | E::Panicked(_) => Reason::Loading,
+        E::NotAComponent(_)
         | E::WrongWorld(_)
         | E::UnknownImport(_)
         | E::Link(_)

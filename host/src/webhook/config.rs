@@ -23,6 +23,10 @@ use std::collections::BTreeMap;
 pub(super) const FIELD_MANAGER: &str = "operon";
 /// The label every configuration carries, with the plugin's name.
 pub(super) const PLUGIN_LABEL: &str = "operon.dev/plugin";
+/// The annotation holding a hash of what the host applied: a configuration
+/// whose annotation differs from what the host would apply now was changed
+/// by someone else (or is stale) and is applied again.
+pub(super) const APPLIED_ANNOTATION: &str = "operon.dev/applied";
 
 /// What the configurations say about a plugin: the plain-data part of a
 /// [`Plugin`](super::Plugin).
@@ -162,7 +166,30 @@ pub(super) fn build(
             match_conditions: None,
         }]),
     };
-    (validating, mutating)
+    let mut pair = (validating, mutating);
+    let hash = applied_hash(&pair);
+    for metadata in [&mut pair.0.metadata, &mut pair.1.metadata] {
+        metadata.annotations = Some(BTreeMap::from([(APPLIED_ANNOTATION.to_string(), hash.clone())]));
+    }
+    pair
+}
+
+/// A hash of the two configurations' content (before the annotation).
+fn applied_hash(pair: &(ValidatingWebhookConfiguration, MutatingWebhookConfiguration)) -> String {
+    let text = serde_json::to_string(pair).unwrap_or_default();
+    crate::runtime::digest(text.as_bytes()).trim_start_matches("sha256:").chars().take(16).collect()
+}
+
+/// The annotation the configurations of these settings carry.
+pub(super) fn expected_hash(
+    plugin: &Settings<'_>,
+    kind: &Gvk,
+    plural: &str,
+    namespaced: bool,
+    target: &Target<'_>,
+) -> String {
+    let (validating, _) = build(plugin, kind, plural, namespaced, target);
+    validating.metadata.annotations.and_then(|a| a.get(APPLIED_ANNOTATION).cloned()).unwrap_or_default()
 }
 
 /// `validate.<plugin>.operon.dev`: the name the API server puts in front of

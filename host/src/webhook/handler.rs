@@ -47,7 +47,7 @@ pub(super) async fn answer(webhooks: &Webhooks, hook: Hook, plugin: &str, body: 
         Ok(review) => Answer::review(call(webhooks, &route, hook, &path, review).await),
         Err(reason) => {
             tracing::warn!(webhook = %path, "refused an unreadable admission request: {reason}");
-            Answer::error(400, reason)
+            Answer::error(400, reason.to_string())
         }
     };
     drop(in_flight);
@@ -57,7 +57,7 @@ pub(super) async fn answer(webhooks: &Webhooks, hook: Hook, plugin: &str, body: 
 
 /// Call the guest and turn its answer (or its failure) into a review.
 async fn call(webhooks: &Webhooks, route: &Route, hook: Hook, path: &str, review: Review) -> Vec<u8> {
-    let plugin = &route.plugin;
+    let plugin = &route.registration;
     let module = plugin.controller.module();
     let reader: Arc<dyn ObjectReader> = Arc::new(plugin.controller.reader(review.namespace.clone()));
     let deadline = plugin.guest_deadline();
@@ -71,7 +71,7 @@ async fn call(webhooks: &Webhooks, route: &Route, hook: Hook, path: &str, review
     let response = match outcome {
         Ok(response) => response,
         Err(error) => {
-            let kind = error_kind(&error);
+            let kind = GuestErrorKind::from(&error);
             webhooks.shared.metrics.webhook_guest_failed(path, kind, plugin.failure_policy.as_str());
             failed(&plugin.name, hook, plugin.failure_policy, kind, &error)
         }
@@ -102,7 +102,7 @@ fn run(
             Ok(Some(object)) => {
                 // `mutate` checked that a mutated object has an original.
                 let original = review.object.as_deref().unwrap_or("{}");
-                let patch = review::patch(original, &object).map_err(CallError::Malformed)?;
+                let patch = review::patch(original, &object).map_err(|e| CallError::Malformed(e.to_string()))?;
                 Response { allowed: true, patch, ..Default::default() }
             }
             Err(denial) => denied(denial),
@@ -130,17 +130,5 @@ fn failed(plugin: &str, hook: Hook, policy: FailurePolicy, kind: GuestErrorKind,
                 ..Default::default()
             }
         }
-    }
-}
-
-/// The `kind` label of a guest failure, as `operon_guest_errors_total` has it.
-fn error_kind(e: &CallError) -> GuestErrorKind {
-    match e {
-        CallError::Timeout { .. } => GuestErrorKind::Timeout,
-        CallError::MemoryExceeded { .. } => GuestErrorKind::Memory,
-        CallError::Trap(_) => GuestErrorKind::Trap,
-        CallError::Malformed(_) => GuestErrorKind::Malformed,
-        CallError::OutputTooLarge { .. } => GuestErrorKind::Oversized,
-        CallError::Instantiate(_) => GuestErrorKind::Instantiate,
     }
 }

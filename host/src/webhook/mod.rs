@@ -6,15 +6,22 @@
 //!
 //! [`Webhooks`] is the registry and the HTTPS server (axum over rustls, on
 //! its own port). [`Webhooks::register`] routes `/validate/<plugin>` and
-//! `/mutate/<plugin>` to a plugin's [`Controller`] and applies a
-//! `ValidatingWebhookConfiguration` and a `MutatingWebhookConfiguration`
-//! named `operon-<plugin>` (server-side apply, field manager `operon`);
-//! [`Webhooks::unregister`] deletes them. It knows nothing of the
-//! Reconciler resource: `operon run --module` and the Reconciler controller
-//! both call it.
+//! `/mutate/<plugin>` to a module's controller on every replica, and the
+//! replica that leads the plugin applies its `ValidatingWebhookConfiguration`
+//! and `MutatingWebhookConfiguration`, named `operon-<plugin>` (server-side
+//! apply, field manager `operon`), and keeps them in place
+//! ([`Webhooks::keep_configured`]): a configuration deleted or changed by
+//! anyone else, or left behind by a replica that shut down, is put back by
+//! whichever replica leads the plugin then. [`Webhooks::unregister`]
+//! deletes them (a Reconciler deleted, paused or refused). It knows nothing
+//! of the Reconciler resource.
+//!
+//! **Invariant: shutting a replica down never removes a plugin's webhooks**
+//! (unless its serving certificate was self-generated, which nobody else
+//! can serve): the other replicas serve them.
 //!
 //! **Invariant: every webhook call reads the controller's module at the
-//! moment it starts** ([`Controller::module`]), so a module swap switches
+//! moment it starts** ([`ModuleController::module`]), so a module swap switches
 //! the webhooks atomically with the controller: no call ever sees a module
 //! the controller does not run.
 //!
@@ -29,28 +36,42 @@
 
 mod certs;
 mod config;
+mod endpoint;
 mod handler;
+mod keep;
+mod registration;
 mod review;
 mod server;
 
+pub use endpoint::{BadEndpoint, Endpoint};
 pub use handler::Answer;
+pub use registration::Registration;
+use registration::Route;
 
-use crate::controller::Controller;
+use crate::cache::{Cache, ObjectEvent, WatchKey};
+use crate::contract::Gvk;
+use crate::leader::Leadership;
 use crate::metrics::Metrics;
+use crate::pipeline::ModuleController;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
+use tokio::sync::watch;
 
 /// How long a plugin's routes keep answering after its configurations were
 /// deleted: the API server may still call it until its own informer drops
 /// the configuration, and an unrouted call would fail (and, under `Fail`,
 /// deny).
 const UNREGISTER_GRACE: Duration = Duration::from_secs(10);
+/// How often the configurations of the plugins this replica leads are
+/// checked even without an event.
+const RECHECK: Duration = Duration::from_secs(30);
 
 /// Errors of this module.
 #[derive(Debug, thiserror::Error)]
@@ -177,94 +198,6 @@ impl Hook {
     }
 }
 
-/// Where the API server reaches this host: the webhook configurations'
-/// `clientConfig`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Endpoint {
-    /// `clientConfig.url = https://HOST:PORT/<hook>/<plugin>`: for an API
-    /// server that reaches the host directly (development, envtest: `127.0.0.1`).
-    /// `port` defaults to the port the server bound.
-    Url {
-        /// Host name or IP address.
-        host: String,
-        /// Port, if not the bound one (behind a port forward).
-        port: Option<u16>,
-    },
-    /// `clientConfig.service`: a Service in front of the host's pods (in a cluster).
-    Service {
-        /// The Service's namespace.
-        namespace: String,
-        /// The Service's name.
-        name: String,
-        /// The Service's port (443 usually), which targets the bind port.
-        port: u16,
-    },
-}
-
-impl Default for Endpoint {
-    fn default() -> Self {
-        Endpoint::Url { host: "127.0.0.1".into(), port: None }
-    }
-}
-
-impl Endpoint {
-    /// Parses `NAMESPACE/NAME[:PORT]` (port 443 by default) as a Service.
-    ///
-    /// # Errors
-    /// A description of what is wrong with `text`.
-    pub fn service(text: &str) -> Result<Endpoint, String> {
-        let (namespace, rest) =
-            text.split_once('/').ok_or_else(|| format!("webhook service {text:?} must be NAMESPACE/NAME[:PORT]"))?;
-        let (name, port) = match rest.split_once(':') {
-            Some((name, port)) => {
-                (name, port.parse().map_err(|_| format!("webhook service port {port:?} is not a port number"))?)
-            }
-            None => (rest, 443),
-        };
-        if namespace.is_empty() || name.is_empty() {
-            return Err(format!("webhook service {text:?} must be NAMESPACE/NAME[:PORT]"));
-        }
-        Ok(Endpoint::Service { namespace: namespace.into(), name: name.into(), port })
-    }
-
-    /// Parses `HOST[:PORT]` (IPv6 addresses in brackets) as a URL endpoint.
-    ///
-    /// # Errors
-    /// A description of what is wrong with `text`.
-    pub fn url(text: &str) -> Result<Endpoint, String> {
-        let bad = || format!("webhook URL host {text:?} must be HOST or HOST:PORT");
-        if let Some(rest) = text.strip_prefix('[') {
-            let (host, after) = rest.split_once(']').ok_or_else(bad)?;
-            let port = match after.strip_prefix(':') {
-                Some(p) => Some(p.parse().map_err(|_| bad())?),
-                None if after.is_empty() => None,
-                None => return Err(bad()),
-            };
-            return Ok(Endpoint::Url { host: host.into(), port });
-        }
-        match text.rsplit_once(':') {
-            Some((host, port)) if !host.contains(':') => {
-                Ok(Endpoint::Url { host: host.into(), port: Some(port.parse().map_err(|_| bad())?) })
-            }
-            _ if text.is_empty() => Err(bad()),
-            _ => Ok(Endpoint::Url { host: text.into(), port: None }),
-        }
-    }
-
-    /// The names the serving certificate must carry for the API server to
-    /// accept it.
-    fn hosts(&self) -> Vec<String> {
-        match self {
-            Endpoint::Url { host, .. } => vec![host.clone()],
-            Endpoint::Service { namespace, name, .. } => vec![
-                format!("{name}.{namespace}.svc"),
-                format!("{name}.{namespace}.svc.cluster.local"),
-                format!("{name}.{namespace}"),
-            ],
-        }
-    }
-}
-
 /// Settings of the webhook server.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -286,102 +219,6 @@ impl Default for Config {
     }
 }
 
-/// One plugin whose module validates and defaults its parent kind.
-#[derive(Clone)]
-pub struct Plugin {
-    /// Names the routes (`/validate/<name>`), the configurations
-    /// (`operon-<name>`) and the webhooks (`validate.<name>.operon.dev`).
-    /// Lowercase letters, digits, `-` and `.`.
-    pub name: String,
-    /// The controller whose module answers. Read at every call.
-    pub controller: Controller,
-    /// What happens when the guest cannot answer.
-    pub failure_policy: FailurePolicy,
-    /// The API server's webhook timeout (1–30 s). The guest's deadline is
-    /// the smaller of the module's timeout and half of this.
-    pub timeout: Duration,
-    /// Only objects in namespaces matching this selector.
-    pub namespace_selector: Option<LabelSelector>,
-    /// Only objects matching this selector.
-    pub object_selector: Option<LabelSelector>,
-    /// For a plugin that acts in one namespace only (a namespaced
-    /// Reconciler): only objects in that namespace are sent.
-    pub scope_namespace: Option<String>,
-}
-
-impl Plugin {
-    /// A plugin with the defaults: `Fail`, a 10 s timeout, no selectors,
-    /// every namespace.
-    pub fn new(name: impl Into<String>, controller: Controller) -> Plugin {
-        Plugin {
-            name: name.into(),
-            controller,
-            failure_policy: FailurePolicy::Fail,
-            timeout: Duration::from_secs(10),
-            namespace_selector: None,
-            object_selector: None,
-            scope_namespace: None,
-        }
-    }
-
-    /// The deadline of one guest call: well under the API server's
-    /// timeout, so that the host answers (per the failure policy) before the
-    /// API server gives up.
-    fn guest_deadline(&self) -> Duration {
-        self.timeout / 2
-    }
-
-    fn settings(&self) -> config::Settings<'_> {
-        config::Settings {
-            name: &self.name,
-            failure_policy: self.failure_policy,
-            timeout: self.timeout,
-            namespace_selector: self.namespace_selector.as_ref(),
-            object_selector: self.object_selector.as_ref(),
-            scope_namespace: self.scope_namespace.as_deref(),
-        }
-    }
-
-    fn check(&self) -> Result<(), Error> {
-        let invalid = |reason: String| Error::InvalidPlugin { plugin: self.name.clone(), reason };
-        let name_ok = !self.name.is_empty()
-            && self.name.len() <= 200
-            && self.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-            && self.name.starts_with(|c: char| c.is_ascii_alphanumeric())
-            && self.name.ends_with(|c: char| c.is_ascii_alphanumeric());
-        if !name_ok {
-            return Err(invalid(format!(
-                "name {:?} must be 1-200 characters of [a-z0-9.-], starting and ending with a letter or digit",
-                self.name
-            )));
-        }
-        if !(1..=30).contains(&self.timeout.as_secs()) || self.timeout.subsec_nanos() != 0 {
-            return Err(invalid(format!("timeout {:?} must be whole seconds between 1 and 30", self.timeout)));
-        }
-        Ok(())
-    }
-}
-
-impl fmt::Debug for Plugin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Plugin")
-            .field("name", &self.name)
-            .field("controller", &self.controller.name())
-            .field("failure_policy", &self.failure_policy)
-            .field("timeout", &self.timeout)
-            .field("scope_namespace", &self.scope_namespace)
-            .finish_non_exhaustive()
-    }
-}
-
-/// A registered plugin, as the handler sees it.
-pub(crate) struct Route {
-    plugin: Plugin,
-    /// Changes at every (re-)registration, so a delayed removal after
-    /// `unregister` leaves a newer registration alone.
-    generation: u64,
-}
-
 /// The webhook registry and its HTTPS server. Cheap to clone.
 #[derive(Clone)]
 pub struct Webhooks {
@@ -398,22 +235,23 @@ struct Shared {
     self_signed: bool,
     routes: RwLock<HashMap<String, Arc<Route>>>,
     generations: AtomicU64,
+    /// Stops the server.
+    stop: watch::Sender<bool>,
+    /// Held while configurations are written or deleted, so that a
+    /// re-apply never follows the deletion it raced with.
+    writing: tokio::sync::Mutex<()>,
+    recheck: tokio::sync::Notify,
 }
 
 impl Webhooks {
     /// Load (or generate) the serving certificate, bind `config.bind` and
-    /// serve until `shutdown` completes. Plugins are added with
+    /// serve until [`Webhooks::shut_down`]. Plugins are added with
     /// [`Webhooks::register`].
     ///
     /// # Errors
     /// [`Error::Certificate`] when the cert directory lacks a usable
     /// `tls.crt`/`tls.key`; [`Error::Bind`] when the port is taken.
-    pub async fn start(
-        client: kube::Client,
-        metrics: Arc<Metrics>,
-        config: Config,
-        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-    ) -> Result<Webhooks, Error> {
+    pub async fn start(client: kube::Client, metrics: Arc<Metrics>, config: Config) -> Result<Webhooks, Error> {
         let certs = match &config.cert_dir {
             Some(dir) => certs::Certs::from_dir(dir)?,
             None => certs::Certs::generate(&config.endpoint.hosts())?,
@@ -422,6 +260,7 @@ impl Webhooks {
             .await
             .map_err(|source| Error::Bind { addr: config.bind, source })?;
         let local_addr = listener.local_addr().map_err(|source| Error::Bind { addr: config.bind, source })?;
+        let (stop, mut stopped) = watch::channel(false);
         let webhooks = Webhooks {
             shared: Arc::new(Shared {
                 client,
@@ -432,6 +271,9 @@ impl Webhooks {
                 self_signed: config.cert_dir.is_none(),
                 routes: RwLock::new(HashMap::new()),
                 generations: AtomicU64::new(0),
+                stop,
+                writing: tokio::sync::Mutex::new(()),
+                recheck: tokio::sync::Notify::new(),
             }),
         };
         tracing::info!(
@@ -443,8 +285,16 @@ impl Webhooks {
         if let Some(dir) = config.cert_dir {
             tokio::spawn(certs::watch(dir, certs.resolver.clone()));
         }
+        let shutdown = async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        };
         tokio::spawn(server::serve(listener, tls, webhooks.clone(), shutdown));
         Ok(webhooks)
+    }
+
+    /// Stop serving (the manager's shutdown).
+    pub fn shut_down(&self) {
+        self.shared.stop.send_replace(true);
     }
 
     /// The address the server listens on (the real port when bound to 0).
@@ -470,12 +320,13 @@ impl Webhooks {
         names
     }
 
-    /// Serve `plugin`'s module as a validating and a mutating webhook for its
-    /// manifest's `for` kind (`CREATE` and `UPDATE` of the main resource,
-    /// never `*/status`), and apply its two webhook configurations. A second
-    /// call with the same name updates the settings.
+    /// Serve `registration`'s module as a validating and a mutating webhook
+    /// for its manifest's `for` kind (`CREATE` and `UPDATE` of the main
+    /// resource, never `*/status`) on this replica, and — where this
+    /// replica leads the plugin — apply its two webhook configurations. A
+    /// second call with the same name updates the settings.
     ///
-    /// The routes exist before the configurations, so the API server never
+    /// The route exists before the configurations, so the API server never
     /// calls a path that is not served.
     ///
     /// # Errors
@@ -483,33 +334,34 @@ impl Webhooks {
     /// [`Error::InvalidPlugin`], [`Error::Discovery`] when the kind is not
     /// served (yet), [`Error::Api`] when a configuration cannot be applied.
     /// On error the previous registration (if any) is kept as it was.
-    pub async fn register(&self, plugin: Plugin) -> Result<(), Error> {
-        plugin.check()?;
-        let module = plugin.controller.module();
+    pub async fn register(&self, registration: Registration) -> Result<(), Error> {
+        registration.check()?;
+        let module = registration.controller.module();
         if !module.admission() {
-            return Err(Error::NoAdmission { plugin: plugin.name.clone() });
+            return Err(Error::NoAdmission { plugin: registration.name.clone() });
         }
         let kind = module.manifest().for_kind.clone();
         let gvk = kube::api::GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
         let (resource, caps) = kube::discovery::pinned_kind(&self.shared.client, &gvk)
             .await
-            .map_err(|source| Error::Discovery { plugin: plugin.name.clone(), kind: kind.to_string(), source })?;
+            .map_err(|source| Error::Discovery { plugin: registration.name.clone(), kind: kind.to_string(), source })?;
         let namespaced = caps.scope == kube::discovery::Scope::Namespaced;
-
-        let name = plugin.name.clone();
-        let route = Arc::new(Route { generation: self.shared.generations.fetch_add(1, Ordering::Relaxed), plugin });
+        let name = registration.name.clone();
+        let route = Arc::new(Route {
+            generation: self.shared.generations.fetch_add(1, Ordering::Relaxed),
+            registration,
+            kind,
+            plural: resource.plural,
+            namespaced,
+            configured: true,
+        });
+        let _writing = self.shared.writing.lock().await;
         let previous = self.routes_mut().insert(name.clone(), route.clone());
         for hook in [Hook::Validate, Hook::Mutate] {
-            self.shared.metrics.webhook_added(&hook.path(&name), route.plugin.failure_policy.as_str());
+            self.shared.metrics.webhook_added(&hook.path(&name), route.registration.failure_policy.as_str());
         }
-        let target = config::Target {
-            endpoint: &self.shared.endpoint,
-            bound_port: self.shared.local_addr.port(),
-            ca_bundle: self.shared.ca_bundle.as_deref(),
-        };
-        if let Err(e) =
-            config::apply(&self.shared.client, &route.plugin.settings(), &kind, &resource.plural, namespaced, &target)
-                .await
+        if route.registration.leadership.is_leading()
+            && let Err(e) = self.apply(&route).await
         {
             let mut routes = self.routes_mut();
             match previous {
@@ -518,20 +370,48 @@ impl Webhooks {
             };
             return Err(e);
         }
-        tracing::info!(plugin = %name, kind = %kind, policy = %route.plugin.failure_policy, "admission webhooks registered");
+        tracing::info!(plugin = %name, kind = %route.kind, policy = %route.registration.failure_policy, "admission webhooks registered");
         Ok(())
     }
 
-    /// Delete `name`'s webhook configurations; its routes keep answering
-    /// for a short grace period (the API server may still call them), then
-    /// go. Unknown names are not an error.
+    async fn apply(&self, route: &Route) -> Result<(), Error> {
+        let target = self.target();
+        config::apply(
+            &self.shared.client,
+            &route.registration.settings(),
+            &route.kind,
+            &route.plural,
+            route.namespaced,
+            &target,
+        )
+        .await
+    }
+
+    /// Stop serving `name`: with `delete_configurations` (the replica that
+    /// leads the plugin, when the plugin goes) its configurations are
+    /// deleted first. Its routes keep answering for a short grace period
+    /// (the API server may still call them), then go. Unknown names are not
+    /// an error.
     ///
     /// # Errors
     /// [`Error::Api`] when a configuration cannot be deleted; the routes are
     /// kept then, so nothing is left calling a path that is not served.
-    pub async fn unregister(&self, name: &str) -> Result<(), Error> {
-        config::delete(&self.shared.client, name).await?;
+    pub async fn unregister(&self, name: &str, delete_configurations: bool) -> Result<(), Error> {
+        let _writing = self.shared.writing.lock().await;
+        if delete_configurations {
+            config::delete(&self.shared.client, name).await?;
+        }
         let Some(route) = self.routes().get(name).cloned() else { return Ok(()) };
+        // Kept answering for the grace period, no longer kept configured.
+        let route = Arc::new(Route {
+            registration: route.registration.clone(),
+            kind: route.kind.clone(),
+            plural: route.plural.clone(),
+            namespaced: route.namespaced,
+            generation: route.generation,
+            configured: false,
+        });
+        self.routes_mut().insert(name.to_string(), route.clone());
         tracing::info!(plugin = %name, "admission webhooks unregistered");
         let webhooks = self.clone();
         let name = name.to_string();
@@ -549,7 +429,7 @@ impl Webhooks {
         Ok(())
     }
 
-    /// [`Webhooks::unregister`] every plugin (on shutdown, when the
+    /// Delete the configurations of every plugin (on shutdown, when the
     /// certificate was self-generated: nobody else can serve it).
     ///
     /// # Errors
@@ -557,7 +437,7 @@ impl Webhooks {
     pub async fn unregister_all(&self) -> Result<(), Error> {
         let mut first = None;
         for name in self.registered() {
-            if let Err(e) = self.unregister(&name).await {
+            if let Err(e) = self.unregister(&name, true).await {
                 tracing::warn!(plugin = %name, error = %e, "could not remove webhook configurations");
                 first.get_or_insert(e);
             }
@@ -589,24 +469,6 @@ impl Webhooks {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn endpoints_should_parse_hosts_and_services() {
-        assert_eq!(Endpoint::url("127.0.0.1").unwrap(), Endpoint::Url { host: "127.0.0.1".into(), port: None });
-        assert_eq!(
-            Endpoint::url("localhost:9443").unwrap(),
-            Endpoint::Url { host: "localhost".into(), port: Some(9443) }
-        );
-        assert_eq!(Endpoint::url("[::1]:8443").unwrap(), Endpoint::Url { host: "::1".into(), port: Some(8443) });
-        assert_eq!(Endpoint::url("::1").unwrap(), Endpoint::Url { host: "::1".into(), port: None });
-        assert!(Endpoint::url("host:port").is_err());
-        assert_eq!(
-            Endpoint::service("operon-system/operon-webhooks").unwrap(),
-            Endpoint::Service { namespace: "operon-system".into(), name: "operon-webhooks".into(), port: 443 }
-        );
-        assert!(matches!(Endpoint::service("ns/name:8443").unwrap(), Endpoint::Service { port: 8443, .. }));
-        assert!(Endpoint::service("name-only").is_err());
-    }
 
     #[test]
     fn failure_policies_should_parse_as_kubernetes_spells_them() {

@@ -63,19 +63,45 @@ struct UserInfoIn {
     groups: Vec<String>,
 }
 
-/// Read an AdmissionReview. The error says what is wrong, for a 400 answer.
-pub(super) fn parse(body: &[u8]) -> Result<Review, String> {
-    let review: ReviewIn =
-        serde_json::from_slice(body).map_err(|e| format!("the body is not an {API_VERSION} AdmissionReview: {e}"))?;
+/// Why an admission request cannot be read: the answer is a 400 saying so.
+#[derive(Debug, thiserror::Error)]
+pub enum BadReview {
+    /// Not JSON of the review's shape.
+    #[error("the body is not an {API_VERSION} AdmissionReview: {0}")]
+    Json(#[source] serde_json::Error),
+    /// Another version or kind.
+    #[error("expected an {API_VERSION} AdmissionReview, got {0:?} {1:?} (the webhook configurations ask for v1 only)")]
+    Version(String, String),
+    /// No `request`.
+    #[error("the AdmissionReview has no request")]
+    NoRequest,
+    /// An operation admission does not have.
+    #[error("unknown admission operation {0:?}")]
+    Operation(String),
+}
+
+/// Why a mutated object cannot be answered as a patch.
+#[derive(Debug, thiserror::Error)]
+pub enum BadPatch {
+    /// The request's object itself is not JSON.
+    #[error("the request's object is not valid JSON: {0}")]
+    Original(#[source] serde_json::Error),
+    /// The patch cannot be serialised.
+    #[error("cannot write the JSON patch: {0}")]
+    Write(#[source] serde_json::Error),
+}
+
+/// Read an AdmissionReview.
+///
+/// # Errors
+/// [`BadReview`] saying what is wrong, for a 400 answer.
+pub(super) fn parse(body: &[u8]) -> Result<Review, BadReview> {
+    let review: ReviewIn = serde_json::from_slice(body).map_err(BadReview::Json)?;
     if review.api_version != API_VERSION || review.kind != "AdmissionReview" {
-        return Err(format!(
-            "expected an {API_VERSION} AdmissionReview, got {:?} {:?} (the webhook configurations ask for v1 only)",
-            review.api_version, review.kind
-        ));
+        return Err(BadReview::Version(review.api_version, review.kind));
     }
-    let r = review.request.ok_or("the AdmissionReview has no request")?;
-    let operation =
-        Operation::parse(&r.operation).ok_or_else(|| format!("unknown admission operation {:?}", r.operation))?;
+    let r = review.request.ok_or(BadReview::NoRequest)?;
+    let operation = Operation::parse(&r.operation).ok_or_else(|| BadReview::Operation(r.operation.clone()))?;
     // `null` objects arrive as JSON null text when present but empty.
     let text = |raw: Option<Box<RawValue>>| raw.map(|r| r.get().to_string()).filter(|t| t != "null");
     Ok(Review {
@@ -139,14 +165,13 @@ fn reason(code: u16) -> &'static str {
 
 /// The JSON patch from the request's object to the mutated one, or `None`
 /// when they are equal.
-pub(super) fn patch(original: &str, mutated: &Value) -> Result<Option<Vec<u8>>, String> {
-    let original: Value =
-        serde_json::from_str(original).map_err(|e| format!("the request's object is not valid JSON: {e}"))?;
+pub(super) fn patch(original: &str, mutated: &Value) -> Result<Option<Vec<u8>>, BadPatch> {
+    let original: Value = serde_json::from_str(original).map_err(BadPatch::Original)?;
     let patch = json_patch::diff(&original, mutated);
     if patch.0.is_empty() {
         return Ok(None);
     }
-    serde_json::to_vec(&patch).map(Some).map_err(|e| format!("cannot write the JSON patch: {e}"))
+    serde_json::to_vec(&patch).map(Some).map_err(BadPatch::Write)
 }
 
 #[cfg(test)]
@@ -187,16 +212,16 @@ mod tests {
 
     #[test]
     fn garbage_should_be_refused_with_a_reason() {
-        assert!(parse(b"not json").unwrap_err().contains("not an admission.k8s.io/v1 AdmissionReview"));
+        assert!(parse(b"not json").unwrap_err().to_string().contains("not an admission.k8s.io/v1 AdmissionReview"));
         let v1beta1 = serde_json::to_vec(&json!({"apiVersion": "admission.k8s.io/v1beta1",
             "kind": "AdmissionReview", "request": create()}))
         .unwrap();
-        assert!(parse(&v1beta1).unwrap_err().contains("v1 only"));
+        assert!(parse(&v1beta1).unwrap_err().to_string().contains("v1 only"));
         let no_request = serde_json::to_vec(&json!({"apiVersion": API_VERSION, "kind": "AdmissionReview"})).unwrap();
-        assert!(parse(&no_request).unwrap_err().contains("no request"));
+        assert!(parse(&no_request).unwrap_err().to_string().contains("no request"));
         let mut patchy = create();
         patchy["operation"] = json!("PATCH");
-        assert!(parse(&review(patchy)).unwrap_err().contains("unknown admission operation"));
+        assert!(parse(&review(patchy)).unwrap_err().to_string().contains("unknown admission operation"));
     }
 
     #[test]

@@ -1,9 +1,12 @@
-// Shared by the stamp-* test guests (each sets VERSION and TRAP, then
-// includes this file): reconciles `example.operon.dev/v1alpha1 Thing`, owns
-// ConfigMaps. A Thing gets a ConfigMap `<name>-stamp` with its
-// `spec.value` and the guest's version, and a status saying the same, so a
-// test sees which version answered. `spec.spin`: iterations of a busy loop
-// before answering (a slow guest).
+// Shared by the stamp-* test guests (each sets VERSION, TRAP, READS and
+// FINALIZER, then includes this file): reconciles
+// `example.operon.dev/v1alpha1 Thing`, owns ConfigMaps. A Thing gets a
+// ConfigMap `<name>-stamp` with its `spec.value` and the guest's version,
+// and a status saying the same, so a test sees which version answered.
+// `spec.spin`: iterations of a busy loop before answering (a slow guest).
+// `spec.terminalFor`: a version that fails terminally for this Thing.
+// READS: kinds the manifest also reads (another manifest, same behaviour).
+// FINALIZER: the finalizer the host keeps on Things.
 
 wit_bindgen::generate!({ path: "../../../../wit", world: "reconciler" });
 
@@ -25,8 +28,8 @@ impl Guest for Component {
             for_: gvk("example.operon.dev", "v1alpha1", "Thing"),
             owns: vec![gvk("", "v1", "ConfigMap")],
             watches: vec![],
-            reads: vec![],
-            finalizer: None,
+            reads: READS.iter().map(|(g, v, k)| gvk(g, v, k)).collect(),
+            finalizer: FINALIZER.map(str::to_string),
         }
     }
 
@@ -41,6 +44,9 @@ impl Guest for Component {
             while n < spins {
                 n = std::hint::black_box(n) + 1;
             }
+        }
+        if parent.pointer("/spec/terminalFor").and_then(Value::as_str) == Some(VERSION) {
+            return Err(Failure::Terminal(format!("version {VERSION} cannot reconcile this Thing")));
         }
         let name = parent.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
         let value = parent.pointer("/spec/value").cloned().unwrap_or(Value::Null);

@@ -16,7 +16,7 @@ mod watch;
 use crate::contract::{Gvk, Manifest};
 use crate::manager::{self, Manager};
 use crate::project::{self, Project};
-use crate::reconciler::{self, Plugins, crd::KindRef};
+use crate::reconciler::{self, crd::KindRef};
 use crate::runtime::{self, Limits, Runtime};
 use anyhow::{Context, Result, bail};
 use k8s_openapi::api::core::v1::Namespace;
@@ -220,10 +220,8 @@ async fn dev(
         }
     }
 
-    // 5. The manager and the Reconciler controller.
-    let controller = crate::controller::Config::default();
+    // 5. The manager and the Reconciler lifecycle.
     let config = manager::Config {
-        controller: controller.clone(),
         server_addr: parse_addr(&args.metrics_bind_address)?,
         shutdown_timeout: Duration::from_secs(10),
         ..Default::default()
@@ -233,27 +231,23 @@ async fn dev(
     {
         ui.line(format!("metrics: http://{addr}/metrics"));
     }
-    let manager = Manager::new(client.clone(), config);
-    let plugins = Plugins::new(
-        manager.clone(),
-        runtime.clone(),
-        reconciler::Config {
-            kube_config,
-            namespace: None,
-            selector: Some(format!("{FIELD_MANAGER}=true")),
-            require_service_account: false,
-            allow_module_paths: true,
-            controller,
-            status_period: Duration::from_secs(1),
-            path_poll: PATH_POLL,
-            instance: FIELD_MANAGER.into(),
-            webhooks: None,
-        },
-    );
-    let (stop_plugins, plugins_stopped) = tokio::sync::oneshot::channel::<()>();
-    let plugins = tokio::spawn(plugins.run(async move {
-        let _ = plugins_stopped.await;
-    }));
+    let manager = Manager::builder(client.clone())
+        .config(config)
+        .runtime(runtime.clone())
+        .add(reconciler::Reconcilers::component(
+            reconciler::Config {
+                kube_config: Some(kube_config),
+                selector: Some(format!("{FIELD_MANAGER}=true")),
+                allow_module_paths: true,
+                status_period: Duration::from_secs(1),
+                path_poll: PATH_POLL,
+                instance: FIELD_MANAGER.into(),
+                ..Default::default()
+            },
+            Vec::new(),
+        ))
+        .build()
+        .await?;
     let (finish, finished) = tokio::sync::oneshot::channel::<()>();
     let manager_task = tokio::spawn(manager.run(async move {
         tokio::select! {
@@ -290,8 +284,6 @@ async fn dev(
     }
     let _ = finish.send(());
     let managed = manager_task.await;
-    let _ = stop_plugins.send(());
-    let _ = plugins.await;
     ui.release_table();
     match managed {
         Ok(Ok(())) => {}

@@ -1,4 +1,6 @@
 //! Version v1 of the stamp guest (see `../../stamp.rs`).
 const VERSION: &str = "v1";
 const TRAP: bool = false;
+const READS: &[(&str, &str, &str)] = &[];
+const FINALIZER: Option<&str> = None;
 include!("../../stamp.rs");

@@ -3,7 +3,7 @@
 
 use crate::cache::{Informer, ObjectKey};
 use crate::contract::{Gvk, Selector};
-use crate::runtime::ObjectReader;
+use crate::runtime::{ObjectReader, ReadError};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -17,30 +17,27 @@ pub struct CacheReader {
 }
 
 impl CacheReader {
-    fn informer(&self, kind: &Gvk) -> Result<&Informer, String> {
-        self.informers.get(kind).map(|i| &**i).ok_or_else(|| format!("{kind} is not cached for this controller"))
+    fn informer(&self, kind: &Gvk) -> Result<&Informer, ReadError> {
+        self.informers.get(kind).map(|i| &**i).ok_or_else(|| ReadError::NotCached(kind.clone()))
     }
 
     /// The namespace a read addresses, checked against the scope.
-    fn namespace(&self, informer: &Informer, asked: Option<&str>) -> Result<Option<String>, String> {
+    fn namespace(&self, informer: &Informer, asked: Option<&str>) -> Result<Option<String>, ReadError> {
         if informer.namespaced() == Some(false) {
             return Ok(None);
         }
         let ns = asked.map(str::to_string).or_else(|| self.parent_namespace.clone());
         if !self.scope.contains(ns.as_deref()) {
-            return Err(format!(
-                "namespace {:?} is outside this controller's namespaces ({:?})",
-                ns.unwrap_or_default(),
-                self.scope
-            ));
+            return Err(ReadError::OutsideScope {
+                namespace: ns.unwrap_or_default(),
+                scope: format!("{:?}", self.scope.namespaces),
+            });
         }
         if ns.is_none() {
             // A namespaced kind across every namespace: only for a controller
             // that may read every namespace.
             if !self.scope.all_namespaces() {
-                return Err(
-                    "listing a namespaced kind across all namespaces is outside this controller's namespaces".into()
-                );
+                return Err(ReadError::AllNamespaces);
             }
         }
         Ok(ns)
@@ -48,15 +45,21 @@ impl CacheReader {
 }
 
 impl ObjectReader for CacheReader {
-    fn get(&self, kind: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<String>, String> {
+    fn get(&self, kind: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<String>, ReadError> {
         let informer = self.informer(kind)?;
         let ns = self.namespace(informer, namespace)?;
         let store = informer.store();
         Ok(store.get(&ObjectKey { namespace: ns, name: name.to_string() }).map(|o| o.json().to_string()))
     }
 
-    fn list(&self, kind: &Gvk, namespace: Option<&str>, label_selector: Option<&str>) -> Result<Vec<String>, String> {
-        let selector = Selector::parse(label_selector.unwrap_or_default()).map_err(|e| e.to_string())?;
+    fn list(
+        &self,
+        kind: &Gvk,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<Vec<String>, ReadError> {
+        let selector =
+            Selector::parse(label_selector.unwrap_or_default()).map_err(|e| ReadError::Selector(e.to_string()))?;
         let informer = self.informer(kind)?;
         let ns = self.namespace(informer, namespace)?;
         let objects = informer.store().in_namespace(ns.as_deref());

@@ -36,13 +36,22 @@ impl Counters {
 }
 
 /// One version's answer, in a form that can be compared.
-pub(super) type Answer = Result<Result<Outcome, Failure>, String>;
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Answer {
+    /// It answered with an outcome.
+    Outcome(Outcome),
+    /// It answered with a failure.
+    Failed(Failure),
+    /// The sandbox stopped it (compared by message).
+    Stopped(String),
+}
 
-/// Turn a call result into an [`Answer`] (sandbox errors by message).
+/// Turn a call result into an [`Answer`].
 pub(super) fn answer(result: &Result<Result<Outcome, Failure>, CallError>) -> Answer {
     match result {
-        Ok(r) => Ok(r.clone()),
-        Err(e) => Err(e.to_string()),
+        Ok(Ok(o)) => Answer::Outcome(o.clone()),
+        Ok(Err(f)) => Answer::Failed(f.clone()),
+        Err(e) => Answer::Stopped(e.to_string()),
     }
 }
 
@@ -52,7 +61,7 @@ pub(super) fn answer(result: &Result<Result<Outcome, Failure>, CallError>) -> An
 pub(super) fn differences(live: &Answer, candidate: &Answer, limit: usize) -> Option<String> {
     let mut out = Vec::new();
     match (live, candidate) {
-        (Ok(Ok(a)), Ok(Ok(b))) => compare_outcomes(a, b, &mut out),
+        (Answer::Outcome(a), Answer::Outcome(b)) => compare_outcomes(a, b, &mut out),
         (a, b) if a == b => {}
         (a, b) => out.push(format!("live {} / candidate {}", describe(a), describe(b))),
     }
@@ -70,10 +79,10 @@ pub(super) fn differences(live: &Answer, candidate: &Answer, limit: usize) -> Op
 
 fn describe(a: &Answer) -> String {
     match a {
-        Ok(Ok(_)) => "outcome".into(),
-        Ok(Err(Failure::Transient(m))) => format!("transient failure {m:?}"),
-        Ok(Err(Failure::Terminal(m))) => format!("terminal failure {m:?}"),
-        Err(e) => format!("sandbox error {e:?}"),
+        Answer::Outcome(_) => "outcome".into(),
+        Answer::Failed(Failure::Transient(m)) => format!("transient failure {m:?}"),
+        Answer::Failed(Failure::Terminal(m)) => format!("terminal failure {m:?}"),
+        Answer::Stopped(e) => format!("sandbox error {e:?}"),
     }
 }
 
@@ -150,19 +159,19 @@ mod tests {
     use serde_json::json;
 
     fn outcome(replicas: i64, status: Value) -> Answer {
-        Ok(Ok(Outcome {
+        Answer::Outcome(Outcome {
             desired: vec![json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "shop"},
                 "spec": {"replicas": replicas}})],
             status: Some(status),
             ..Outcome::default()
-        }))
+        })
     }
 
     #[test]
     fn identical_answers_should_not_differ() {
         let a = outcome(2, json!({"ready": true}));
         assert_eq!(differences(&a, &a.clone(), 5), None);
-        let f: Answer = Ok(Err(Failure::Transient("x".into())));
+        let f = Answer::Failed(Failure::Transient("x".into()));
         assert_eq!(differences(&f, &f.clone(), 5), None);
     }
 
@@ -171,15 +180,16 @@ mod tests {
         let text = differences(&outcome(2, json!({"ready": true})), &outcome(3, json!({"ready": false})), 5).unwrap();
         assert!(text.contains("desired Deployment shop.spec.replicas: 2 → 3"), "{text}");
         assert!(text.contains("status.ready: true → false"), "{text}");
-        let failed: Answer = Err("trapped: unreachable".into());
+        let failed = Answer::Stopped("trapped: unreachable".into());
         let text = differences(&outcome(2, json!({})), &failed, 5).unwrap();
         assert!(text.contains("live outcome / candidate sandbox error"), "{text}");
     }
 
     #[test]
     fn differences_should_be_bounded() {
-        let many =
-            |n: i64| Ok(Ok(Outcome { status: Some(json!({"a": n, "b": n, "c": n, "d": n})), ..Outcome::default() }));
+        let many = |n: i64| {
+            Answer::Outcome(Outcome { status: Some(json!({"a": n, "b": n, "c": n, "d": n})), ..Outcome::default() })
+        };
         let text = differences(&many(1), &many(2), 2).unwrap();
         assert!(text.ends_with("and 2 more"), "{text}");
     }

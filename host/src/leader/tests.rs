@@ -1,0 +1,401 @@
+use super::*;
+use k8s_openapi::api::coordination::v1::LeaseSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+const LEASE: Duration = Duration::from_secs(15);
+const RENEW: Duration = Duration::from_secs(10);
+const RETRY: Duration = Duration::from_secs(2);
+
+fn config(identity: &str) -> Config {
+    Config { identity: identity.to_owned(), ..Config::new("operon-system", "operon") }
+}
+
+fn held_by(holder: &str, renewed: Timestamp) -> LeaseSpec {
+    LeaseSpec {
+        holder_identity: Some(holder.to_owned()),
+        lease_duration_seconds: Some(15),
+        acquire_time: Some(MicroTime(renewed)),
+        renew_time: Some(MicroTime(renewed)),
+        lease_transitions: Some(3),
+        ..LeaseSpec::default()
+    }
+}
+
+fn seen(spec: LeaseSpec, at: Instant) -> Option<Observed> {
+    Some(Observed { spec, at })
+}
+
+// --- The decision, given what was observed and when ---
+
+#[test]
+fn a_missing_lease_should_be_created() {
+    assert_eq!(decide(None, "me", LEASE, Instant::now()), Action::Create);
+}
+
+#[test]
+fn a_released_lease_should_be_taken_at_once() {
+    let now = Instant::now();
+    let released = released_spec(Some(&held_by("other", Timestamp::now())), Timestamp::now());
+    assert_eq!(decide(seen(released, now).as_ref(), "me", LEASE, now), Action::Acquire);
+}
+
+#[test]
+fn our_own_lease_should_be_renewed_even_if_we_saw_it_long_ago() {
+    let then = Instant::now();
+    let observed = seen(held_by("me", Timestamp::now()), then);
+    assert_eq!(decide(observed.as_ref(), "me", LEASE, then + LEASE * 10), Action::Renew);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_held_lease_should_expire_a_lease_duration_after_it_was_seen_to_change() {
+    let first_seen = Instant::now();
+    let spec = held_by("other", Timestamp::now());
+    let mut observed = Observed::update(None, spec.clone(), first_seen);
+
+    tokio::time::advance(LEASE - Duration::from_millis(1)).await;
+    observed = Observed::update(Some(observed), spec, Instant::now());
+    assert_eq!(
+        decide(Some(&observed), "me", LEASE, Instant::now()),
+        Action::Wait { holder: "other".to_owned(), expires: first_seen + LEASE },
+        "an unchanged record keeps the time it was first seen"
+    );
+
+    tokio::time::advance(Duration::from_millis(1)).await;
+    assert_eq!(decide(Some(&observed), "me", LEASE, Instant::now()), Action::Acquire);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_renewal_seen_should_restart_the_wait() {
+    let mut observed = Observed::update(None, held_by("other", Timestamp::now()), Instant::now());
+    tokio::time::advance(LEASE - RETRY).await;
+    let renewed = held_by("other", Timestamp::now() + Duration::from_secs(1));
+    observed = Observed::update(Some(observed), renewed, Instant::now());
+    tokio::time::advance(RETRY).await;
+    assert!(
+        matches!(decide(Some(&observed), "me", LEASE, Instant::now()), Action::Wait { .. }),
+        "the wait counts from the renewal we saw, not from the first record"
+    );
+}
+
+#[test]
+fn a_renew_time_from_a_skewed_clock_should_not_shorten_the_wait() {
+    // The holder's clock says it renewed long ago; we just saw the record.
+    let now = Instant::now();
+    let long_ago = Timestamp::UNIX_EPOCH;
+    let observed = seen(held_by("other", long_ago), now);
+    assert!(matches!(
+        decide(observed.as_ref(), "me", LEASE, now + LEASE - Duration::from_millis(1)),
+        Action::Wait { .. }
+    ));
+}
+
+#[test]
+fn a_record_without_a_duration_should_get_ours() {
+    let now = Instant::now();
+    let spec = LeaseSpec { lease_duration_seconds: None, ..held_by("other", Timestamp::now()) };
+    let observed = seen(spec, now);
+    assert!(matches!(decide(observed.as_ref(), "me", LEASE, now + RENEW), Action::Wait { .. }));
+    assert_eq!(decide(observed.as_ref(), "me", LEASE, now + LEASE), Action::Acquire);
+}
+
+// --- The records written ---
+
+#[test]
+fn taking_over_should_count_a_transition_and_renewing_should_not() {
+    let before = Timestamp::now();
+    let now = before + Duration::from_secs(20);
+    let current = held_by("other", before);
+
+    let taken = next_spec(&Action::Acquire, Some(&current), &config("me"), now);
+    assert_eq!(taken.holder_identity.as_deref(), Some("me"));
+    assert_eq!(taken.lease_transitions, Some(4));
+    assert_eq!(taken.acquire_time, Some(MicroTime(now)));
+    assert_eq!(taken.lease_duration_seconds, Some(15));
+
+    let later = now + Duration::from_secs(2);
+    let renewed = next_spec(&Action::Renew, Some(&taken), &config("me"), later);
+    assert_eq!(renewed.lease_transitions, Some(4));
+    assert_eq!(renewed.acquire_time, Some(MicroTime(now)));
+    assert_eq!(renewed.renew_time, Some(MicroTime(later)));
+
+    let created = next_spec(&Action::Create, None, &config("me"), now);
+    assert_eq!(created.lease_transitions, Some(0));
+}
+
+#[test]
+fn a_release_should_clear_the_holder_and_keep_the_count() {
+    let released = released_spec(Some(&held_by("me", Timestamp::now())), Timestamp::now());
+    assert_eq!(released.holder_identity, None);
+    assert_eq!(released.lease_transitions, Some(3));
+    assert_eq!(released.lease_duration_seconds, Some(1));
+}
+
+// --- Configuration ---
+
+#[test]
+fn the_defaults_should_be_client_gos_and_valid() {
+    let config = Config::new("ns", "name");
+    assert_eq!((config.lease_duration, config.renew_deadline, config.retry_period), (LEASE, RENEW, RETRY));
+    config.validate().unwrap();
+    assert_ne!(config.identity, Config::new("ns", "name").identity, "identities are unique");
+}
+
+#[test]
+fn timings_that_would_let_two_lead_should_be_rejected() {
+    let cases = [(LEASE, LEASE, RETRY), (LEASE, RENEW, RENEW), (LEASE, RENEW, Duration::ZERO)];
+    for (lease_duration, renew_deadline, retry_period) in cases {
+        let config = Config { lease_duration, renew_deadline, retry_period, ..config("me") };
+        assert!(
+            matches!(config.validate(), Err(Error::Timings { .. })),
+            "{lease_duration:?} {renew_deadline:?} {retry_period:?}"
+        );
+    }
+    let fractional = Config { lease_duration: Duration::from_millis(15_500), ..config("me") };
+    assert!(matches!(fractional.validate(), Err(Error::LeaseDuration(_))));
+    let nameless = Config { name: String::new(), ..config("me") };
+    assert!(matches!(nameless.validate(), Err(Error::Empty { field: "name" })));
+}
+
+// --- The loop, against a fake API server, in virtual time ---
+
+/// An in-memory Lease store shared by handles, each of which can be cut
+/// off: its requests then hang, as through a network partition.
+#[derive(Clone, Default)]
+struct Fake {
+    store: Arc<Mutex<Store>>,
+    cut: Arc<AtomicBool>,
+}
+
+#[derive(Default)]
+struct Store {
+    lease: Option<Lease>,
+    version: u64,
+}
+
+impl Fake {
+    /// Another client of the same store, with its own connection.
+    fn client(&self) -> Fake {
+        Fake { store: self.store.clone(), cut: Arc::default() }
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+    }
+
+    async fn network(&self) {
+        if self.cut.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    fn lease(&self) -> Lease {
+        self.store.lock().unwrap().lease.clone().expect("a lease")
+    }
+
+    /// Writes unconditionally, as a human with kubectl might.
+    fn overwrite(&self, spec: LeaseSpec) {
+        let mut store = self.store.lock().unwrap();
+        store.version += 1;
+        let version = store.version.to_string();
+        let lease = store.lease.as_mut().expect("a lease");
+        lease.spec = Some(spec);
+        lease.metadata.resource_version = Some(version);
+    }
+
+    fn write(store: &mut Store, lease: &Lease) -> Lease {
+        store.version += 1;
+        let mut lease = lease.clone();
+        lease.metadata.resource_version = Some(store.version.to_string());
+        store.lease = Some(lease.clone());
+        lease
+    }
+}
+
+fn conflict() -> kube::Error {
+    kube::Error::Api(Box::new(kube::core::Status {
+        code: 409,
+        reason: "Conflict".to_owned(),
+        ..kube::core::Status::default()
+    }))
+}
+
+impl Leases for Fake {
+    async fn read(&self, _name: &str) -> kube::Result<Option<Lease>> {
+        self.network().await;
+        Ok(self.store.lock().unwrap().lease.clone())
+    }
+
+    async fn insert(&self, lease: &Lease) -> kube::Result<Lease> {
+        self.network().await;
+        let mut store = self.store.lock().unwrap();
+        if store.lease.is_some() {
+            return Err(conflict());
+        }
+        Ok(Self::write(&mut store, lease))
+    }
+
+    async fn update(&self, _name: &str, lease: &Lease) -> kube::Result<Lease> {
+        self.network().await;
+        let mut store = self.store.lock().unwrap();
+        let current = store.lease.as_ref().and_then(|l| l.metadata.resource_version.clone());
+        if current != lease.metadata.resource_version {
+            return Err(conflict());
+        }
+        Ok(Self::write(&mut store, lease))
+    }
+}
+
+/// A running elector: its channel, and ways to stop it.
+struct Candidate {
+    leading: watch::Receiver<bool>,
+    task: JoinHandle<()>,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+fn start(leases: Fake, identity: &str) -> Candidate {
+    let elector = Elector::new(leases, config(identity));
+    let leading = elector.leading.subscribe();
+    let (stop, stopped) = oneshot::channel();
+    let task = tokio::spawn(elector.run(async move {
+        let _ = stopped.await;
+    }));
+    Candidate { leading, task, stop: Some(stop) }
+}
+
+impl Candidate {
+    fn leads(&self) -> bool {
+        *self.leading.borrow()
+    }
+
+    /// Waits for the channel to say `leading`; returns when, in virtual
+    /// time.
+    async fn until(&mut self, leading: bool) -> Instant {
+        self.leading.wait_for(|now| *now == leading).await.unwrap();
+        Instant::now()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lone_elector_should_create_the_lease_and_lead_at_once() {
+    let fake = Fake::default();
+    let start_at = Instant::now();
+    let mut a = start(fake.client(), "a");
+    assert_eq!(a.until(true).await, start_at);
+    let spec = fake.lease().spec.unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some("a"));
+    assert_eq!(spec.lease_transitions, Some(0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_electors_should_never_lead_at_once() {
+    let fake = Fake::default();
+    let mut a = start(fake.client(), "a");
+    let b = start(fake.client(), "b");
+    a.until(true).await;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(a.leads() && !b.leads(), "a took it first and keeps renewing");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cut_off_leader_should_step_down_at_the_renew_deadline_and_before_a_standby_leads() {
+    let fake = Fake::default();
+    let a_network = fake.client();
+    let mut a = start(a_network.clone(), "a");
+    let started = a.until(true).await;
+    let mut b = start(fake.client(), "b");
+
+    // a renews at +0, +2, +4; cut at +5, its renewal at +6 hangs.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    a_network.cut();
+    let last_renewal = started + Duration::from_secs(4);
+
+    let stepped_down = a.until(false).await;
+    assert_eq!(stepped_down, last_renewal + RENEW, "the hanging request did not delay it");
+    let b_leads = b.until(true).await;
+    assert!(
+        b_leads >= stepped_down + (LEASE - RENEW),
+        "b must wait out the lease it saw renewed at +4 or later: stepped down {:?}, b leads {:?}",
+        stepped_down - started,
+        b_leads - started
+    );
+    assert!(b_leads <= last_renewal + LEASE + 2 * RETRY);
+    assert_eq!(fake.lease().spec.unwrap().lease_transitions, Some(1));
+    assert!(!a.leads());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_killed_leader_should_be_replaced_after_the_lease_duration() {
+    let fake = Fake::default();
+    let mut a = start(fake.client(), "a");
+    let started = a.until(true).await;
+    let mut b = start(fake.client(), "b");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    a.task.abort();
+    let killed = Instant::now();
+
+    let b_leads = b.until(true).await;
+    // a last renewed at +2; b saw that at +2 (same instant) or at its next look.
+    let last_renewal = started + Duration::from_secs(2);
+    assert!(b_leads >= last_renewal + LEASE, "b took over {:?} after the kill", b_leads - killed);
+    assert!(b_leads <= last_renewal + LEASE + 2 * RETRY);
+    assert_eq!(fake.lease().spec.unwrap().holder_identity.as_deref(), Some("b"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_should_step_down_first_then_release_so_a_standby_leads_at_its_next_look() {
+    let fake = Fake::default();
+    let mut a = start(fake.client(), "a");
+    a.until(true).await;
+    let mut b = start(fake.client(), "b");
+    tokio::time::sleep(Duration::from_secs(7)).await;
+
+    let stopped_at = Instant::now();
+    a.stop.take().unwrap().send(()).unwrap();
+    assert_eq!(a.until(false).await, stopped_at);
+    a.task.await.unwrap();
+    assert_eq!(fake.lease().spec.unwrap().holder_identity, None, "released");
+
+    let b_leads = b.until(true).await;
+    assert!(b_leads <= stopped_at + RETRY, "b took {:?}", b_leads - stopped_at);
+    assert_eq!(fake.lease().spec.unwrap().lease_transitions, Some(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_whose_lease_is_taken_should_step_down_at_its_next_renewal() {
+    let fake = Fake::default();
+    let mut a = start(fake.client(), "a");
+    let started = a.until(true).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    fake.overwrite(held_by("thief", Timestamp::now()));
+
+    let stepped_down = a.until(false).await;
+    assert_eq!(stepped_down, started + 2 * RETRY, "at the renewal after the theft");
+    // It stands by, then takes over at its first look after the thief's
+    // record has stood unchanged for a lease duration.
+    let back = a.until(true).await;
+    assert!(back >= stepped_down + LEASE && back <= stepped_down + LEASE + RETRY);
+    assert_eq!(fake.lease().spec.unwrap().lease_transitions, Some(4));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_while_standing_by_should_leave_the_lease_alone() {
+    let fake = Fake::default();
+    let mut a = start(fake.client(), "a");
+    a.until(true).await;
+    let mut b = start(fake.client(), "b");
+    tokio::time::sleep(RETRY).await;
+    let before = fake.lease();
+    b.stop.take().unwrap().send(()).unwrap();
+    (&mut b.task).await.unwrap();
+    assert!(!b.leads());
+    assert!(a.leads());
+    assert_eq!(fake.lease().spec.unwrap().holder_identity, before.spec.unwrap().holder_identity);
+}

@@ -1,0 +1,146 @@
+//! Settings of one module's controller: what it may touch and how it is
+//! bounded. The host decides them (a Reconciler's grants and limits, or the
+//! command line's), never the module.
+
+use crate::apply::{Namespaces, Policy};
+use crate::controller;
+use std::time::Duration;
+
+/// What a controller may do beyond its parents' own namespace: the host's
+/// grants (a Reconciler's `spec.grants`, or the command line's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grants {
+    /// Namespaces children of cluster-scoped parents may be written in.
+    pub namespaces: Namespaces,
+    /// Whether cluster-scoped children may be written.
+    pub cluster_scoped: bool,
+    /// Whether an existing object without a controller owner may be adopted
+    /// as a child. Objects controlled by someone else are never taken over.
+    pub adopt: bool,
+}
+
+impl Default for Grants {
+    /// What `operon run --module` grants a module it was given: what its
+    /// manifest asks, in any namespace, without adoption.
+    fn default() -> Self {
+        Grants { namespaces: Namespaces::Any, cluster_scoped: true, adopt: false }
+    }
+}
+
+/// Which parents a controller reconciles (and whose objects it may read):
+/// informers are shared per kind, each controller sees its part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scope {
+    /// These namespaces, or `None` for every namespace.
+    pub namespaces: Option<Vec<String>>,
+    /// Whether cluster-scoped objects are in scope.
+    pub cluster: bool,
+}
+
+impl Default for Scope {
+    fn default() -> Self {
+        Scope::all()
+    }
+}
+
+impl Scope {
+    /// Every namespace and cluster-scoped objects.
+    pub fn all() -> Scope {
+        Scope { namespaces: None, cluster: true }
+    }
+
+    /// One namespace only (a namespaced Reconciler).
+    pub fn namespace(ns: &str) -> Scope {
+        Scope { namespaces: Some(vec![ns.to_string()]), cluster: false }
+    }
+
+    /// Whether an object in `namespace` (`None`: cluster-scoped) is in scope.
+    pub fn contains(&self, namespace: Option<&str>) -> bool {
+        match (namespace, &self.namespaces) {
+            (None, _) => self.cluster,
+            (Some(_), None) => true,
+            (Some(ns), Some(list)) => list.iter().any(|n| n == ns),
+        }
+    }
+
+    /// Whether every namespace is in scope.
+    pub fn all_namespaces(&self) -> bool {
+        self.namespaces.is_none()
+    }
+}
+
+/// How many of a new version's first reconciles are watched, and how many
+/// of those may fail before the version is reported as failed
+/// ([`super::Notice::ProbationFailed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Probation {
+    /// How many of the new version's first reconciles are watched.
+    pub calls: u32,
+    /// How many of those may fail.
+    pub max_failures: u32,
+}
+
+impl Default for Probation {
+    fn default() -> Self {
+        Probation { calls: 10, max_failures: 3 }
+    }
+}
+
+/// Settings of one module's controller.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The controller's name (metrics, logs, field manager `operon/<name>`);
+    /// by default the module manifest's.
+    pub name: Option<String>,
+    /// The queue and workers.
+    pub controller: controller::Config,
+    /// The namespace informers watch; `None` for all namespaces. Informers
+    /// are shared by every controller with the same kind and namespace.
+    pub namespace: Option<String>,
+    /// The parents this controller reconciles, within what is watched.
+    pub scope: Scope,
+    /// Only parents whose labels match this selector.
+    pub parent_selector: Option<crate::contract::Selector>,
+    /// When a swapped-in version is reported as failed.
+    pub probation: Probation,
+    /// Shortest requeue-after honoured; a guest asking for less gets this.
+    pub requeue_floor: Duration,
+    /// Guest time this controller's calls may use, in CPUs (guest seconds
+    /// per second, its workers together); `0` for no limit. Past it, the
+    /// next reconcile waits until the debt is repaid.
+    pub guest_cpu: f64,
+    /// Guest seconds a controller may save up and spend at once.
+    pub guest_cpu_burst: Duration,
+    /// The most a Reconciler's `spec.limits.cpu` may ask (a tenant who may
+    /// write Reconcilers must not lift the budget); `0` for no ceiling.
+    pub guest_cpu_max: f64,
+    /// Reporting instance for events (e.g. the pod name).
+    pub instance: Option<String>,
+    /// What the controller may write beyond the parent's namespace.
+    pub grants: Grants,
+    /// Most children per outcome.
+    pub max_desired: usize,
+    /// Most events per outcome.
+    pub max_events: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            name: None,
+            controller: controller::Config::default(),
+            namespace: None,
+            scope: Scope::all(),
+            parent_selector: None,
+            probation: Probation::default(),
+            requeue_floor: Duration::from_millis(100),
+            guest_cpu: 0.25,
+            guest_cpu_burst: Duration::from_secs(2),
+            guest_cpu_max: 2.0,
+            instance: None,
+            grants: Grants::default(),
+            max_desired: Policy::DEFAULT_MAX_DESIRED,
+            max_events: Policy::DEFAULT_MAX_EVENTS,
+        }
+    }
+}

@@ -1,0 +1,592 @@
+//! The reconcile pipeline of a module: one user of the generic
+//! [`controller`] machinery, whose reconcile is a guest call.
+//!
+//! For each parent key: finalizer → request from the cache → guest call
+//! (with the shadow candidate, if any) → validate the whole outcome → apply
+//! → what next (done, requeue-after, retry with backoff, stopped by the
+//! sandbox, terminal).
+//!
+//! **Invariant: the pipeline never decides which version runs.** It runs
+//! the version it is given ([`ModuleController::swap_module`],
+//! [`ModuleController::set_candidate`]) and reports how a new version does
+//! on probation ([`Notice`]); what is active, what is a candidate and what
+//! was refused is decided by its owner (the Reconciler lifecycle).
+
+mod budget;
+mod config;
+mod handle;
+mod reader;
+mod request;
+mod shadow;
+
+pub use budget::parse_cpu;
+pub use config::{Config, Grants, Probation, Scope};
+pub use handle::SwapError;
+pub use reader::CacheReader;
+
+use crate::apply::{self, Applier, Policy};
+use crate::cache::{Cache, CachedObject, Informer, ObjectKey, WatchKey};
+use crate::contract::{Failure, Gvk, Manifest, Outcome};
+use crate::controller::{self, Action, Context, Controller, Enqueue, Reconcile, Retry, Trigger, mapping};
+use crate::leader::Fence;
+use crate::metrics::{ApplyOperation, GuestErrorKind, Metrics};
+use crate::runtime::{CallError, Module};
+use request::ReadSet;
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+use tracing::Instrument;
+
+/// A module's controller: the generic machinery around a [`Pipeline`].
+pub type ModuleController = Controller<Pipeline>;
+
+/// What a module's controller tells its owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// The version on probation failed more of its first reconciles than
+    /// allowed. It keeps running until its owner replaces it.
+    ProbationFailed {
+        /// The digest that failed.
+        digest: String,
+        /// The failures that decided it.
+        reason: String,
+    },
+    /// The version on probation passed its first reconciles.
+    ProbationPassed {
+        /// Its digest.
+        digest: String,
+    },
+    /// A shadow candidate answered differently from the live version.
+    ShadowDiffers {
+        /// The object, and where the answers differ.
+        sample: String,
+    },
+}
+
+/// Why one reconcile of a parent failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The sandbox stopped the guest, or refused its answer.
+    #[error("reconcile of {key} {source}")]
+    Guest {
+        /// The parent.
+        key: ObjectKey,
+        /// What the sandbox saw.
+        #[source]
+        source: CallError,
+    },
+    /// The guest failed, and asks to be retried.
+    #[error("guest: {0}")]
+    Transient(String),
+    /// The guest failed, and asks not to be retried until the parent changes.
+    #[error("guest: {0}")]
+    Terminal(String),
+    /// The outcome was refused, or writing it failed.
+    #[error(transparent)]
+    Apply(#[from] apply::Error),
+    /// Adding or removing the finalizer failed.
+    #[error("finalizer: {0}")]
+    Finalizer(#[source] apply::Error),
+    /// The guest call's thread did not complete (it panicked).
+    #[error("guest call did not complete: {0}")]
+    Join(String),
+}
+
+impl Error {
+    /// The HTTP status the API server answered a write with, if it did.
+    pub fn status_code(&self) -> Option<u16> {
+        match self {
+            Error::Apply(e) | Error::Finalizer(e) => e.status_code(),
+            _ => None,
+        }
+    }
+}
+
+/// The first retry delay after the sandbox stopped a guest; it doubles per
+/// failure of the parent, like any retry.
+const SANDBOX_BACKOFF_BASE: Duration = Duration::from_secs(1);
+
+/// One version of the module and what it reads.
+#[derive(Clone)]
+struct Version {
+    module: Module,
+    reads: Arc<ReadSet>,
+}
+
+/// The versions the pipeline calls.
+struct Versions {
+    /// What reconciles and writes.
+    active: Version,
+    /// Calls and failures of `active` while it is on probation.
+    probation: Option<(u32, u32)>,
+    /// A shadow candidate: called beside `active`, never applied.
+    candidate: Option<Version>,
+}
+
+/// The reconcile of one module's controller.
+pub struct Pipeline {
+    name: String,
+    versions: RwLock<Versions>,
+    manifest: Arc<Manifest>,
+    config: Config,
+    policy: Policy,
+    parents: Arc<Informer>,
+    cache: Cache,
+    applier: Applier,
+    metrics: Arc<Metrics>,
+    /// What the guest calls may still spend (`None`: no limit).
+    budget: Option<Arc<budget::Budget>>,
+    /// Parents already warned about a requeue-after below the floor (one
+    /// event per parent, not one per reconcile).
+    warned_requeue: Mutex<HashSet<ObjectKey>>,
+    notices: tokio::sync::broadcast::Sender<Notice>,
+    shadow: shadow::Counters,
+}
+
+/// Build a module's controller and start (or join) the informers it needs,
+/// so caches warm up even before this replica leads it. `client` makes its
+/// writes; `events` records its events. With `probation`, the module starts
+/// on probation (a new version replacing another).
+pub fn build(
+    module: Module,
+    cache: &Cache,
+    client: kube::Client,
+    events: kube::Client,
+    metrics: Arc<Metrics>,
+    config: Config,
+    probation: bool,
+) -> ModuleController {
+    let manifest = module.manifest().clone();
+    let parents = cache.informer(WatchKey::new(manifest.for_kind.clone(), config.namespace.clone()));
+    let reads = Arc::new(ReadSet::new(&manifest, &parents, cache, config.namespace.as_deref()));
+    let name = config.name.clone().unwrap_or_else(|| manifest.name.clone());
+    metrics.controller_started(&name, config.controller.max_concurrent_reconciles);
+    let policy = Policy {
+        controller: name.clone(),
+        owns: manifest.owns.clone(),
+        namespaces: config.grants.namespaces.clone(),
+        cluster_scoped: config.grants.cluster_scoped,
+        max_desired: config.max_desired,
+        max_events: config.max_events,
+    };
+    let budget = budget::Budget::new(config.guest_cpu, config.guest_cpu_burst).map(Arc::new);
+    let triggers = triggers(&config, &manifest, &parents, &reads);
+    let pipeline = Pipeline {
+        applier: Applier::new(client, events, &name, config.instance.clone()),
+        name: name.clone(),
+        versions: RwLock::new(Versions {
+            active: Version { module, reads },
+            probation: probation.then_some((0, 0)),
+            candidate: None,
+        }),
+        manifest,
+        policy,
+        parents,
+        cache: cache.clone(),
+        metrics: metrics.clone(),
+        budget,
+        warned_requeue: Mutex::new(HashSet::new()),
+        notices: tokio::sync::broadcast::channel(64).0,
+        shadow: shadow::Counters::default(),
+        config: config.clone(),
+    };
+    Controller::new(name, Arc::new(pipeline), triggers, config.controller, metrics)
+}
+
+/// The triggers of a module's controller: its parents (`for`, with the
+/// default predicate), their children (`owns`), and the declared `watches`
+/// — each dropping keys outside the controller's scope and selector.
+fn triggers(config: &Config, manifest: &Manifest, parents: &Arc<Informer>, reads: &ReadSet) -> Vec<Trigger<ObjectKey>> {
+    // Keys outside the scope are dropped here (and checked again when
+    // reconciled): informers are shared, each controller sees its part. A
+    // child's or a watched object's event may name a parent outside this
+    // controller's selector (another Reconciler's share of the kind): drop
+    // it here rather than as a no-op reconcile, or every sharer would
+    // reconcile every parent.
+    let keep = {
+        let scope = config.scope.clone();
+        let (parents, selector) = (parents.clone(), config.parent_selector.clone());
+        Arc::new(move |e: &Enqueue| {
+            let key = e.key();
+            scope.contains(key.namespace.as_deref())
+                && !selector
+                    .as_ref()
+                    .is_some_and(|s| parents.store().get(key).is_some_and(|p| !s.matches_with(|k| p.label(k))))
+        })
+    };
+    let mut triggers = Vec::new();
+    let (k, selector) = (keep.clone(), config.parent_selector.clone());
+    triggers.push(Trigger::events(parents.clone(), move |ev| {
+        let (object, _) = mapping::event_object(ev);
+        if selector.as_ref().is_some_and(|s| !s.matches_with(|l| object.label(l))) {
+            return Vec::new();
+        }
+        mapping::for_event(ev).into_iter().filter(|e| k(e)).collect()
+    }));
+    for (_, informer) in &reads.owned {
+        let (k, kind, parents) = (keep.clone(), manifest.for_kind.clone(), parents.clone());
+        triggers.push(Trigger::events(informer.clone(), move |ev| {
+            // Unknown until discovery answered: namespaced is the common case.
+            let namespaced = parents.namespaced().unwrap_or(true);
+            mapping::owned_event(ev, &kind, namespaced).into_iter().filter(|e| k(e)).collect()
+        }));
+    }
+    for (watch, informer) in &reads.watched {
+        let (k, mapping, parents) = (keep.clone(), watch.mapping.clone(), parents.clone());
+        triggers.push(Trigger::events(informer.clone(), move |ev| {
+            let parents_in = |ns: Option<&str>| parents.store().in_namespace(ns).iter().map(|p| p.key()).collect();
+            mapping::watched_event(ev, &mapping, parents_in).into_iter().filter(|e| k(e)).collect()
+        }));
+    }
+    triggers
+}
+
+impl Reconcile for Pipeline {
+    type Key = ObjectKey;
+    type Error = Error;
+
+    fn reconcile(&self, key: &ObjectKey, ctx: &Context) -> impl Future<Output = Result<Action, Error>> + Send {
+        async move {
+            let ticket = self.within_budget().await;
+            let (active, candidate) = {
+                let v = self.versions();
+                (v.active.clone(), v.candidate.clone())
+            };
+            let span = tracing::info_span!("guest", digest = %active.module.info().digest);
+            self.reconcile_parent(&active, candidate, key, ctx, ticket).instrument(span).await
+        }
+    }
+
+    fn informers(&self) -> Vec<Arc<Informer>> {
+        let v = self.versions();
+        let mut all = v.active.reads.informers();
+        if let Some(c) = &v.candidate {
+            all.extend(c.reads.informers());
+        }
+        all
+    }
+
+    fn error_policy(&self, error: &Error) -> Retry {
+        match error {
+            // A malformed or oversized answer is what this guest says for
+            // this input: retrying the same input cannot help.
+            Error::Guest { source: CallError::Malformed(_) | CallError::OutputTooLarge { .. }, .. } => Retry::Never,
+            // An attempt that burned a whole deadline or filled its memory
+            // will most likely do it again: back off from a second.
+            Error::Guest { source: CallError::Timeout { .. } | CallError::MemoryExceeded { .. }, .. } => {
+                Retry::BackoffFrom(SANDBOX_BACKOFF_BASE)
+            }
+            Error::Terminal(_) => Retry::Never,
+            Error::Apply(e) if e.is_permanent() => Retry::Never,
+            _ => Retry::Backoff,
+        }
+    }
+}
+
+impl Pipeline {
+    fn versions(&self) -> std::sync::RwLockReadGuard<'_, Versions> {
+        self.versions.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn versions_mut(&self) -> std::sync::RwLockWriteGuard<'_, Versions> {
+        self.versions.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wait while the guest calls' CPU budget is in debt; the admission
+    /// to charge the call to (`None`: no budget).
+    async fn within_budget(&self) -> Option<budget::Ticket> {
+        let budget = self.budget.as_ref()?;
+        loop {
+            let quiet = !budget.throttled_within(Duration::from_secs(60));
+            let wait = match budget.admit() {
+                Ok(ticket) => return Some(ticket),
+                Err(wait) => wait,
+            };
+            self.metrics.guest_throttled(&self.name, wait);
+            if quiet {
+                // Once per episode: a throttled controller is a slow or
+                // looping guest, which its author needs to hear about, but
+                // not on every reconcile.
+                tracing::warn!(
+                    controller = %self.name,
+                    cpu = budget.cpu(),
+                    "the guest's calls used more than their CPU budget of {} CPU; reconciles wait {wait:?}. \
+                     Find the slow path (`operon test`, the guest call histogram) or raise the budget (spec.limits.cpu, --guest-cpu)",
+                    budget.cpu()
+                );
+            }
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    async fn reconcile_parent(
+        &self,
+        active: &Version,
+        candidate: Option<Version>,
+        key: &ObjectKey,
+        ctx: &Context,
+        ticket: Option<budget::Ticket>,
+    ) -> Result<Action, Error> {
+        let fence = &ctx.fence;
+        if !self.config.scope.contains(key.namespace.as_deref()) {
+            return Ok(Action::Done);
+        }
+        let Some(parent) = self.parents.store().get(key).cloned() else {
+            // Deleted: Kubernetes garbage-collects the children.
+            return Ok(Action::Done);
+        };
+        if let Some(selector) = &self.config.parent_selector
+            && !selector.matches_with(|k| parent.label(k))
+        {
+            // Another plugin's parent (or no longer ours): not touched.
+            return Ok(Action::Done);
+        }
+        let finalizing = match &self.manifest.finalizer {
+            Some(f) if parent.is_deleting() => {
+                if !parent.has_finalizer(f) {
+                    return Ok(Action::Done);
+                }
+                true
+            }
+            Some(f) => {
+                if !parent.has_finalizer(f) {
+                    self.applier.set_finalizer(&parent, f, true, fence).await.map_err(Error::Finalizer)?;
+                }
+                false
+            }
+            None if parent.is_deleting() => return Ok(Action::Done),
+            None => false,
+        };
+
+        let children = active.reads.children(&parent);
+        let request = active.reads.request(&parent, &children, finalizing, ctx.attempt);
+        let call_started = Instant::now();
+        let call = {
+            let module = active.module.clone();
+            let reader: Arc<dyn crate::runtime::ObjectReader> =
+                Arc::new(active.reads.reader(key.namespace.clone(), &self.config.scope));
+            // The shadow candidate answers the same parent with its own
+            // reads (its manifest may declare other kinds); its answer is
+            // compared, never applied.
+            let shadow = candidate.map(|c| {
+                let request = if Arc::ptr_eq(&c.reads, &active.reads) {
+                    request.clone()
+                } else {
+                    let children = c.reads.children(&parent);
+                    c.reads.request(&parent, &children, finalizing, ctx.attempt)
+                };
+                let reader: Arc<dyn crate::runtime::ObjectReader> =
+                    Arc::new(c.reads.reader(key.namespace.clone(), &self.config.scope));
+                (c.module, request, reader)
+            });
+            let span = tracing::Span::current();
+            tokio::task::spawn_blocking(move || {
+                span.in_scope(|| {
+                    let started = Instant::now();
+                    let live = module.reconcile(&request, reader);
+                    let shadow =
+                        shadow.map(|(c, request, reader)| (c.info().digest.clone(), c.reconcile(&request, reader)));
+                    // Charged here, not by the caller: a call outliving the
+                    // reconcile's deadline still pays.
+                    if let Some(t) = ticket {
+                        t.charge(started.elapsed());
+                    }
+                    (live, shadow)
+                })
+            })
+            .await
+        };
+        self.metrics.guest_called(&self.name, call_started.elapsed());
+        let call = match call {
+            Err(join) => return Err(Error::Join(join.to_string())),
+            Ok((live, shadow)) => {
+                if let Some((digest, answer)) = shadow {
+                    self.compare_shadow(key, &digest, &live, &answer);
+                }
+                live
+            }
+        };
+        let module = &active.module;
+        let outcome = match call {
+            Err(e) => {
+                self.on_probation(module, Some(&e.to_string()));
+                return Err(self.guest_error(&parent, key, e, fence).await);
+            }
+            Ok(Err(Failure::Transient(m))) => {
+                self.applier.event(&parent, true, "ReconcileFailed", &m, fence).await;
+                return Err(Error::Transient(m));
+            }
+            Ok(Err(Failure::Terminal(m))) => {
+                self.applier.event(&parent, true, "ReconcileTerminal", &m, fence).await;
+                return Err(Error::Terminal(m));
+            }
+            Ok(Ok(outcome)) => outcome,
+        };
+        if let Err(e) = self.write(&parent, &active.reads, &children, &outcome, fence).await {
+            if matches!(e, apply::Error::NotLeading(_)) {
+                // Not an error of the parent: the next leader reconciles it.
+                tracing::info!("stopped writing: {e}");
+                return Ok(Action::Done);
+            }
+            let message = e.to_string();
+            if e.is_permanent() {
+                let reason = if matches!(e, apply::Error::Invalid(_)) { "InvalidOutcome" } else { "ApplyRefused" };
+                if matches!(e, apply::Error::Invalid(_)) {
+                    self.on_probation(module, Some(&message));
+                }
+                self.metrics.outcome_refused(&self.name);
+                let note = format!("{message}; not retried until the object changes or the module is replaced");
+                self.applier.event(&parent, true, reason, &note, fence).await;
+            } else {
+                self.applier.event(&parent, true, "ApplyFailed", &message, fence).await;
+            }
+            return Err(Error::Apply(e));
+        }
+        self.on_probation(module, None);
+        if finalizing && outcome.finalized {
+            if let Some(f) = &self.manifest.finalizer {
+                self.applier.set_finalizer(&parent, f, false, fence).await.map_err(Error::Finalizer)?;
+            }
+            return Ok(Action::Done);
+        }
+        match outcome.requeue_after {
+            Some(after) => Ok(Action::RequeueAfter(self.requeue_delay(&parent, key, after, fence).await)),
+            None => Ok(Action::Done),
+        }
+    }
+
+    /// Count a call of `module` against its probation (`failure`: why it
+    /// failed), and tell the owner once it passed or failed.
+    fn on_probation(&self, module: &Module, failure: Option<&str>) {
+        let Probation { calls: watched, max_failures } = self.config.probation;
+        let mut v = self.versions_mut();
+        if v.active.module.info().digest != module.info().digest {
+            return; // swapped meanwhile: this call does not count for the new version
+        }
+        let Some((calls, failures)) = v.probation.as_mut() else { return };
+        *calls += 1;
+        if failure.is_some() {
+            *failures += 1;
+        }
+        let (calls, failures) = (*calls, *failures);
+        let digest = module.info().digest.clone();
+        if failures > max_failures {
+            v.probation = None;
+            drop(v);
+            let reason = format!(
+                "{failures} of its first {calls} reconciles failed (more than the {max_failures} allowed); last: {}",
+                failure.unwrap_or_default()
+            );
+            tracing::error!(controller = %self.name, %digest, "new version failed its probation: {reason}");
+            let _ = self.notices.send(Notice::ProbationFailed { digest, reason });
+        } else if calls >= watched {
+            v.probation = None;
+            drop(v);
+            let _ = self.notices.send(Notice::ProbationPassed { digest });
+        }
+    }
+
+    /// Compare the candidate's answer with the live one's.
+    fn compare_shadow(
+        &self,
+        key: &ObjectKey,
+        digest: &str,
+        live: &Result<Result<Outcome, Failure>, CallError>,
+        candidate: &Result<Result<Outcome, Failure>, CallError>,
+    ) {
+        let diff = shadow::differences(&shadow::answer(live), &shadow::answer(candidate), 6);
+        let differing = self.shadow.record(diff.is_some());
+        self.metrics.shadow_compared(&self.name, if diff.is_some() { "differ" } else { "same" });
+        if let Some(diff) = diff {
+            // The first difference, then one in a hundred: a sample, not a flood.
+            if differing == 1 || differing.is_multiple_of(100) {
+                let sample = format!("{key} (candidate {digest}): {diff}");
+                tracing::info!(controller = %self.name, "shadow candidate differs: {sample}");
+                let _ = self.notices.send(Notice::ShadowDiffers { sample });
+            }
+        }
+    }
+
+    /// The sandbox stopped the guest: count it, tell the parent.
+    async fn guest_error(&self, parent: &CachedObject, key: &ObjectKey, e: CallError, fence: &Fence) -> Error {
+        let kind = GuestErrorKind::from(&e);
+        self.metrics.guest_failed(&self.name, kind);
+        match kind {
+            GuestErrorKind::Trap => self.metrics.reconcile_panicked(&self.name),
+            GuestErrorKind::Timeout => self.metrics.reconcile_timed_out(&self.name),
+            _ => {}
+        }
+        let error = Error::Guest { key: key.clone(), source: e };
+        let message = error.to_string();
+        if matches!(kind, GuestErrorKind::Malformed | GuestErrorKind::Oversized) {
+            self.metrics.outcome_refused(&self.name);
+            let note = format!("{message}; not retried until the object changes or the module is replaced");
+            self.applier.event(parent, true, "InvalidOutcome", &note, fence).await;
+        } else {
+            self.applier.event(parent, true, "ReconcileError", &message, fence).await;
+        }
+        error
+    }
+
+    /// The requeue-after to honour: at least the floor. A guest asking for
+    /// less is told once per parent.
+    async fn requeue_delay(&self, parent: &CachedObject, key: &ObjectKey, asked: Duration, fence: &Fence) -> Duration {
+        let floor = self.config.requeue_floor;
+        if asked >= floor {
+            return asked;
+        }
+        self.metrics.requeue_raised(&self.name);
+        let first = {
+            let mut warned = self.warned_requeue.lock().unwrap_or_else(|p| p.into_inner());
+            if warned.len() > 10_000 {
+                warned.clear();
+            }
+            warned.insert(key.clone())
+        };
+        if first {
+            let message = format!(
+                "the guest asked to requeue after {}ms; raised to the host's floor of {}ms (a shorter delay is a hot loop)",
+                asked.as_millis(),
+                floor.as_millis()
+            );
+            tracing::warn!(object = %key, "{message}");
+            self.applier.event(parent, true, "RequeueTooSoon", &message, fence).await;
+        }
+        floor
+    }
+
+    async fn write(
+        &self,
+        parent: &CachedObject,
+        reads: &ReadSet,
+        existing: &[(Gvk, Arc<CachedObject>)],
+        outcome: &Outcome,
+        fence: &Fence,
+    ) -> Result<(), apply::Error> {
+        let scopes = self.applier.scopes(&self.manifest.owns).await?;
+        let children = apply::validate(&self.policy, parent, outcome, |k| scopes.get(k).copied().unwrap_or(true))?;
+        apply::check_ownership(parent, &children, self.config.grants.adopt, |kind, key| reads.owned_object(kind, key))?;
+        let report = self.applier.apply(parent, &children, existing, outcome, fence).await?;
+        for _ in 0..report.applied {
+            self.metrics.applied(&self.name, ApplyOperation::Apply);
+        }
+        for _ in 0..report.deleted {
+            self.metrics.applied(&self.name, ApplyOperation::Delete);
+        }
+        if report.status_written {
+            self.metrics.applied(&self.name, ApplyOperation::Status);
+        }
+        tracing::debug!(
+            applied = report.applied,
+            unchanged = report.unchanged,
+            deleted = report.deleted,
+            status = report.status_written,
+            "reconciled"
+        );
+        Ok(())
+    }
+}
+
+#[doc(hidden)]
+pub use controller::Error as ControllerError;

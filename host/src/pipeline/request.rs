@@ -1,0 +1,100 @@
+//! What one module version reads, and the request it is handed: the
+//! parent, its children grouped by owned kind, the related objects its
+//! watches map to it — all from the cache, never from the API server.
+
+use super::{CacheReader, Scope};
+use crate::cache::{Cache, CachedObject, Informer, ObjectKey, WatchKey};
+use crate::contract::{Gvk, Manifest, Request, Watch};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The informers of one manifest's kinds.
+pub(super) struct ReadSet {
+    pub(super) owned: Vec<(Gvk, Arc<Informer>)>,
+    pub(super) watched: Vec<(Watch, Arc<Informer>)>,
+    readable: Arc<HashMap<Gvk, Arc<Informer>>>,
+}
+
+impl ReadSet {
+    /// Start (or join) the informers `manifest` reads, in `namespace`
+    /// (`None`: every namespace); `parents` is the informer of its `for`.
+    pub(super) fn new(manifest: &Manifest, parents: &Arc<Informer>, cache: &Cache, namespace: Option<&str>) -> ReadSet {
+        let informer = |kind: &Gvk| cache.informer(WatchKey::new(kind.clone(), namespace.map(str::to_string)));
+        let owned: Vec<_> = manifest.owns.iter().map(|k| (k.clone(), informer(k))).collect();
+        let watched: Vec<_> = manifest.watches.iter().map(|w| (w.clone(), informer(&w.kind))).collect();
+        let mut readable: HashMap<Gvk, Arc<Informer>> = HashMap::new();
+        readable.insert(manifest.for_kind.clone(), parents.clone());
+        for (k, i) in &owned {
+            readable.insert(k.clone(), i.clone());
+        }
+        for (w, i) in &watched {
+            readable.insert(w.kind.clone(), i.clone());
+        }
+        for k in &manifest.reads {
+            readable.entry(k.clone()).or_insert_with(|| informer(k));
+        }
+        ReadSet { owned, watched, readable: Arc::new(readable) }
+    }
+
+    /// Every informer read.
+    pub(super) fn informers(&self) -> Vec<Arc<Informer>> {
+        self.readable.values().cloned().collect()
+    }
+
+    /// The guest's reads for a parent in `parent_namespace`, within `scope`.
+    pub(super) fn reader(&self, parent_namespace: Option<String>, scope: &Scope) -> CacheReader {
+        CacheReader { informers: self.readable.clone(), parent_namespace, scope: scope.clone() }
+    }
+
+    /// An object of an owned kind, from the cache.
+    pub(super) fn owned_object(&self, kind: &Gvk, key: &ObjectKey) -> Option<Arc<CachedObject>> {
+        self.owned.iter().find(|(k, _)| k == kind).and_then(|(_, i)| i.store().get(key).cloned())
+    }
+
+    /// Owned children from the cache, per owned kind.
+    pub(super) fn children(&self, parent: &CachedObject) -> Vec<(Gvk, Arc<CachedObject>)> {
+        let Some(uid) = parent.uid() else { return Vec::new() };
+        let mut out = Vec::new();
+        for (kind, informer) in &self.owned {
+            for child in informer.store().owned_by(uid) {
+                out.push((kind.clone(), child));
+            }
+        }
+        out
+    }
+
+    /// The request for one parent, built from the cache only.
+    pub(super) fn request(
+        &self,
+        parent: &CachedObject,
+        children: &[(Gvk, Arc<CachedObject>)],
+        finalizing: bool,
+        attempt: u32,
+    ) -> Request {
+        let children = self
+            .owned
+            .iter()
+            .map(|(kind, _)| {
+                let objects = children.iter().filter(|(k, _)| k == kind).map(|(_, c)| c.json().to_string()).collect();
+                (kind.clone(), objects)
+            })
+            .collect();
+        let key = parent.key();
+        let mut related = Vec::new();
+        for (watch, informer) in &self.watched {
+            let store = informer.store();
+            for o in store.in_namespace(key.namespace.as_deref()) {
+                if crate::controller::mapping::relates_to(&o, &watch.mapping, &key) {
+                    related.push(o.json().to_string());
+                }
+            }
+        }
+        Request { object: parent.json().to_string(), children, related, finalizing, attempt }
+    }
+}
+
+/// Whether two manifests read the same kinds the same way (then a
+/// candidate shares the live version's informers and request).
+pub(super) fn same_reads(a: &Manifest, b: &Manifest) -> bool {
+    a.for_kind == b.for_kind && a.owns == b.owns && a.watches == b.watches && a.reads == b.reads
+}

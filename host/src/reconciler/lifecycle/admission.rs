@@ -1,0 +1,127 @@
+//! The plugin's webhooks as the plan says: registered while a version that
+//! exports admission serves, removed otherwise.
+
+use super::*;
+use crate::webhook::{FailurePolicy as HookPolicy, Registration};
+
+impl Lifecycle {
+    /// Register, re-register or remove the plugin's webhooks as the plan
+    /// says (a rebuilt controller is registered again: the routes call it).
+    #[allow(clippy::too_many_arguments, reason = "one step's observations, passed once")]
+    pub(super) async fn sync_admission(
+        &self,
+        key: &PluginKey,
+        plugin: &Arc<Mutex<Plugin>>,
+        leadership: &Leadership,
+        observed: &Observed,
+        settings: Option<&Settings>,
+        plan: &Plan,
+        rebuilt: bool,
+    ) -> Result<(), StepError> {
+        let Some(webhooks) = self.manager.webhooks() else { return Ok(()) };
+        let (controller, registered) = {
+            let p = plugin.lock().unwrap_or_else(|e| e.into_inner());
+            (p.controller.clone(), p.admission.clone())
+        };
+        let want = match (plan.admission, &controller, &observed.spec, settings) {
+            (true, Some(c), Ok(spec), Some(s)) => {
+                spec.admission.as_ref().map(|a| registration(key, a, s, c, leadership))
+            }
+            _ => None,
+        };
+        match want {
+            Some(reg) => {
+                let fingerprint = format!("{:?}|{}", reg, reg.controller.module().info().digest);
+                if registered.as_deref() == Some(fingerprint.as_str()) && !rebuilt {
+                    return Ok(());
+                }
+                match webhooks.register(reg).await {
+                    Ok(()) => {
+                        let name = key.webhook_name(&self.name(key));
+                        let new = registered.is_none();
+                        {
+                            let mut p = plugin.lock().unwrap_or_else(|e| e.into_inner());
+                            p.admission = Some(fingerprint);
+                            p.admission_refused = None;
+                        }
+                        if new {
+                            self.event(
+                                key,
+                                leadership,
+                                false,
+                                "AdmissionRegistered",
+                                &format!(
+                                    "validating and mutating webhooks operon-{name} serve {}",
+                                    controller.map(|c| c.manifest().for_kind.to_string()).unwrap_or_default()
+                                ),
+                            );
+                        }
+                        Ok(())
+                    }
+                    Err(
+                        e @ (crate::webhook::Error::NoAdmission { .. } | crate::webhook::Error::InvalidPlugin { .. }),
+                    ) => {
+                        let message = e.to_string();
+                        let told =
+                            plugin.lock().unwrap_or_else(|e| e.into_inner()).admission_refused.replace(message.clone());
+                        if told.as_deref() != Some(message.as_str()) {
+                            self.event(key, leadership, true, "AdmissionRefused", &message);
+                        }
+                        Ok(())
+                    }
+                    Err(e) => Err(StepError::Admission(e)),
+                }
+            }
+            None => {
+                if registered.is_some() {
+                    let name = key.webhook_name(&self.name(key));
+                    match webhooks.unregister(&name, leadership.is_leading()).await {
+                        Ok(()) => plugin.lock().unwrap_or_else(|e| e.into_inner()).admission = None,
+                        Err(e) => return Err(StepError::Admission(e)),
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The webhook registration for `spec.admission`: a Reconciler's webhooks
+/// see its own namespace only; a ClusterReconciler's, its granted
+/// namespaces (every namespace for `*`), on top of the selectors the spec
+/// asks for.
+pub(in crate::reconciler) fn registration(
+    key: &PluginKey,
+    admission: &super::super::crd::Admission,
+    s: &Settings,
+    controller: &ModuleController,
+    leadership: &Leadership,
+) -> Registration {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+    let name = key.webhook_name(&controller.manifest().name);
+    let mut reg = Registration::new(name, controller.clone(), leadership.clone());
+    reg.failure_policy = match admission.failure_policy {
+        super::super::crd::FailurePolicy::Fail => HookPolicy::Fail,
+        super::super::crd::FailurePolicy::Ignore => HookPolicy::Ignore,
+    };
+    if let Some(t) = admission.timeout_seconds {
+        reg.timeout = std::time::Duration::from_secs(t.clamp(1, 30) as u64);
+    }
+    reg.object_selector = admission.object_selector.clone();
+    reg.namespace_selector = admission.namespace_selector.clone();
+    match (&s.placement, &s.pipeline.scope.namespaces) {
+        (super::super::grants::Placement::Namespaced(ns), _) => reg.scope_namespace = Some(ns.clone()),
+        (super::super::grants::Placement::Cluster, Some(namespaces)) => {
+            let mut selector = reg.namespace_selector.take().unwrap_or_default();
+            selector.match_expressions.get_or_insert_with(Vec::new).push(LabelSelectorRequirement {
+                key: "kubernetes.io/metadata.name".into(),
+                operator: "In".into(),
+                values: Some(namespaces.clone()),
+            });
+            reg.namespace_selector = Some(selector);
+        }
+        // Every namespace (`*`, or a module file without --namespace).
+        (super::super::grants::Placement::Cluster, None) => {}
+    }
+    reg
+}

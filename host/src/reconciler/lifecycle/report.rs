@@ -1,0 +1,223 @@
+//! What the status of a Reconciler says: the plan's conditions, the
+//! controller's health and counters, and the durable record — written by
+//! the replica that leads it, only when something a reader sees changed.
+
+use super::*;
+use crate::reconciler::crd::{ProbationStatus, RefusedVersion, ShadowStatus};
+use crate::reconciler::status::Want;
+use kube::api::{Api, Patch, PatchParams};
+use std::time::Duration;
+
+impl Lifecycle {
+    #[allow(clippy::too_many_arguments, reason = "one step's observations, passed once")]
+    pub(super) async fn write_status(
+        &self,
+        key: &PluginKey,
+        plugin: &Arc<Mutex<Plugin>>,
+        leadership: &Leadership,
+        observed: &Observed,
+        facts: &SourceFacts,
+        plan: &Plan,
+        durable: &Durable,
+    ) {
+        let status = {
+            let p = plugin.lock().unwrap_or_else(|e| e.into_inner());
+            compute(&p, plan, durable, observed, facts, &self.manager.identity(), leadership.is_leading())
+        };
+        let Some(kind) = key.kind() else {
+            return; // a module file: its log says it all
+        };
+        if !leadership.is_leading() || same(&observed.status, &status) {
+            return;
+        }
+        let patch = serde_json::json!({
+            "apiVersion": format!("{}/{}", crate::reconciler::GROUP, crate::reconciler::VERSION),
+            "kind": kind,
+            "status": status,
+        });
+        let params = PatchParams::apply(crate::reconciler::FIELD_MANAGER).force();
+        let client = self.manager.client().clone();
+        let result = match key {
+            PluginKey::ClusterReconciler(name) => Api::<ClusterReconciler>::all(client)
+                .patch_status(name, &params, &Patch::Apply(&patch))
+                .await
+                .map(|_| ()),
+            PluginKey::Reconciler(k) => {
+                Api::<Reconciler>::namespaced(client, k.namespace.as_deref().unwrap_or_default())
+                    .patch_status(&k.name, &params, &Patch::Apply(&patch))
+                    .await
+                    .map(|_| ())
+            }
+            PluginKey::File(_) => Ok(()),
+        };
+        match result {
+            // What this replica decided is in the status now: the status is
+            // the record from here on.
+            Ok(()) => plugin.lock().unwrap_or_else(|e| e.into_inner()).local.clear(),
+            Err(e) => {
+                tracing::debug!(plugin = %key, error = %crate::client::describe(&e), "could not write the status")
+            }
+        }
+    }
+}
+
+/// The status the plan, the controller and the record call for.
+fn compute(
+    p: &Plugin,
+    plan: &Plan,
+    durable: &Durable,
+    observed: &Observed,
+    facts: &SourceFacts,
+    identity: &str,
+    leading: bool,
+) -> ReconcilerStatus {
+    let controller = p.controller.as_ref();
+    let active = plan.serve.as_ref().and_then(|s| p.modules.get(&s.digest)).map(|h| &h.module);
+    let stats = controller.map(ModuleController::stats).unwrap_or_default();
+    let degraded = plan
+        .degraded
+        .clone()
+        .unwrap_or_else(|| health(&stats, controller.and_then(|c| c.throttled(Duration::from_secs(60)))));
+    let progressing = match (&plan.candidate, controller) {
+        (Some(c), Some(ctrl)) => {
+            let (compared, differing) = ctrl.shadow_counts();
+            Want::yes(
+                if differing > 0 { Reason::ShadowDiffers } else { Reason::Shadowing },
+                format!("candidate {} compared on {compared} reconciles, {differing} differed", plan::short(c)),
+            )
+        }
+        _ => Want::no(Reason::Loaded, "no candidate"),
+    };
+    let conditions = status::conditions(
+        &observed.status.conditions,
+        &[("Ready", plan.ready.clone()), ("Degraded", degraded), ("Progressing", progressing)],
+        observed.generation,
+    );
+    let shadow = match (&plan.candidate, controller) {
+        (Some(c), Some(ctrl)) => {
+            let (compared, differing) = ctrl.shadow_counts();
+            Some(ShadowStatus { candidate_digest: c.clone(), compared, differing })
+        }
+        _ => None,
+    };
+    let digest = active.map(|m| m.info().digest.clone());
+    let source_digest = match &facts.source {
+        Source::Holds(d) => Some(d.clone()),
+        _ => observed.status.source_digest.clone(),
+    };
+    ReconcilerStatus {
+        observed_generation: observed.generation,
+        kind: active.map(|m| m.manifest().for_kind.to_string()),
+        short_digest: digest.as_deref().map(plan::short),
+        source_digest: source_digest.filter(|s| Some(s) != digest.as_ref()),
+        digest,
+        conditions,
+        last_swap_time: p.last_swap.clone().or_else(|| observed.status.last_swap_time.clone()),
+        reconciles: stats.reconciles,
+        errors: stats.errors,
+        leader: Some(identity.to_string()).filter(|i| !i.is_empty() && leading),
+        shadow,
+        last_good_digest: durable.last_good.clone(),
+        probation: durable
+            .probation
+            .as_ref()
+            .map(|(digest, previous)| ProbationStatus { digest: digest.clone(), previous_digest: previous.clone() }),
+        refused: durable
+            .refused
+            .iter()
+            .map(|r| RefusedVersion {
+                digest: r.digest.clone(),
+                reason: r.reason.as_str().into(),
+                message: r.message.clone(),
+            })
+            .collect(),
+        retry: observed.retry.clone().or_else(|| observed.status.retry.clone()),
+    }
+}
+
+/// The Degraded condition of a running controller: most reconciles failing
+/// (`stats`), or its guest calls over their CPU budget in the last minute
+/// (`throttled`: the budget in CPUs). Both at once (a slow guest hitting its
+/// deadline): the failure is the reason, and the wait is said too. A last
+/// failure the API server refused with 403 is `ApiForbidden` (the
+/// plugin's ServiceAccount lacks a role), read from the error, not its text.
+pub(in crate::reconciler) fn health(
+    stats: &crate::controller::StatsSnapshot<crate::pipeline::Error>,
+    throttled: Option<f64>,
+) -> Want {
+    let throttled = throttled.map(|cpu| {
+        format!(
+            "the module's calls used more than their CPU budget of {}m in the last minute; its reconciles wait",
+            (cpu * 1000.0).round()
+        )
+    });
+    match (&stats.last_error, throttled) {
+        (Some(e), throttled) if stats.errors > 0 && stats.errors * 2 > stats.reconciles => {
+            let forbidden = matches!(&**e, crate::controller::Error::Reconcile(e) if e.status_code() == Some(403));
+            let reason = if forbidden { Reason::ApiForbidden } else { Reason::ReconcileErrors };
+            let also = throttled.map(|t| format!("; also, {t}")).unwrap_or_default();
+            Want::yes(reason, format!("most reconciles fail; last: {e}{also}"))
+        }
+        (_, Some(throttled)) => Want::yes(Reason::CpuThrottled, throttled),
+        (_, None) => Want::no(Reason::Loaded, "no problem"),
+    }
+}
+
+/// Whether writing `new` would change nothing a reader sees (transition
+/// times aside).
+fn same(current: &ReconcilerStatus, new: &ReconcilerStatus) -> bool {
+    let strip = |s: &ReconcilerStatus| {
+        let mut s = s.clone();
+        for c in &mut s.conditions {
+            c.last_transition_time = Time(Timestamp::UNIX_EPOCH);
+        }
+        s.last_swap_time = None;
+        s
+    };
+    strip(current) == strip(new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::{Error as ControllerError, StatsSnapshot};
+    use crate::pipeline::Error as PipelineError;
+
+    pub(super) fn failing(errors: u64, e: PipelineError) -> StatsSnapshot<PipelineError> {
+        StatsSnapshot { reconciles: 10, errors, last_error: Some(Arc::new(ControllerError::Reconcile(e))) }
+    }
+
+    pub(super) fn forbidden() -> PipelineError {
+        PipelineError::Apply(crate::apply::Error::Api {
+            operation: "apply",
+            target: "Deployment shop/web".into(),
+            source: kube::Error::Api(
+                kube::core::Status::failure("deployments is forbidden", "Forbidden").with_code(403).boxed(),
+            ),
+        })
+    }
+
+    #[test]
+    pub(super) fn degraded_should_name_failures_first_and_say_the_throttling_too() {
+        let throttled = health(&failing(1, PipelineError::Transient("x".into())), Some(0.01));
+        assert_eq!((throttled.status, throttled.reason), (true, Reason::CpuThrottled));
+        assert!(throttled.message.contains("CPU budget of 10m"), "{}", throttled.message);
+        let both = health(&failing(9, PipelineError::Transient("timed out after 1s".into())), Some(0.01));
+        assert_eq!(both.reason, Reason::ReconcileErrors);
+        assert!(
+            both.message.contains("timed out after 1s") && both.message.contains("CPU budget of 10m"),
+            "{}",
+            both.message
+        );
+        let fine = health(&failing(1, PipelineError::Transient("x".into())), None);
+        assert_eq!((fine.status, fine.reason), (false, Reason::Loaded));
+    }
+
+    #[test]
+    pub(super) fn a_403_from_the_api_server_should_be_api_forbidden_by_its_code_not_its_text() {
+        assert_eq!(health(&failing(9, forbidden()), None).reason, Reason::ApiForbidden);
+        // A guest message that merely mentions the words is not.
+        let mimic = PipelineError::Transient("apply: (403 Forbidden)".into());
+        assert_eq!(health(&failing(9, mimic), None).reason, Reason::ReconcileErrors);
+    }
+}

@@ -1,0 +1,268 @@
+//! Fetching and loading modules off the lifecycle's workers: a slow
+//! registry, a large download or a long compile runs in a task of its own
+//! (fetches at most [`FETCH_SLOTS`] at once), and the Reconciler is
+//! reconciled again when it is done — so one tenant's slow source never
+//! delays another Reconciler's load, swap, revocation or deletion.
+
+use super::PluginKey;
+use super::crd::ModuleSource;
+use super::source::{self, Bounds, Fetched};
+use crate::cache::CachedObject;
+use crate::runtime::{Limits, LoadError, Module, Runtime};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::Semaphore;
+
+/// Downloads (URL and OCI sources) running at once, across every tenant.
+pub const FETCH_SLOTS: usize = 4;
+
+/// Where a plugin's fetch stands.
+#[derive(Debug, Clone)]
+pub enum Fetch {
+    /// Under way.
+    Running,
+    /// These bytes.
+    Done(Arc<Fetched>),
+    /// Failed; `retry` says whether trying again may help.
+    Failed { error: source::Error, retry: bool },
+}
+
+/// Where a load stands.
+#[derive(Clone)]
+pub enum Load {
+    /// Under way.
+    Running,
+    /// Loaded.
+    Done(Module),
+    /// Failed.
+    Failed(Arc<LoadError>),
+    /// (Restores only) this host does not keep that version.
+    Missing,
+}
+
+struct FetchSlot {
+    /// What was asked for: a new source starts a new fetch.
+    source: String,
+    state: Fetch,
+    /// Failed downloads in a row, and when the next may start.
+    failures: u32,
+    retry_at: tokio::time::Instant,
+}
+
+/// What the lifecycle's loader holds. Cheap to clone.
+#[derive(Clone)]
+pub struct Loader {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    runtime: Runtime,
+    http: reqwest::Client,
+    bounds: Bounds,
+    slots: Semaphore,
+    fetches: Mutex<HashMap<PluginKey, FetchSlot>>,
+    loads: Mutex<HashMap<(PluginKey, String, Limits), Load>>,
+    /// The module digest behind a pinned OCI manifest digest, once pulled:
+    /// an unchanged pin is never pulled again.
+    oci: Mutex<HashMap<String, String>>,
+    /// Called with a plugin whose fetch or load finished.
+    done: Box<dyn Fn(&PluginKey) + Send + Sync>,
+}
+
+impl Loader {
+    /// A loader that reports finished work through `done`.
+    pub fn new(runtime: Runtime, bounds: Bounds, done: impl Fn(&PluginKey) + Send + Sync + 'static) -> Loader {
+        Loader {
+            inner: Arc::new(Inner {
+                runtime,
+                http: source::http_client(),
+                bounds,
+                slots: Semaphore::new(FETCH_SLOTS),
+                fetches: Mutex::new(HashMap::new()),
+                loads: Mutex::new(HashMap::new()),
+                oci: Mutex::new(HashMap::new()),
+                done: Box::new(done),
+            }),
+        }
+    }
+
+    /// The module digest a source pins, when it is known without fetching
+    /// (a URL's sha256; an OCI digest pulled before).
+    pub fn pinned(&self, source: &ModuleSource) -> Option<String> {
+        if let Some(url) = &source.url {
+            return Some(format!("sha256:{}", url.sha256));
+        }
+        let oci = source.oci.as_ref()?;
+        self.inner.oci.lock().unwrap_or_else(|p| p.into_inner()).get(&oci.digest).cloned()
+    }
+
+    /// The bytes of a Reconciler's source: at once for a ConfigMap (from
+    /// `config_map`, the cached object) and a path; in a task of its own for
+    /// a URL or an OCI artifact (`Running` until it finishes).
+    pub async fn fetch(
+        &self,
+        key: &PluginKey,
+        spec: &ModuleSource,
+        config_map: Option<Option<Arc<CachedObject>>>,
+        allow_paths: bool,
+    ) -> Fetch {
+        if let Some(cm) = &spec.config_map {
+            let object = config_map.flatten();
+            return done(source::from_config_map(object.as_deref(), &cm.name, &cm.key, self.inner.bounds));
+        }
+        if let Some(path) = &spec.path {
+            if !allow_paths {
+                return Fetch::Failed {
+                    error: source::Error::Refused(
+                        "spec.module.path is refused: this host does not load modules from its own files \
+                         (start it with --allow-module-paths, for development only); use a ConfigMap, URL or OCI source"
+                            .into(),
+                    ),
+                    retry: false,
+                };
+            }
+            return done(source::from_path(path, self.inner.bounds).await);
+        }
+        if spec.url.is_none() && spec.oci.is_none() {
+            return Fetch::Failed { error: source::Error::Refused("spec.module names no source".into()), retry: false };
+        }
+        let wanted = serde_json::to_string(spec).unwrap_or_default();
+        let mut fetches = self.inner.fetches.lock().unwrap_or_else(|p| p.into_inner());
+        let mut failures = 0;
+        if let Some(slot) = fetches.get(key).filter(|s| s.source == wanted) {
+            // A failed download is tried again after a backoff of its own
+            // (1 s doubling to 5 min), whoever asks meanwhile.
+            let again =
+                matches!(slot.state, Fetch::Failed { retry: true, .. }) && tokio::time::Instant::now() >= slot.retry_at;
+            if !again {
+                return slot.state.clone();
+            }
+            failures = slot.failures;
+        }
+        let now = tokio::time::Instant::now();
+        fetches
+            .insert(key.clone(), FetchSlot { source: wanted.clone(), state: Fetch::Running, failures, retry_at: now });
+        drop(fetches);
+        let (this, key, spec) = (self.clone(), key.clone(), spec.clone());
+        tokio::spawn(async move {
+            let result = {
+                let _slot = this.inner.slots.acquire().await;
+                match (&spec.url, &spec.oci) {
+                    (Some(url), _) => source::from_url(&this.inner.http, url, this.inner.bounds).await,
+                    (None, Some(oci)) => {
+                        let pulled = source::from_oci(oci, this.inner.bounds).await;
+                        if let Ok(f) = &pulled {
+                            this.inner
+                                .oci
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .insert(oci.digest.clone(), f.digest.clone());
+                        }
+                        pulled
+                    }
+                    (None, None) => Err(source::Error::Refused("spec.module names no source".into())),
+                }
+            };
+            let state = match result {
+                Ok(f) => Fetch::Done(Arc::new(f)),
+                Err(error) => {
+                    let retry = matches!(error, source::Error::Unavailable(_));
+                    Fetch::Failed { error, retry }
+                }
+            };
+            {
+                let mut fetches = this.inner.fetches.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(slot) = fetches.get_mut(&key).filter(|s| s.source == wanted) {
+                    if matches!(state, Fetch::Failed { .. }) {
+                        slot.failures += 1;
+                        let backoff = std::time::Duration::from_secs(1)
+                            .saturating_mul(1 << slot.failures.min(9).saturating_sub(1))
+                            .min(std::time::Duration::from_secs(300));
+                        slot.retry_at = tokio::time::Instant::now() + backoff;
+                    }
+                    slot.state = state;
+                }
+            }
+            (this.inner.done)(&key);
+        });
+        Fetch::Running
+    }
+
+    /// Drop what was fetched for `key` (loaded, or the plugin is gone).
+    pub fn forget(&self, key: &PluginKey) {
+        self.inner.fetches.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+        self.inner.loads.lock().unwrap_or_else(|p| p.into_inner()).retain(|(k, _, _), _| k != key);
+    }
+
+    /// Load `bytes` (whose digest is `digest`) with `limits`, in a task of
+    /// its own; or, with `bytes` `None`, load that version back from this
+    /// host's store (a rollback target after a restart).
+    pub fn load(&self, key: &PluginKey, digest: &str, bytes: Option<Arc<Fetched>>, limits: &Limits) -> Load {
+        let slot = (key.clone(), digest.to_string(), limits.clone());
+        let mut loads = self.inner.loads.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(state) = loads.get(&slot) {
+            return state.clone();
+        }
+        loads.insert(slot.clone(), Load::Running);
+        drop(loads);
+        let this = self.clone();
+        let (runtime, limits) = (self.inner.runtime.clone(), limits.clone());
+        let digest = digest.to_string();
+        tokio::spawn(async move {
+            let result = tokio::task::spawn_blocking(move || match bytes {
+                Some(f) => runtime.load(&f.bytes, limits).map(Some),
+                None => runtime.load_kept(&digest, limits),
+            })
+            .await;
+            let state = match result {
+                Ok(Ok(Some(m))) => Load::Done(m),
+                Ok(Ok(None)) => Load::Missing,
+                Ok(Err(e)) => Load::Failed(Arc::new(e)),
+                Err(join) => Load::Failed(Arc::new(LoadError::Panicked(join.to_string()))),
+            };
+            let key = slot.0.clone();
+            this.inner.loads.lock().unwrap_or_else(|p| p.into_inner()).insert(slot, state);
+            (this.inner.done)(&key);
+        });
+        Load::Running
+    }
+
+    /// Where the load of `digest` with `limits` stands, without starting it.
+    pub fn peek(&self, key: &PluginKey, digest: &str, limits: &Limits) -> Option<Load> {
+        let loads = self.inner.loads.lock().unwrap_or_else(|p| p.into_inner());
+        loads.get(&(key.clone(), digest.to_string(), limits.clone())).cloned()
+    }
+
+    /// Every load for `key` with `limits` that finished with a module.
+    pub fn finished(&self, key: &PluginKey, limits: &Limits) -> Vec<(String, Module)> {
+        let loads = self.inner.loads.lock().unwrap_or_else(|p| p.into_inner());
+        loads
+            .iter()
+            .filter(|((k, _, l), _)| k == key && l == limits)
+            .filter_map(|((_, d, _), state)| match state {
+                Load::Done(m) => Some((d.clone(), m.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Take a finished load out of the loader (the plugin holds the module
+    /// from now on).
+    pub fn take(&self, key: &PluginKey, digest: &str, limits: &Limits) {
+        self.inner.loads.lock().unwrap_or_else(|p| p.into_inner()).remove(&(
+            key.clone(),
+            digest.to_string(),
+            limits.clone(),
+        ));
+    }
+}
+
+fn done(result: Result<Fetched, source::Error>) -> Fetch {
+    match result {
+        Ok(f) => Fetch::Done(Arc::new(f)),
+        Err(error) => {
+            let retry = matches!(error, source::Error::Unavailable(_) | source::Error::Missing(_));
+            Fetch::Failed { error, retry }
+        }
+    }
+}
