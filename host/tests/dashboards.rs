@@ -219,12 +219,19 @@ async fn every_dashboard_query_returns_series_from_a_real_prometheus_scraping_op
         if ready {
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "Prometheus never saw operon's reconciles and webhook requests\noperon:\n{}\nprometheus:\n{}",
-            operon.tail(),
-            prom.tail()
-        );
+        if Instant::now() >= deadline {
+            // What Prometheus itself says about the target: whether it scraped
+            // at all, and the last scrape error if it did.
+            let targets = match http.get(format!("{base}/api/v1/targets")).send().await {
+                Ok(response) => response.text().await.unwrap_or_default(),
+                Err(e) => format!("(Prometheus did not answer: {e})"),
+            };
+            panic!(
+                "Prometheus never saw operon's reconciles and webhook requests\noperon:\n{}\nprometheus:\n{}\ntargets:\n{targets}",
+                operon.tail(),
+                prom.tail()
+            );
+        }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     // A few more scrapes, so that every rate window holds two samples.
