@@ -55,7 +55,10 @@ pub enum Command {
         limits: LimitArgs,
     },
     /// Create a guest project: a minimal working reconciler, a CRD, a fixture
-    /// with its expected outcome, and the language's build file.
+    /// with its expected outcome, and the language's build file, which
+    /// depends on the language's SDK package of this release (crates.io,
+    /// PyPI, npm, the Go module proxy, or the C release archive through
+    /// pkg-config).
     New {
         /// The language: rust, python, ts, go or c.
         #[arg(long)]
@@ -66,6 +69,11 @@ pub enum Command {
         /// The reconciler's name.
         #[arg(long)]
         name: Option<String>,
+        /// Copy the SDK's sources into the project instead of depending on
+        /// its package: the project then builds offline, with nothing but
+        /// the language's tools.
+        #[arg(long)]
+        vendor: bool,
     },
     /// Build the project in DIR (default: the current directory) into a
     /// component, with its language's toolchain.
@@ -95,6 +103,13 @@ pub enum Command {
         /// Where to write `cli.md`, `metrics.md` and `troubleshooting.md`.
         #[arg(long)]
         out_dir: PathBuf,
+    },
+    /// Print this binary's version, the WIT contract it speaks (which guests
+    /// it runs) and the version of each language's SDK package it names.
+    Version {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Print a module's manifest, WIT version, imports, size and compile time.
     Inspect {
@@ -314,9 +329,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let report = crate::fixtures::run_dir(&module, &fixtures, update, &mut std::io::stdout())?;
             Ok(if report.failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        Command::New { lang, dir, name } => {
-            crate::project::scaffold(lang, &dir, name.as_deref())?;
+        Command::New { lang, dir, name, vendor } => {
+            crate::project::scaffold(lang, &dir, name.as_deref(), vendor)?;
+            let sdk = crate::project::sdk::package(lang);
             println!("created a {lang} reconciler in {}", dir.display());
+            if vendor {
+                println!("the SDK ({} {}) is vendored in the project", sdk.name, sdk.version);
+            } else {
+                println!("it depends on the SDK package: {} (from {})", sdk.requirement, sdk.registry);
+            }
             println!("next:\n  cd {}\n  operon build\n  operon test", dir.display());
             println!("building needs: {}", lang.requirements());
             Ok(ExitCode::SUCCESS)
@@ -359,6 +380,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 crate::project::write_if_changed(&path, text.as_bytes())?;
                 println!("{}", path.display());
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Version { json } => {
+            print!("{}", version(json)?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Inspect { module, json } => {
@@ -421,7 +446,64 @@ fn describe(module: &Module) -> String {
     )
 }
 
+/// `operon version`: the binary, the contract and the SDK packages.
+fn version(json: bool) -> anyhow::Result<String> {
+    let packages = crate::project::sdk::packages();
+    let contract = format!("{}@{}", runtime::WIT_PACKAGE, runtime::WIT_VERSION);
+    if json {
+        let sdks: Vec<serde_json::Value> = packages
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "lang": p.lang.as_str(), "name": p.name, "version": p.version,
+                    "registry": p.registry, "requirement": p.requirement,
+                })
+            })
+            .collect();
+        let value = serde_json::json!({
+            "operon": env!("CARGO_PKG_VERSION"),
+            "contract": {"package": runtime::WIT_PACKAGE, "version": runtime::WIT_VERSION},
+            "sdks": sdks,
+        });
+        return Ok(format!("{}\n", serde_json::to_string_pretty(&value)?));
+    }
+    let (major, minor) = {
+        let mut it = runtime::WIT_VERSION.split('.');
+        (it.next().unwrap_or("0"), it.next().unwrap_or("0"))
+    };
+    let runs = if major == "0" { format!("{major}.{minor}.x") } else { format!("{major}.x") };
+    let mut out = format!(
+        "operon {}\ncontract {contract} (runs guests built for {} {runs})\n\
+         SDKs (what `operon new` depends on; `operon new --vendor` copies the same sources):\n",
+        env!("CARGO_PKG_VERSION"),
+        runtime::WIT_PACKAGE,
+    );
+    for p in &packages {
+        let version = if p.lang == crate::project::Lang::Go { format!("v{}", p.version) } else { p.version.clone() };
+        out.push_str(&format!("  {:<7}{:<19}{:<9}{}\n", p.lang.as_str(), p.name, version, p.registry));
+    }
+    Ok(out)
+}
+
 /// `--guest-cpu`: a Kubernetes CPU quantity.
 fn cpu_quantity(text: &str) -> Result<f64, String> {
     crate::controller::parse_cpu(text).ok_or_else(|| format!("{text:?} is not a CPU quantity such as 250m, 0.5 or 1"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_should_name_the_contract_and_every_sdk() {
+        let text = version(false).unwrap();
+        assert!(text.starts_with(&format!("operon {}\n", env!("CARGO_PKG_VERSION"))), "{text}");
+        assert!(text.contains(&format!("contract operon:reconciler@{}", runtime::WIT_VERSION)), "{text}");
+        for name in ["operon-sdk", "@operon/sdk", "operon.dev/sdk/go"] {
+            assert!(text.contains(name), "{name} missing: {text}");
+        }
+        let json: serde_json::Value = serde_json::from_str(&version(true).unwrap()).unwrap();
+        assert_eq!(json["sdks"].as_array().unwrap().len(), 5);
+        assert_eq!(json["contract"]["version"], runtime::WIT_VERSION);
+    }
 }
