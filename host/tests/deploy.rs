@@ -3,7 +3,9 @@
 //! base, the plain manifests and the WebApp plugin example are rendered with
 //! the real tools and every document is applied with server-side dry run;
 //! the RBAC model is checked with SubjectAccessReviews against the API
-//! server's RBAC authorizer.
+//! server's RBAC authorizer. The chart is also packaged, pushed to a real
+//! OCI registry on loopback (`helm push`) and installed from it (`helm
+//! install oci://…`), as a cluster admin installs a published chart.
 //!
 //! helm and kustomize are built from the pinned Go modules in
 //! `deploy/tools/{helm,kustomize}` through the Go module proxy into
@@ -14,6 +16,7 @@
 mod common;
 
 use common::webapp_crd;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
@@ -538,4 +541,95 @@ async fn the_rbac_model_gives_the_host_reads_and_impersonation_and_the_plugin_it
     for (key, value) in selector.as_object().expect("a matchLabels selector") {
         assert_eq!(&reads["metadata"]["labels"][key], value, "the example's reads are not aggregated: label {key}");
     }
+}
+
+/// `helm` with its configuration, cache and registry credentials in `home`
+/// (nothing of the machine's), against the test control plane.
+fn helm_in(home: &Path) -> Command {
+    let mut command = Command::new(helm());
+    command
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .env("HELM_REGISTRY_CONFIG", home.join("registry.json"))
+        .env("KUBECONFIG", plane().kubeconfig_path());
+    command
+}
+
+/// The chart as a cluster admin gets a published one: `helm package`,
+/// `helm push` to a real OCI registry on loopback, then `helm template` and
+/// `helm install` from `oci://…`. What comes back passes the server-side dry
+/// run, installs, and gives the host the RBAC the model says (metrics
+/// reviews included).
+#[tokio::test]
+async fn the_chart_pushed_to_an_oci_registry_installs_from_it() {
+    let version = env!("CARGO_PKG_VERSION");
+    let home = tempfile::tempdir().unwrap();
+    let registry = operon_envtest::Registry::start(&home.path().join("registry")).unwrap();
+    let packaged = home.path().join("packaged");
+    render({
+        let mut c = helm_in(home.path());
+        c.arg("package").arg(root().join("deploy/helm/operon")).arg("--destination").arg(&packaged);
+        c
+    });
+    let archive = packaged.join(format!("operon-{version}.tgz"));
+    assert!(archive.is_file(), "helm package wrote no {}", archive.display());
+    let pushed = {
+        let mut c = helm_in(home.path());
+        c.arg("push").arg(&archive).arg(format!("oci://{}/charts", registry.addr())).arg("--plain-http");
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "helm push failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        // helm reports the push on stderr: "Pushed: …", "Digest: sha256:…".
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert!(pushed.contains("Digest: sha256:"), "{pushed}");
+    let reference = format!("oci://{}/charts/operon", registry.addr());
+
+    // `helm template` from the registry: the same documents pass the dry run.
+    let namespace = "operon-oci";
+    let docs = documents(&render({
+        let mut c = helm_in(home.path());
+        c.args(["template", "operon-oci", &reference, "--version", version, "--plain-http"])
+            .args(["--namespace", namespace]);
+        c
+    }));
+    assert!(
+        has(&docs, "Deployment operon-oci") && has(&docs, "ClusterRole operon-oci-metrics-reader"),
+        "{:?}",
+        kinds(&docs)
+    );
+    let client = plane().client().await;
+    ensure_namespace(&client, namespace).await;
+    dry_run_all("helm template oci://… (default values)", &docs).await;
+
+    // `helm install` from the registry, for real (CRDs are the plane's).
+    render({
+        let mut c = helm_in(home.path());
+        c.args(["install", "operon-oci", &reference, "--version", version, "--plain-http", "--skip-crds"])
+            .args(["--namespace", namespace]);
+        c
+    });
+    let deployment = Api::<Deployment>::namespaced(client.clone(), namespace).get("operon-oci").await.unwrap();
+    let container = &deployment.spec.unwrap().template.spec.unwrap().containers[0];
+    assert_eq!(container.image.as_deref(), Some(format!("ghcr.io/operon-dev/operon:{version}").as_str()));
+    let host = format!("system:serviceaccount:{namespace}:operon-oci");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let answers = [
+            allowed(&client, &host, "watch", "operon.dev", "reconcilers", None, None).await,
+            allowed(&client, &host, "create", "authentication.k8s.io", "tokenreviews", None, None).await,
+            allowed(&client, &host, "create", "authorization.k8s.io", "subjectaccessreviews", None, None).await,
+            !allowed(&client, &host, "create", "apps", "deployments", Some(namespace), None).await,
+        ];
+        if answers.iter().all(|a| *a) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the installed chart's RBAC: {answers:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    render({
+        let mut c = helm_in(home.path());
+        c.args(["uninstall", "operon-oci", "--namespace", namespace]);
+        c
+    });
 }
