@@ -30,7 +30,7 @@ pub enum Command {
     /// Run reconcilers from module files against the current kubeconfig (or
     /// the in-cluster config). A module file that changes is loaded and
     /// swapped in; a bad new version is refused and the old one keeps running.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// The development loop: a local control plane (or --kubeconfig), the
     /// CRDs, the example guests built and loaded as Reconcilers with
     /// sample objects, a live status table, and rebuild-test-swap when a
@@ -159,6 +159,9 @@ impl LimitArgs {
     }
 }
 
+/// The unit a deprecated flag counted in.
+type Unit = fn(u64) -> Duration;
+
 /// Move one deprecated flag's value (in its old unit) into its successor.
 fn deprecated(
     warnings: &mut Vec<String>,
@@ -166,7 +169,7 @@ fn deprecated(
     old: Option<u64>,
     old_flag: &str,
     new_flag: &str,
-    unit: fn(u64) -> Duration,
+    unit: Unit,
 ) {
     if let Some(value) = old {
         *successor = unit(value);
@@ -180,7 +183,7 @@ fn deprecated(
 /// A duration as Go prints the short ones: `1m30s`, `15s`, `500ms`.
 fn format_duration(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 != 0 || ms == 0 {
+    if !ms.is_multiple_of(1000) || ms == 0 {
         return format!("{ms}ms");
     }
     let (h, m, s) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60);
@@ -382,7 +385,7 @@ impl RunArgs {
     /// warning for each one used (they go in the next minor release).
     pub fn resolve_deprecated(&mut self) -> Vec<String> {
         let mut w = self.limits.resolve_deprecated();
-        let (secs, ms): (fn(u64) -> Duration, fn(u64) -> Duration) = (Duration::from_secs, Duration::from_millis);
+        let (secs, ms): (Unit, Unit) = (Duration::from_secs, Duration::from_millis);
         deprecated(
             &mut w,
             &mut self.requeue_floor,
@@ -485,7 +488,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 tracing::warn!("{warning}");
             }
             let rt = tokio::runtime::Runtime::new()?;
-            rt.block_on(run::run(args))?;
+            rt.block_on(run::run(*args))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Dev(args) => dev::run(args),
@@ -678,7 +681,7 @@ mod tests {
     fn run_args(args: &[&str]) -> RunArgs {
         let cli = Cli::try_parse_from(["operon", "run"].iter().chain(args)).unwrap_or_else(|e| panic!("{e}"));
         match cli.command {
-            Command::Run(args) => args,
+            Command::Run(args) => *args,
             other => panic!("{other:?}"),
         }
     }

@@ -31,11 +31,14 @@ const REFUSED_FOR: Duration = Duration::from_secs(10);
 /// Entries kept at most; expired ones are dropped first.
 const CACHE_SIZE: usize = 1024;
 
+/// Verdicts by the hash of (token, verb, path), with when they expire.
+type Cache = HashMap<[u8; 32], (Instant, Verdict)>;
+
 /// Reviews requests with the API server; cheap to clone.
 #[derive(Clone)]
 pub(super) struct Reviewer {
     client: kube::Client,
-    cache: Arc<Mutex<HashMap<[u8; 32], (Instant, Verdict)>>>,
+    cache: Arc<Mutex<Cache>>,
 }
 
 /// What the API server said about one token on one path.
@@ -117,7 +120,7 @@ impl Reviewer {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], (Instant, Verdict)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Cache> {
         // Single inserts and lookups: the map is consistent after a panic.
         self.cache.lock().unwrap_or_else(PoisonError::into_inner)
     }
