@@ -122,3 +122,49 @@ pub fn scaffold(lang: Lang, dir: &Path, name: Option<&str>, vendor: bool) -> Res
     s.write_dir(&COMMON, "", true)?;
     lang::scaffold(lang, &mut s)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every file under `dir`, with its text (binary files skipped).
+    fn texts(dir: &Path, out: &mut Vec<(std::path::PathBuf, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                texts(&path, out);
+            } else if let Ok(text) = std::fs::read_to_string(&path) {
+                out.push((path, text));
+            }
+        }
+    }
+
+    #[test]
+    fn every_scaffold_should_fill_every_placeholder_and_vendor_only_when_asked() {
+        let scratch = tempfile::tempdir().unwrap();
+        for lang in Lang::ALL {
+            for vendor in [false, true] {
+                let dir = scratch.path().join(format!("{lang}-{vendor}"));
+                scaffold(lang, &dir, Some("greeter"), vendor).unwrap();
+                let mut files = Vec::new();
+                texts(&dir, &mut files);
+                // The vendored SDKs' own sources are copied, not rendered.
+                let rendered = files.iter().filter(|(p, _)| {
+                    !["operon-sdk", "operon_sdk", "operon-contract"].iter().any(|d| p.starts_with(dir.join(d)))
+                });
+                for (path, text) in rendered {
+                    let placeholder = text.match_indices("{{").find(|(i, _)| {
+                        let rest = &text[i + 2..];
+                        let name = rest.find("}}").map(|end| &rest[..end]).unwrap_or_default();
+                        !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+                    });
+                    assert!(placeholder.is_none(), "{}: a placeholder is left:\n{text}", path.display());
+                }
+                let vendored = ["operon-sdk", "operon_sdk"].iter().any(|d| dir.join(d).exists());
+                assert_eq!(vendored, vendor, "{lang} vendor={vendor}");
+                let names_version = files.iter().any(|(_, t)| t.contains(crate::sdk::VERSION));
+                assert!(names_version, "{lang} vendor={vendor}: no file names the SDK release");
+            }
+        }
+    }
+}
