@@ -15,6 +15,24 @@ pub const WIT_PACKAGE: &str = "operon:reconciler";
 /// The version of it this release speaks.
 pub const WIT_VERSION: &str = "0.1.0";
 
+/// Whether `found` is semver-compatible with `expected`, as caret
+/// requirements say: the same major; for 0.x the same minor (for 0.0.x the
+/// same patch). A leading `v` (Go's tags) is ignored. What the host accepts
+/// of a module's WIT version, and what `operon build` accepts of an SDK's.
+pub fn compatible(found: &str, expected: &str) -> bool {
+    let parts = |v: &str| -> Option<[u64; 3]> {
+        let core = v.trim_start_matches('v').split(['-', '+']).next()?;
+        let mut it = core.split('.').map(|p| p.parse::<u64>().ok());
+        Some([it.next()??, it.next()??, it.next()??])
+    };
+    let (Some(f), Some(e)) = (parts(found), parts(expected)) else { return false };
+    match (f, e) {
+        ([0, 0, fp], [0, 0, ep]) => fp == ep,
+        ([0, fm, _], [0, em, _]) => fm == em,
+        ([fmaj, ..], [emaj, ..]) => fmaj == emaj,
+    }
+}
+
 mod admission;
 mod types;
 
@@ -25,3 +43,21 @@ pub mod selector;
 pub use admission::{Denial, IMMUTABLE_BY_MUTATE, Operation, Review, UserInfo};
 pub use selector::Selector;
 pub use types::{Event, Failure, Gvk, Manifest, Mapping, Outcome, Request, Watch};
+
+#[cfg(test)]
+mod tests {
+    use super::compatible;
+
+    #[test]
+    fn compatibility_should_follow_caret_rules() {
+        assert!(compatible("0.1.0", "0.1.0"));
+        assert!(compatible("0.1.3", "0.1.0"));
+        assert!(compatible("v0.1.3", "0.1.0"), "Go's tags");
+        assert!(!compatible("0.2.0", "0.1.0"));
+        assert!(!compatible("0.0.1", "0.1.0"));
+        assert!(!compatible("0.0.1", "0.0.2"));
+        assert!(compatible("1.4.0", "1.0.0"));
+        assert!(!compatible("2.0.0", "1.0.0"));
+        assert!(!compatible("garbage", "0.1.0"));
+    }
+}

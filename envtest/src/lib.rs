@@ -64,7 +64,9 @@ mod certs;
 mod control_plane;
 mod kubeconfig;
 mod process;
+pub mod registry;
 mod shared;
 
 pub use control_plane::{ControlPlane, KEEP_ENV, Options};
+pub use registry::Registry;
 pub use shared::{create_namespace, shared, shared_with};

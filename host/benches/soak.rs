@@ -121,8 +121,10 @@ impl Replica {
             cmd.arg("--module").arg(dir.join(format!("{module}.wasm")));
         }
         cmd.args(["--namespace", NAMESPACE, "--leader-elect", "--leader-election-namespace", NAMESPACE])
-            .args(["--lease-duration-secs", "4", "--renew-deadline-ms", "3000", "--retry-period-ms", "500"])
-            .args(["--max-concurrent-reconciles", "4", "--metrics-bind-address", &format!("127.0.0.1:{port}")])
+            .args(["--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s"])
+            .args(["--leader-elect-retry-period", "500ms", "--max-concurrent-reconciles", "4"])
+            .args(["--metrics-bind-address", &format!("127.0.0.1:{port}"), "--metrics-secure=false"])
+            .args(["--health-probe-bind-address", "0"])
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "warn,operon=info")
             .env("XDG_CACHE_HOME", dir.join(format!("cache-{id}")))

@@ -122,3 +122,49 @@ fn a_module_that_is_not_a_component_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not a WebAssembly component"), "{err}");
 }
+
+#[test]
+fn version_prints_the_binary_the_contract_and_each_sdk() {
+    let out = operon(&["version"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = stdout(&out);
+    let version = env!("CARGO_PKG_VERSION");
+    assert!(text.starts_with(&format!("operon {version}\n")), "{text}");
+    assert!(
+        text.contains("contract operon:reconciler@0.1.0 (runs guests built for operon:reconciler 0.1.x)"),
+        "{text}"
+    );
+    for (lang, line) in [
+        ("rust", format!("operon-sdk         {version}")),
+        ("python", format!("operon-sdk         {version}")),
+        ("ts", format!("@operon/sdk        {version}")),
+        ("go", format!("operon.dev/sdk/go  v{version}")),
+        ("c", format!("operon-sdk         {version}")),
+    ] {
+        assert!(
+            text.lines().any(|l| l.trim_start().starts_with(lang) && l.contains(&line)),
+            "{lang}: {line:?} in\n{text}"
+        );
+    }
+}
+
+#[test]
+fn new_names_the_sdk_package_or_vendors_it() {
+    let scratch = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .current_dir(scratch.path())
+        .args(["new", "--lang", "python", "packaged"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout(&out).contains("it depends on the SDK package: \"operon-sdk~="), "{}", stdout(&out));
+    assert!(!scratch.path().join("packaged/operon_sdk").exists());
+    let out = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .current_dir(scratch.path())
+        .args(["new", "--lang", "python", "--vendor", "vendored"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout(&out).contains("is vendored in the project"), "{}", stdout(&out));
+    assert!(scratch.path().join("vendored/operon_sdk/__init__.py").is_file());
+}

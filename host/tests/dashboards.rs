@@ -1,6 +1,10 @@
 //! `deploy/dashboards/operon.json` against a real Prometheus scraping a real
 //! `operon run` on loopback: every panel's query must parse and return
-//! series.
+//! series. The scrape goes as it does in a cluster: HTTPS, with the token
+//! of a ServiceAccount bound to the shipped `operon-metrics-reader`
+//! ClusterRole, which the host has the API server review (TokenReview,
+//! SubjectAccessReview). Another test checks the refusals: no token, a
+//! token the API server does not know, a ServiceAccount without the role.
 //!
 //! The host runs the WebApp guest with leader election and its admission
 //! webhooks on (the API server calls them when the test creates WebApps), so
@@ -16,7 +20,9 @@
 mod common;
 
 use common::{free_port, webapp_crd};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -142,6 +148,108 @@ async fn create_webapp(client: &kube::Client, namespace: &str, name: &str, repli
     }
 }
 
+/// The shipped `operon-metrics-reader` ClusterRole (deploy/rbac.yaml), applied.
+async fn apply_metrics_reader_role(client: &kube::Client) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/rbac.yaml");
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let role = docs
+        .into_iter()
+        .find(|d| d["kind"] == "ClusterRole" && d["metadata"]["name"] == "operon-metrics-reader")
+        .expect("deploy/rbac.yaml defines ClusterRole operon-metrics-reader");
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", "ClusterRole"));
+    let obj: DynamicObject = serde_json::from_value(role).unwrap();
+    Api::<DynamicObject>::all_with(client.clone(), &ar)
+        .patch("operon-metrics-reader", &PatchParams::apply("dashboards-test").force(), &Patch::Apply(&obj))
+        .await
+        .unwrap();
+}
+
+/// A ServiceAccount `name` in `namespace`, bound to operon-metrics-reader
+/// when `reader`; returns a token of it (TokenRequest).
+async fn service_account_token(client: &kube::Client, namespace: &str, name: &str, reader: bool) -> String {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    accounts
+        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap())
+        .await
+        .unwrap();
+    if reader {
+        apply_metrics_reader_role(client).await;
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding"));
+        let binding: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": format!("{namespace}-{name}-metrics")},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "operon-metrics-reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
+        }))
+        .unwrap();
+        Api::<DynamicObject>::all_with(client.clone(), &ar).create(&PostParams::default(), &binding).await.unwrap();
+    }
+    let request: TokenRequest = serde_json::from_value(json!({"spec": {"expirationSeconds": 3600}})).unwrap();
+    accounts.create_token_request(name, &PostParams::default(), &request).await.unwrap().status.unwrap().token
+}
+
+/// `GET url` over TLS (the host's certificate is self-signed), with a bearer
+/// token if given: the status and the body.
+async fn scrape(url: &str, token: Option<&str>) -> (u16, String) {
+    operon::install_crypto_provider();
+    let http = reqwest::Client::builder().tls_danger_accept_invalid_certs(true).build().unwrap();
+    let mut request = http.get(url);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn metrics_are_refused_without_a_token_the_api_server_authorizes() {
+    use operon::manager::{self, Manager};
+    use operon::server::MetricsServing;
+    let client = plane().client().await;
+    let ns = operon_envtest::create_namespace(&client, "metrics-auth").await.unwrap();
+    let port = free_port();
+    let config = manager::Config {
+        server_addr: Some(([127, 0, 0, 1], port).into()),
+        metrics_serving: MetricsServing::Https { cert_dir: None },
+        probe_addr: None,
+        ..Default::default()
+    };
+    let mgr = Manager::builder(client.clone()).config(config).build().await.unwrap();
+    mgr.metrics().reconcile_finished("probe", operon::metrics::ReconcileResult::Success, Duration::from_millis(3));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(mgr.run(async move {
+        let _ = stopped.await;
+    }));
+    let url = format!("https://127.0.0.1:{port}/metrics");
+    let reader = service_account_token(&client, &ns, "reader", true).await;
+    let stranger = service_account_token(&client, &ns, "stranger", false).await;
+
+    // The server is up once it answers at all.
+    common::eventually("the metrics server", Duration::from_secs(10), || async {
+        let http = reqwest::Client::builder().tls_danger_accept_invalid_certs(true).build().ok()?;
+        http.get(&url).send().await.ok()
+    })
+    .await;
+    let (status, body) = scrape(&url, None).await;
+    assert_eq!(status, 401, "no token: {body}");
+    let (status, body) = scrape(&url, Some("not-a-token")).await;
+    assert_eq!(status, 401, "a token the API server does not know: {body}");
+    let (status, body) = scrape(&url, Some(&stranger)).await;
+    assert_eq!(status, 403, "a ServiceAccount without the role: {body}");
+    assert!(body.contains(&format!("system:serviceaccount:{ns}:stranger may not get /metrics")), "{body}");
+    // The binding reaches the authorizer within moments.
+    let body = common::eventually("the reader's scrape", Duration::from_secs(20), || async {
+        let (status, body) = scrape(&url, Some(&reader)).await;
+        (status == 200).then_some(body)
+    })
+    .await;
+    assert!(body.contains(r#"controller_runtime_reconcile_total{controller="probe",result="success"} 1"#), "{body}");
+    // Plain HTTP gets nothing from the HTTPS port.
+    assert!(common::http_get(format!("http://127.0.0.1:{port}/metrics")).await.is_err());
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), running).await;
+}
+
 #[tokio::test]
 async fn every_dashboard_query_returns_series_from_a_real_prometheus_scraping_operon() {
     let prometheus = prometheus_binary();
@@ -170,6 +278,7 @@ async fn every_dashboard_query_returns_series_from_a_real_prometheus_scraping_op
             .arg(&module)
             .args(["--namespace", &ns, "--leader-elect", "--leader-election-namespace", &ns])
             .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics_port}")])
+            .args(["--health-probe-bind-address", "0"])
             .args(["--webhook-bind-address", &format!("127.0.0.1:{webhook_port}")])
             .env("KUBECONFIG", plane().kubeconfig_path())
             .env("XDG_CACHE_HOME", dir.path().join("cache"))
@@ -177,14 +286,20 @@ async fn every_dashboard_query_returns_series_from_a_real_prometheus_scraping_op
         dir.path().join("operon.log"),
     );
 
-    // Prometheus, scraping it every second.
+    // Prometheus, scraping it every second over HTTPS with the token of a
+    // ServiceAccount bound to operon-metrics-reader (as a ServiceMonitor does).
+    let token = dir.path().join("prometheus.token");
+    std::fs::write(&token, service_account_token(&client, &ns, "prometheus", true).await).unwrap();
     let prometheus_port = free_port();
     let config = dir.path().join("prometheus.yml");
     std::fs::write(
         &config,
         format!(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: operon\n    \
-             scrape_interval: 1s\n    scrape_timeout: 1s\n    static_configs:\n      - targets: ['127.0.0.1:{metrics_port}']\n"
+             scrape_interval: 1s\n    scrape_timeout: 1s\n    scheme: https\n    tls_config:\n      insecure_skip_verify: true\n    \
+             authorization:\n      type: Bearer\n      credentials_file: {}\n    \
+             static_configs:\n      - targets: ['127.0.0.1:{metrics_port}']\n",
+            token.display()
         ),
     )
     .unwrap();

@@ -3,7 +3,9 @@
 //! base, the plain manifests and the WebApp plugin example are rendered with
 //! the real tools and every document is applied with server-side dry run;
 //! the RBAC model is checked with SubjectAccessReviews against the API
-//! server's RBAC authorizer.
+//! server's RBAC authorizer. The chart is also packaged, pushed to a real
+//! OCI registry on loopback (`helm push`) and installed from it (`helm
+//! install oci://…`), as a cluster admin installs a published chart.
 //!
 //! helm and kustomize are built from the pinned Go modules in
 //! `deploy/tools/{helm,kustomize}` through the Go module proxy into
@@ -14,7 +16,10 @@
 mod common;
 
 use common::webapp_crd;
-use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::authorization::v1::{
+    NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::discovery::{Scope, pinned_kind};
@@ -274,10 +279,25 @@ async fn helm_chart_with_default_values_passes_server_side_dry_run() {
         assert!(has(&docs, expected), "the chart renders no {expected}: {:?}", kinds(&docs));
     }
     assert!(!docs.iter().any(|d| d["kind"] == "ServiceMonitor"), "the ServiceMonitor is off by default");
+    assert!(has(&docs, "ClusterRole operon-metrics-reader"), "{:?}", kinds(&docs));
     let args = deployment_args(&docs);
-    for flag in ["--leader-elect", "--lease-per-reconciler", "--require-service-account"] {
+    for flag in [
+        "--leader-elect",
+        "--lease-per-reconciler",
+        "--require-service-account",
+        "--metrics-bind-address=:8443",
+        "--leader-elect-lease-duration=15s",
+    ] {
         assert!(args.iter().any(|a| a == flag), "{flag} missing from {args:?}");
     }
+    assert!(!args.iter().any(|a| a.starts_with("--metrics-secure")), "metrics are HTTPS by default: {args:?}");
+    let image =
+        &docs.iter().find(|d| d["kind"] == "Deployment").unwrap()["spec"]["template"]["spec"]["containers"][0]["image"];
+    assert_eq!(
+        image,
+        &json!(format!("ghcr.io/operon-dev/operon:{}", env!("CARGO_PKG_VERSION"))),
+        "the image xtask builds"
+    );
     assert!(!args.iter().any(|a| a == "--webhook-bind-address=:9443"), "webhooks are off by default: {args:?}");
     dry_run_all("helm template (default values)", &docs).await;
 }
@@ -291,8 +311,18 @@ async fn helm_chart_with_webhooks_service_monitor_and_extra_grants_passes_server
         "otlpEndpoint=http://otel-collector.observability:4318",
         "--set",
         "extraGrants[0].apiGroups[0]=example.operon.dev,extraGrants[0].resources[0]=webapps",
+        "--set",
+        "metrics.certSecretName=operon-metrics-tls,metrics.readers[0].name=prometheus,metrics.readers[0].namespace=monitoring",
     ]));
     assert!(has(&docs, "ServiceMonitor operon"), "{:?}", kinds(&docs));
+    let monitor = docs.iter().find(|d| d["kind"] == "ServiceMonitor").unwrap();
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    assert_eq!(endpoint["scheme"], "https", "{monitor}");
+    assert_eq!(endpoint["tlsConfig"]["ca"]["secret"]["name"], "operon-metrics-tls", "{monitor}");
+    assert!(endpoint["bearerTokenFile"].is_string(), "{monitor}");
+    let binding =
+        docs.iter().find(|d| kind_name(d) == "ClusterRoleBinding operon-metrics-reader").expect("the readers' binding");
+    assert_eq!(binding["subjects"][0]["namespace"], "monitoring");
     let extra =
         docs.iter().find(|d| kind_name(d) == "ClusterRole operon-extra-reads").expect("the extra-reads ClusterRole");
     assert_eq!(extra["metadata"]["labels"]["operon.dev/aggregate-to-operon"], "true");
@@ -300,6 +330,7 @@ async fn helm_chart_with_webhooks_service_monitor_and_extra_grants_passes_server
     assert_eq!(extra["rules"][0]["verbs"], json!(["get", "list", "watch"]));
     let args = deployment_args(&docs);
     assert!(args.iter().any(|a| a == "--webhook-bind-address=:9443"), "{args:?}");
+    assert!(args.iter().any(|a| a == "--metrics-cert-path=/metrics-certs"), "{args:?}");
     let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
     assert_eq!(deployment["spec"]["replicas"], 3);
     let env = &deployment["spec"]["template"]["spec"]["containers"][0]["env"];
@@ -400,6 +431,21 @@ async fn allowed(
     answer.status.expect("a SubjectAccessReview without status").allowed
 }
 
+/// Whether `user` may `get` the non-resource `path` (e.g. `/metrics`).
+async fn may_get(client: &kube::Client, user: &str, path: &str) -> bool {
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(user.to_owned()),
+            groups: Some(vec!["system:serviceaccounts".into(), "system:authenticated".into()]),
+            non_resource_attributes: Some(NonResourceAttributes { path: Some(path.into()), verb: Some("get".into()) }),
+            ..SubjectAccessReviewSpec::default()
+        },
+        ..SubjectAccessReview::default()
+    };
+    let answer = Api::<SubjectAccessReview>::all(client.clone()).create(&PostParams::default(), &review).await.unwrap();
+    answer.status.expect("a SubjectAccessReview without status").allowed
+}
+
 /// The RBAC model of docs/deploy.md, applied for real: the host may watch
 /// Reconcilers, read module ConfigMaps, impersonate the plugin's
 /// ServiceAccount and hold its Leases, but cannot write a plugin's children
@@ -419,6 +465,17 @@ async fn the_rbac_model_gives_the_host_reads_and_impersonation_and_the_plugin_it
     }
     let host = "system:serviceaccount:operon-system:operon";
     let plugin = "system:serviceaccount:shop:webapp-plugin";
+    let prometheus = "system:serviceaccount:monitoring:prometheus";
+    apply(
+        &client,
+        &json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "prometheus-operon-metrics"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "operon-metrics-reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}]
+        }),
+    )
+    .await;
     let checks: &[Check] = &[
         (host, "watch", "operon.dev", "reconcilers", None, None, true),
         (host, "list", "operon.dev", "clusterreconcilers", None, None, true),
@@ -432,6 +489,9 @@ async fn the_rbac_model_gives_the_host_reads_and_impersonation_and_the_plugin_it
         (host, "create", "coordination.k8s.io", "leases", Some("shop"), None, false),
         (host, "create", "admissionregistration.k8s.io", "validatingwebhookconfigurations", None, None, true),
         (host, "create", "events.k8s.io", "events", Some("shop"), None, true),
+        // Who may read /metrics is asked of the API server.
+        (host, "create", "authentication.k8s.io", "tokenreviews", None, None, true),
+        (host, "create", "authorization.k8s.io", "subjectaccessreviews", None, None, true),
         // Writes of children are the plugin's, never the host's.
         (host, "create", "apps", "deployments", Some("shop"), None, false),
         (host, "patch", "apps", "deployments", Some("shop"), None, false),
@@ -451,6 +511,13 @@ async fn the_rbac_model_gives_the_host_reads_and_impersonation_and_the_plugin_it
         for (user, verb, group, resource, namespace, name, expected) in checks {
             if allowed(&client, user, verb, group, resource, *namespace, *name).await != *expected {
                 wrong.push(format!("{user} {verb} {group}/{resource} in {namespace:?}: expected allowed={expected}"));
+            }
+        }
+        // /metrics is read by whoever is bound to operon-metrics-reader
+        // (the test's binding stands for a Prometheus'), not by the host.
+        for (user, expected) in [(prometheus, true), (host, false), (plugin, false)] {
+            if may_get(&client, user, "/metrics").await != expected {
+                wrong.push(format!("{user} get /metrics: expected allowed={expected}"));
             }
         }
         if wrong.is_empty() {
@@ -476,4 +543,95 @@ async fn the_rbac_model_gives_the_host_reads_and_impersonation_and_the_plugin_it
     for (key, value) in selector.as_object().expect("a matchLabels selector") {
         assert_eq!(&reads["metadata"]["labels"][key], value, "the example's reads are not aggregated: label {key}");
     }
+}
+
+/// `helm` with its configuration, cache and registry credentials in `home`
+/// (nothing of the machine's), against the test control plane.
+fn helm_in(home: &Path) -> Command {
+    let mut command = Command::new(helm());
+    command
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .env("HELM_REGISTRY_CONFIG", home.join("registry.json"))
+        .env("KUBECONFIG", plane().kubeconfig_path());
+    command
+}
+
+/// The chart as a cluster admin gets a published one: `helm package`,
+/// `helm push` to a real OCI registry on loopback, then `helm template` and
+/// `helm install` from `oci://…`. What comes back passes the server-side dry
+/// run, installs, and gives the host the RBAC the model says (metrics
+/// reviews included).
+#[tokio::test]
+async fn the_chart_pushed_to_an_oci_registry_installs_from_it() {
+    let version = env!("CARGO_PKG_VERSION");
+    let home = tempfile::tempdir().unwrap();
+    let registry = operon_envtest::Registry::start(&home.path().join("registry")).unwrap();
+    let packaged = home.path().join("packaged");
+    render({
+        let mut c = helm_in(home.path());
+        c.arg("package").arg(root().join("deploy/helm/operon")).arg("--destination").arg(&packaged);
+        c
+    });
+    let archive = packaged.join(format!("operon-{version}.tgz"));
+    assert!(archive.is_file(), "helm package wrote no {}", archive.display());
+    let pushed = {
+        let mut c = helm_in(home.path());
+        c.arg("push").arg(&archive).arg(format!("oci://{}/charts", registry.addr())).arg("--plain-http");
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "helm push failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        // helm reports the push on stderr: "Pushed: …", "Digest: sha256:…".
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert!(pushed.contains("Digest: sha256:"), "{pushed}");
+    let reference = format!("oci://{}/charts/operon", registry.addr());
+
+    // `helm template` from the registry: the same documents pass the dry run.
+    let namespace = "operon-oci";
+    let docs = documents(&render({
+        let mut c = helm_in(home.path());
+        c.args(["template", "operon-oci", &reference, "--version", version, "--plain-http"])
+            .args(["--namespace", namespace]);
+        c
+    }));
+    assert!(
+        has(&docs, "Deployment operon-oci") && has(&docs, "ClusterRole operon-oci-metrics-reader"),
+        "{:?}",
+        kinds(&docs)
+    );
+    let client = plane().client().await;
+    ensure_namespace(&client, namespace).await;
+    dry_run_all("helm template oci://… (default values)", &docs).await;
+
+    // `helm install` from the registry, for real (CRDs are the plane's).
+    render({
+        let mut c = helm_in(home.path());
+        c.args(["install", "operon-oci", &reference, "--version", version, "--plain-http", "--skip-crds"])
+            .args(["--namespace", namespace]);
+        c
+    });
+    let deployment = Api::<Deployment>::namespaced(client.clone(), namespace).get("operon-oci").await.unwrap();
+    let container = &deployment.spec.unwrap().template.spec.unwrap().containers[0];
+    assert_eq!(container.image.as_deref(), Some(format!("ghcr.io/operon-dev/operon:{version}").as_str()));
+    let host = format!("system:serviceaccount:{namespace}:operon-oci");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let answers = [
+            allowed(&client, &host, "watch", "operon.dev", "reconcilers", None, None).await,
+            allowed(&client, &host, "create", "authentication.k8s.io", "tokenreviews", None, None).await,
+            allowed(&client, &host, "create", "authorization.k8s.io", "subjectaccessreviews", None, None).await,
+            !allowed(&client, &host, "create", "apps", "deployments", Some(namespace), None).await,
+        ];
+        if answers.iter().all(|a| *a) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the installed chart's RBAC: {answers:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    render({
+        let mut c = helm_in(home.path());
+        c.args(["uninstall", "operon-oci", "--namespace", namespace]);
+        c
+    });
 }

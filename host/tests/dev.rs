@@ -19,7 +19,7 @@ fn operon_dev_once_brings_every_sample_webapp_to_ready() {
             "dev",
             "--once",
             "--timeout",
-            "300",
+            "5m",
             // Port 0: tests run beside other processes that may hold 8080.
             "--metrics-bind-address",
             "127.0.0.1:0",

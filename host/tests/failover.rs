@@ -30,9 +30,10 @@ impl Operon {
         let log = std::fs::File::create(std::env::temp_dir().join(format!("operon-failover-{port}.log"))).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_operon"))
             .args(["run", "--module", module.to_str().unwrap(), "--namespace", namespace, "--leader-elect"])
-            .args(["--lease-duration-secs", &LEASE_SECS.to_string(), "--renew-deadline-ms", "3000"])
-            .args(["--retry-period-ms", &RETRY_MS.to_string()])
-            .args(["--metrics-bind-address", &format!("127.0.0.1:{port}")])
+            .args(["--leader-elect-lease-duration", &format!("{LEASE_SECS}s"), "--leader-elect-renew-deadline", "3s"])
+            .args(["--leader-elect-retry-period", &format!("{RETRY_MS}ms")])
+            .args(["--metrics-bind-address", &format!("127.0.0.1:{port}"), "--metrics-secure=false"])
+            .args(["--health-probe-bind-address", "0"])
             .env("KUBECONFIG", plane().kubeconfig_path())
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())

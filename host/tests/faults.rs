@@ -546,9 +546,10 @@ impl Replica {
         let log = std::fs::File::create(std::env::temp_dir().join(format!("operon-fault-{port}.log"))).unwrap();
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_operon"))
             .args(["run", "--module", module.to_str().unwrap(), "--namespace", namespace, "--leader-elect"])
-            .args(["--lease-duration-secs", "4", "--renew-deadline-ms", "3000", "--retry-period-ms", "500"])
-            .args(["--max-concurrent-reconciles", "4"])
-            .args(["--metrics-bind-address", &format!("127.0.0.1:{port}")])
+            .args(["--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s"])
+            .args(["--leader-elect-retry-period", "500ms", "--max-concurrent-reconciles", "4"])
+            .args(["--metrics-bind-address", &format!("127.0.0.1:{port}"), "--metrics-secure=false"])
+            .args(["--health-probe-bind-address", "0"])
             .env("KUBECONFIG", plane().kubeconfig_path())
             .env("RUST_LOG", "info")
             .env("XDG_CACHE_HOME", std::env::temp_dir().join(format!("operon-fault-cache-{port}")))

@@ -1,33 +1,62 @@
 //! The C author workflow, end to end, with the real toolchain and the real
 //! host: `operon new --lang c` → `operon build` → `operon test` in a scratch
 //! directory outside the repository, and the repository's `c-webapp`
-//! through the WebApp fixtures every language shares.
+//! through the WebApp fixtures every language shares. The new project finds
+//! the SDK with pkg-config, installed (`make install`) from the release
+//! archive `cargo xtask packages` built; a project made with `--vendor`
+//! carries its sources.
 //!
 //! A missing C toolchain (clang, wasi-libc) fails these tests with the install hint (CI
 //! installs everything); they never skip.
 
 #[path = "common/author.rs"]
 mod author;
-use author::{operon, repo, run};
+use author::{operon, operon_with, repo, run, with_env};
 
+use std::path::Path;
 use std::process::Command;
 
+/// `operon build`, `operon test`, then the scaffold's `make test`, with `env`.
+fn build_and_test(project: &Path, env: &[(String, String)]) {
+    let built = operon_with(project, env, &["build"]);
+    assert!(built.contains("dist/greeter.wasm"), "{built}");
+    let tested = operon_with(project, env, &["test"]);
+    assert!(tested.lines().any(|l| l == "3 passed, 0 failed"), "{tested}");
+    // The scaffold's own unit tests, natively.
+    let unit = run(with_env(Command::new("make").current_dir(project).arg("test"), env));
+    assert!(unit.lines().any(|l| l == "3 passed, 0 failed"), "{unit}");
+}
+
 #[test]
-fn a_new_c_project_should_build_and_pass_its_fixtures() {
+fn a_new_c_project_should_find_the_installed_sdk_with_pkg_config_build_and_pass_its_fixtures() {
     let scratch = tempfile::tempdir().unwrap();
     assert!(!scratch.path().starts_with(repo()), "the scratch directory must be outside the repository");
     operon(scratch.path(), &["new", "--lang", "c", "greeter"]);
     let project = scratch.path().join("greeter");
-    for file in ["operon.toml", "Makefile", "src/main.c", "test/test_main.c", "README.md", "operon-sdk/operon.h"] {
+    for file in ["operon.toml", "Makefile", "src/main.c", "test/test_main.c", "README.md"] {
         assert!(project.join(file).is_file(), "{file} was not scaffolded");
     }
-    let built = operon(&project, &["build"]);
-    assert!(built.contains("dist/greeter.wasm"), "{built}");
-    let tested = operon(&project, &["test"]);
-    assert!(tested.lines().any(|l| l == "3 passed, 0 failed"), "{tested}");
-    // The scaffold's own unit tests, natively.
-    let unit = run(Command::new("make").current_dir(&project).arg("test"));
-    assert!(unit.lines().any(|l| l == "3 passed, 0 failed"), "{unit}");
+    assert!(!project.join("operon-sdk").exists(), "nothing is vendored without --vendor");
+    // Without the SDK installed, the build says how to install it.
+    let bare = Command::new(author::OPERON)
+        .current_dir(&project)
+        .arg("build")
+        .env("PKG_CONFIG_PATH", scratch.path())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&bare.stderr);
+    assert!(!bare.status.success() && said.contains("make install PREFIX="), "{said}");
+    build_and_test(&project, &author::c_sdk(scratch.path()));
+}
+
+#[test]
+fn a_vendored_c_project_should_build_and_pass_its_fixtures() {
+    let scratch = tempfile::tempdir().unwrap();
+    operon(scratch.path(), &["new", "--lang", "c", "--vendor", "greeter"]);
+    let project = scratch.path().join("greeter");
+    assert!(project.join("operon-sdk/operon.h").is_file());
+    // An empty pkg-config path: the vendored copy is all there is.
+    build_and_test(&project, &[("PKG_CONFIG_PATH".into(), String::new()), ("PKG_CONFIG_LIBDIR".into(), String::new())]);
 }
 
 #[test]

@@ -1,33 +1,70 @@
 //! The Go author workflow, end to end, with the real toolchain and the real
 //! host: `operon new --lang go` → `operon build` → `operon test` in a scratch
 //! directory outside the repository, and the repository's `go-webapp`
-//! through the WebApp fixtures every language shares.
+//! through the WebApp fixtures every language shares. The new project
+//! requires `operon.dev/sdk/go` by version and fetches it through
+//! `GOPROXY`, a directory `cargo xtask packages` wrote, checked against the
+//! `go.sum` lines `operon new` wrote; a project made with `--vendor` builds
+//! with `GOPROXY=off`.
 //!
 //! A missing Go toolchain fails these tests with the install hint (CI
 //! installs everything); they never skip.
 
 #[path = "common/author.rs"]
 mod author;
-use author::{operon, repo, run};
+use author::{VERSION, operon, operon_with, repo, run, with_env};
 
+use std::path::Path;
 use std::process::Command;
 
+/// `operon build`, `operon test`, then the scaffold's `go test`, with `env`.
+fn build_and_test(project: &Path, env: &[(String, String)]) {
+    let built = operon_with(project, env, &["build"]);
+    assert!(built.contains("dist/greeter.wasm"), "{built}");
+    let tested = operon_with(project, env, &["test"]);
+    assert!(tested.lines().any(|l| l == "3 passed, 0 failed"), "{tested}");
+    // The scaffold's own unit tests, natively.
+    let unit = run(with_env(Command::new("go").current_dir(project).args(["test", "./..."]), env));
+    assert!(unit.contains("ok"), "{unit}");
+}
+
 #[test]
-fn a_new_go_project_should_build_and_pass_its_fixtures() {
+fn a_new_go_project_should_require_the_sdk_module_build_and_pass_its_fixtures() {
     let scratch = tempfile::tempdir().unwrap();
     assert!(!scratch.path().starts_with(repo()), "the scratch directory must be outside the repository");
     operon(scratch.path(), &["new", "--lang", "go", "greeter"]);
     let project = scratch.path().join("greeter");
-    for file in ["operon.toml", "go.mod", "go.sum", "main.go", "main_test.go", "README.md", "operon-sdk/go.mod"] {
+    for file in ["operon.toml", "go.mod", "go.sum", "main.go", "main_test.go", "README.md"] {
         assert!(project.join(file).is_file(), "{file} was not scaffolded");
     }
-    let built = operon(&project, &["build"]);
-    assert!(built.contains("dist/greeter.wasm"), "{built}");
-    let tested = operon(&project, &["test"]);
-    assert!(tested.lines().any(|l| l == "3 passed, 0 failed"), "{tested}");
-    // The scaffold's own unit tests, natively.
-    let unit = run(Command::new("go").current_dir(&project).args(["test", "./..."]));
-    assert!(unit.contains("ok"), "{unit}");
+    assert!(!project.join("operon-sdk").exists(), "nothing is vendored without --vendor");
+    let go_mod = std::fs::read_to_string(project.join("go.mod")).unwrap();
+    assert!(
+        go_mod.contains(&format!("require operon.dev/sdk/go v{VERSION}\n")) && !go_mod.contains("replace"),
+        "{go_mod}"
+    );
+    let env = author::go_env(scratch.path());
+    build_and_test(&project, &env);
+    // Go took the module from the proxy directory, and go.sum vouched for it.
+    let listed = run(with_env(
+        Command::new("go").current_dir(&project).args(["list", "-m", "-json", "operon.dev/sdk/go"]),
+        &env,
+    ));
+    let listed: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(listed["Version"], format!("v{VERSION}"));
+    assert!(
+        listed["Dir"].as_str().unwrap().starts_with(&scratch.path().join("gomodcache").display().to_string()),
+        "{listed}"
+    );
+}
+
+#[test]
+fn a_vendored_go_project_should_build_offline_and_pass_its_fixtures() {
+    let scratch = tempfile::tempdir().unwrap();
+    operon(scratch.path(), &["new", "--lang", "go", "--vendor", "greeter"]);
+    let project = scratch.path().join("greeter");
+    assert!(project.join("operon-sdk/go.mod").is_file() && project.join("operon-sdk/internal/wit/doc.go").is_file());
+    build_and_test(&project, &[("GOPROXY".into(), "off".into())]);
 }
 
 #[test]

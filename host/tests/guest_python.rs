@@ -2,36 +2,68 @@
 //! (componentize-py) and the real host: `operon new --lang python` →
 //! `operon build` → `operon test` in a scratch directory outside the
 //! repository, and the repository's `python-webapp` through the WebApp
-//! fixtures every language shares.
+//! fixtures every language shares. The new project's dependency on
+//! `operon-sdk` is installed by pip into a virtualenv from the wheel `cargo
+//! xtask packages` built (`--no-index --find-links`), as from PyPI; a
+//! project made with `--vendor` needs no install.
 //!
 //! A missing toolchain fails these tests with the install hint that
 //! `operon build` prints (CI installs everything); they never skip.
 
 #[path = "common/author.rs"]
 mod author;
-use author::{operon, repo, run};
+use author::{VERSION, operon, operon_with, repo, run, with_env};
 
+use std::path::Path;
 use std::process::Command;
 
+/// `operon build`, `operon test`, then the scaffold's pytest, with `env`.
+fn build_and_test(project: &Path, env: &[(String, String)]) {
+    let built = operon_with(project, env, &["build"]);
+    assert!(built.contains("dist/greeter.wasm"), "{built}");
+    let tested = operon_with(project, env, &["test"]);
+    assert!(tested.lines().any(|l| l == "3 passed, 0 failed"), "{tested}");
+    // The scaffold's own unit tests, natively, with the author's test runner.
+    let unit = run(with_env(
+        Command::new("python3").current_dir(project).args(["-m", "pytest", "-q", "-p", "no:cacheprovider"]),
+        env,
+    ));
+    assert!(unit.contains("3 passed"), "{unit}");
+}
+
 #[test]
-fn a_new_python_project_should_build_and_pass_its_fixtures() {
+fn a_new_python_project_should_depend_on_the_sdk_package_build_and_pass_its_fixtures() {
     let scratch = tempfile::tempdir().unwrap();
     assert!(!scratch.path().starts_with(repo()), "the scratch directory must be outside the repository");
     operon(scratch.path(), &["new", "--lang", "python", "greeter"]);
     let project = scratch.path().join("greeter");
-    for file in ["operon.toml", "pyproject.toml", "app.py", "tests/test_app.py", "README.md", "operon_sdk/__init__.py"]
-    {
+    for file in ["operon.toml", "pyproject.toml", "app.py", "tests/test_app.py", "README.md"] {
         assert!(project.join(file).is_file(), "{file} was not scaffolded");
     }
+    assert!(!project.join("operon_sdk").exists(), "nothing is vendored without --vendor");
+    let pyproject: toml::Table = std::fs::read_to_string(project.join("pyproject.toml")).unwrap().parse().unwrap();
+    let requirement = pyproject["project"]["dependencies"][0].as_str().expect("a dependency on the SDK").to_string();
+    assert_eq!(requirement, format!("operon-sdk~={VERSION}"));
+
+    // Without the package installed, the build says how to install it.
+    let bare =
+        Command::new(author::OPERON).current_dir(&project).arg("build").env_remove("VIRTUAL_ENV").output().unwrap();
+    let said = String::from_utf8_lossy(&bare.stderr);
+    assert!(!bare.status.success() && said.contains("pip install 'operon-sdk~="), "{said}");
+
+    // The requirement pyproject.toml states, installed from the built wheel.
+    let env = author::python_venv(scratch.path(), &requirement);
+    build_and_test(&project, &env);
+}
+
+#[test]
+fn a_vendored_python_project_should_build_and_pass_its_fixtures() {
+    let scratch = tempfile::tempdir().unwrap();
+    operon(scratch.path(), &["new", "--lang", "python", "--vendor", "greeter"]);
+    let project = scratch.path().join("greeter");
+    assert!(project.join("operon_sdk/__init__.py").is_file() && project.join("operon_sdk/py.typed").is_file());
     assert!(!project.join("operon_sdk/__pycache__").exists(), "caches must not be vendored");
-    let built = operon(&project, &["build"]);
-    assert!(built.contains("dist/greeter.wasm"), "{built}");
-    let tested = operon(&project, &["test"]);
-    assert!(tested.lines().any(|l| l == "3 passed, 0 failed"), "{tested}");
-    // The scaffold's own unit tests, natively, with the author's test runner.
-    let unit =
-        run(Command::new("python3").current_dir(&project).args(["-m", "pytest", "-q", "-p", "no:cacheprovider"]));
-    assert!(unit.contains("3 passed"), "{unit}");
+    build_and_test(&project, &[]);
 }
 
 #[test]

@@ -1,8 +1,11 @@
 //! The Rust author workflow, end to end, with the real toolchain (cargo,
 //! rustup) and the real host: `operon new --lang rust` → `operon build` →
 //! `operon test` in a scratch directory outside the repository, then the
-//! scaffold's own `cargo test`. The project builds with the SDK vendored in
-//! it, never with this workspace.
+//! scaffold's own `cargo test`. The project depends on `operon-sdk` by
+//! version, as from crates.io; the crates `cargo xtask packages` made with
+//! `cargo package` stand in for crates.io's through `[patch.crates-io]`.
+//! A project made with `--vendor` builds offline with the SDK copied in. It
+//! never builds with this workspace.
 //!
 //! The scratch project's crates are compiled into `target/scaffold-rust`
 //! (`CARGO_TARGET_DIR`), so later runs rebuild only what changed; the
@@ -11,7 +14,7 @@
 
 #[path = "common/author.rs"]
 mod author;
-use author::{OPERON, repo, run};
+use author::{OPERON, VERSION, repo, run};
 
 use std::path::Path;
 use std::process::Command;
@@ -29,10 +32,39 @@ fn in_project(program: &str, dir: &Path) -> Command {
     command
 }
 
+/// `operon build`, `operon test` and `inspect`, then the scaffold's own
+/// `cargo test` (two unit tests and the fixtures test), in `project`.
+fn build_and_test(project: &Path, offline: bool) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let command = |program: &str| {
+        let mut command = in_project(program, project);
+        if offline {
+            command.env("CARGO_NET_OFFLINE", "true");
+        }
+        command
+    };
+    let built = run(command(OPERON).arg("build"));
+    assert!(built.contains("dist/greeter.wasm"), "{built}");
+    let tested = run(command(OPERON).arg("test"));
+    assert!(tested.lines().any(|l| l == "3 passed, 0 failed"), "{tested}");
+    let inspected = run(command(OPERON).args(["inspect", "dist/greeter.wasm"]));
+    assert!(inspected.contains("wasi:         no"), "a Rust guest needs no WASI:\n{inspected}");
+    let output = command(&cargo).args(["test", "--quiet"]).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "cargo test failed:\n{text}");
+    let passed: u32 = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("test result: ok. "))
+        .filter_map(|rest| rest.split(' ').next()?.parse::<u32>().ok())
+        .sum();
+    assert_eq!(passed, 3, "two unit tests and the fixtures test:\n{text}");
+}
+
 #[test]
-fn a_new_rust_project_should_build_and_pass_its_fixtures() {
+fn a_new_rust_project_should_depend_on_the_sdk_crate_build_and_pass_its_fixtures() {
     let scratch = tempfile::tempdir().unwrap();
     assert!(!scratch.path().starts_with(repo()), "the scratch directory must be outside the repository");
+    author::cargo_patch(scratch.path());
     run(in_project(OPERON, scratch.path()).args(["new", "--lang", "rust", "greeter"]));
     let project = scratch.path().join("greeter");
     for file in [
@@ -42,32 +74,38 @@ fn a_new_rust_project_should_build_and_pass_its_fixtures() {
         "tests/fixtures.rs",
         "README.md",
         ".gitignore",
-        "wit/reconciler.wit",
-        "operon-sdk/Cargo.toml",
-        "operon-sdk/src/lib.rs",
         "fixtures/create.yaml",
     ] {
         assert!(project.join(file).is_file(), "{file} was not scaffolded");
     }
+    assert!(!project.join("operon-sdk").exists(), "nothing is vendored without --vendor");
+    let manifest: toml::Table = std::fs::read_to_string(project.join("Cargo.toml")).unwrap().parse().unwrap();
+    assert_eq!(manifest["dependencies"]["operon-sdk"].as_str(), Some(VERSION), "{manifest:?}");
+    assert_eq!(manifest["dev-dependencies"]["operon-sdk"]["version"].as_str(), Some(VERSION), "{manifest:?}");
+    build_and_test(&project, false);
+    // What was built is the packaged crate, not this workspace's sources.
+    let lock = std::fs::read_to_string(project.join("Cargo.lock")).unwrap();
+    assert!(lock.contains(&format!("name = \"operon-sdk\"\nversion = \"{VERSION}\"")), "{lock}");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let metadata = run(in_project(&cargo, &project).args(["metadata", "--format-version=1", "--offline"]));
+    let sdk_path = scratch.path().join(format!("crates/operon-sdk-{VERSION}/Cargo.toml"));
+    assert!(metadata.contains(&sdk_path.display().to_string()), "operon-sdk does not come from the packaged crate");
+}
+
+#[test]
+fn a_vendored_rust_project_should_build_offline_and_pass_its_fixtures() {
+    let scratch = tempfile::tempdir().unwrap();
+    run(in_project(OPERON, scratch.path()).args(["new", "--lang", "rust", "--vendor", "greeter"]));
+    let project = scratch.path().join("greeter");
+    for file in [
+        "operon-sdk/Cargo.toml",
+        "operon-sdk/src/lib.rs",
+        "operon-sdk/wit/reconciler.wit",
+        "operon-contract/Cargo.toml",
+    ] {
+        assert!(project.join(file).is_file(), "{file} was not vendored");
+    }
     let sdk_manifest = std::fs::read_to_string(project.join("operon-sdk/Cargo.toml")).unwrap();
     assert!(!sdk_manifest.contains("workspace"), "the vendored SDK must not need a workspace:\n{sdk_manifest}");
-
-    let built = run(in_project(OPERON, &project).arg("build"));
-    assert!(built.contains("dist/greeter.wasm"), "{built}");
-    let tested = run(in_project(OPERON, &project).arg("test"));
-    assert!(tested.lines().any(|l| l == "3 passed, 0 failed"), "{tested}");
-    let inspected = run(in_project(OPERON, &project).args(["inspect", "dist/greeter.wasm"]));
-    assert!(inspected.contains("wasi:         no"), "a Rust guest needs no WASI:\n{inspected}");
-
-    // The scaffold's own unit tests and fixtures, natively.
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let output = in_project(&cargo, &project).args(["test", "--quiet"]).output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    assert!(output.status.success(), "cargo test failed:\n{text}");
-    let passed: u32 = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("test result: ok. "))
-        .filter_map(|rest| rest.split(' ').next()?.parse::<u32>().ok())
-        .sum();
-    assert_eq!(passed, 3, "two unit tests and the fixtures test:\n{text}");
+    build_and_test(&project, true);
 }

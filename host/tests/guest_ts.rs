@@ -2,19 +2,37 @@
 //! (npm, tsc, esbuild, componentize-js) and the real host: `operon new
 //! --lang ts` → `operon build` → `operon test` in a scratch directory
 //! outside the repository, and the repository's `ts-webapp` through the
-//! WebApp fixtures every language shares.
+//! WebApp fixtures every language shares. The new project's `@operon/sdk`
+//! dependency is resolved by npm through a registry on loopback that
+//! serves the tarball `cargo xtask packages` built (the `@operon` scope
+//! only; every other package comes from the public registry or npm's
+//! cache), as from npmjs.org; a project made with `--vendor` links the
+//! SDK's sources instead.
 //!
 //! A missing toolchain fails these tests with the install hint that
 //! `operon build` prints (CI installs everything); they never skip.
 
 #[path = "common/author.rs"]
 mod author;
-use author::{operon, repo, run};
+use author::{VERSION, operon, operon_with, repo, run, with_env};
 
+use std::path::Path;
 use std::process::Command;
 
+/// `operon build` (which runs `npm install` first), `operon test`, then the
+/// scaffold's `npm test`, with `env`.
+fn build_and_test(project: &Path, env: &[(String, String)]) {
+    let built = operon_with(project, env, &["build"]);
+    assert!(built.contains("dist/greeter.wasm"), "{built}");
+    let tested = operon_with(project, env, &["test"]);
+    assert!(tested.lines().any(|l| l == "3 passed, 0 failed"), "{tested}");
+    // The scaffold's own unit tests, natively, with node's test runner.
+    let unit = run(with_env(Command::new("npm").current_dir(project).args(["test", "--silent"]), env));
+    assert!(unit.lines().any(|l| l == "# fail 0") && unit.lines().any(|l| l == "# pass 2"), "{unit}");
+}
+
 #[test]
-fn a_new_ts_project_should_build_and_pass_its_fixtures() {
+fn a_new_ts_project_should_depend_on_the_sdk_package_build_and_pass_its_fixtures() {
     let scratch = tempfile::tempdir().unwrap();
     assert!(!scratch.path().starts_with(repo()), "the scratch directory must be outside the repository");
     operon(scratch.path(), &["new", "--lang", "ts", "greeter"]);
@@ -27,19 +45,31 @@ fn a_new_ts_project_should_build_and_pass_its_fixtures() {
         "src/index.ts",
         "test/index.test.ts",
         "README.md",
-        "operon-sdk/package.json",
-        "operon-sdk/src/index.ts",
     ] {
         assert!(project.join(file).is_file(), "{file} was not scaffolded");
     }
-    // `operon build` installs the pinned tools itself (npm install) on the first build.
-    let built = operon(&project, &["build"]);
-    assert!(built.contains("dist/greeter.wasm"), "{built}");
-    let tested = operon(&project, &["test"]);
-    assert!(tested.lines().any(|l| l == "3 passed, 0 failed"), "{tested}");
-    // The scaffold's own unit tests, natively, with node's test runner.
-    let unit = run(Command::new("npm").current_dir(&project).args(["test", "--silent"]));
-    assert!(unit.lines().any(|l| l == "# fail 0") && unit.lines().any(|l| l == "# pass 2"), "{unit}");
+    assert!(!project.join("operon-sdk").exists(), "nothing is vendored without --vendor");
+    let package: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(project.join("package.json")).unwrap()).unwrap();
+    assert_eq!(package["dependencies"]["@operon/sdk"], format!("^{VERSION}"));
+    build_and_test(&project, &author::npm_registry());
+    // npm installed the packed package: its JavaScript and declarations.
+    let installed = project.join("node_modules/@operon/sdk");
+    assert!(!installed.is_symlink(), "@operon/sdk must be installed, not linked");
+    for file in ["dist/index.js", "dist/index.d.ts", "dist/component.js", "package.json"] {
+        assert!(installed.join(file).is_file(), "{file} is not in the installed package");
+    }
+}
+
+#[test]
+fn a_vendored_ts_project_should_build_and_pass_its_fixtures() {
+    let scratch = tempfile::tempdir().unwrap();
+    operon(scratch.path(), &["new", "--lang", "ts", "--vendor", "greeter"]);
+    let project = scratch.path().join("greeter");
+    for file in ["operon-sdk/package.json", "operon-sdk/src/index.ts"] {
+        assert!(project.join(file).is_file(), "{file} was not vendored");
+    }
+    build_and_test(&project, &[]);
 }
 
 #[test]

@@ -45,6 +45,16 @@ fn operon_bin() -> PathBuf {
     std::env::var_os("OPERON_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_operon")))
 }
 
+/// Whether that binary serves /metrics over HTTPS by default (and so takes
+/// `--metrics-secure=false`); the builds before that serve plain HTTP.
+fn secure_by_default() -> bool {
+    static SECURE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SECURE.get_or_init(|| {
+        let help = Command::new(operon_bin()).args(["run", "--help"]).output().expect("running operon run --help");
+        String::from_utf8_lossy(&help.stdout).contains("--metrics-secure")
+    })
+}
+
 /// A serving certificate for 127.0.0.1 and its CA, in a directory as a
 /// mounted Secret holds them (`tls.crt`, `tls.key`, `ca.crt`): what the
 /// replicas of the Helm chart share.
@@ -89,8 +99,12 @@ impl Replica {
         let log = std::env::temp_dir().join(format!("operon-lifecycle-{ns}-{name}.log"));
         let mut cmd = Command::new(operon_bin());
         cmd.args(["run", "--reconcilers", "--reconciler-selector", &format!("operon.dev/test={ns}")])
-            .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")]);
+            .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}"), "--health-probe-bind-address", "0"]);
+        if secure_by_default() {
+            cmd.arg("--metrics-secure=false");
+        }
         if opts.leases {
+            // The duration flags in the units every build takes.
             cmd.args(["--leader-elect", "--lease-per-reconciler", "--leader-election-namespace", ns]).args([
                 "--lease-duration-secs",
                 "4",

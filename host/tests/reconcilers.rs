@@ -759,44 +759,6 @@ fn rand_value() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as u64
 }
 
-/// A real OCI registry (Debian's `docker-registry`, the CNCF distribution
-/// registry) on a loopback port, storing under `dir`.
-struct Registry {
-    child: std::process::Child,
-    addr: String,
-}
-
-impl Registry {
-    fn start(dir: &std::path::Path) -> Registry {
-        let port = common::free_port();
-        let config = dir.join("config.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
-                dir.join("data").display()
-            ),
-        )
-        .unwrap();
-        let child = std::process::Command::new("docker-registry")
-            .args(["serve", config.to_str().unwrap()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("docker-registry is needed for the OCI source test: {e}; install it with `apt-get install docker-registry`")
-            });
-        Registry { child, addr: format!("127.0.0.1:{port}") }
-    }
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[tokio::test]
 async fn modules_from_a_url_or_a_registry_load_only_with_their_pinned_digest() {
     use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
@@ -828,10 +790,10 @@ async fn modules_from_a_url_or_a_registry_load_only_with_their_pinned_digest() {
     // OCI: push the module as an artifact, pin its manifest digest.
     operon::install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
-    let registry = Registry::start(dir.path());
-    let reference: oci_client::Reference = format!("{}/operon/stamp:v1", registry.addr).parse().unwrap();
+    let registry = operon_envtest::Registry::start(dir.path()).unwrap();
+    let reference: oci_client::Reference = format!("{}/operon/stamp:v1", registry.addr()).parse().unwrap();
     let client = oci_client::Client::new(ClientConfig {
-        protocol: ClientProtocol::HttpsExcept(vec![registry.addr.clone()]),
+        protocol: ClientProtocol::HttpsExcept(vec![registry.addr().to_string()]),
         ..ClientConfig::default()
     });
     let pushed = eventually("the registry up and the module pushed", WAIT, || async {
@@ -845,7 +807,7 @@ async fn modules_from_a_url_or_a_registry_load_only_with_their_pinned_digest() {
     eprintln!("pushed {} ({manifest_digest})", pushed.manifest_url);
     host.reconciler(
         "by-oci",
-        json!({"module": {"oci": {"reference": format!("{}/operon/stamp:v1", registry.addr), "digest": manifest_digest}},
+        json!({"module": {"oci": {"reference": format!("{}/operon/stamp:v1", registry.addr()), "digest": manifest_digest}},
             "grants": stamp_grants()}),
     )
     .await;
@@ -858,7 +820,7 @@ async fn modules_from_a_url_or_a_registry_load_only_with_their_pinned_digest() {
     assert_eq!(status.digest.as_deref(), Some(digest(&module).as_str()), "the layer is the module");
     host.reconciler(
         "bad-oci",
-        json!({"module": {"oci": {"reference": format!("{}/operon/stamp:v1", registry.addr), "digest": format!("sha256:{}", "1".repeat(64))}},
+        json!({"module": {"oci": {"reference": format!("{}/operon/stamp:v1", registry.addr()), "digest": format!("sha256:{}", "1".repeat(64))}},
             "grants": stamp_grants()}),
     )
     .await;

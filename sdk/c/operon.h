@@ -34,6 +34,12 @@
 #ifndef OPERON_H
 #define OPERON_H
 
+/* This SDK's release: one version for every Operon SDK and the host
+ * (`cargo xtask version` sets it); its minor is that of the WIT contract it
+ * speaks, operon:reconciler@0.1. pkg-config reports the same
+ * (`pkg-config --modversion operon-sdk`). */
+#define OPERON_SDK_VERSION "0.1.0"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -37,6 +37,12 @@ import (
 	"operon.dev/sdk/go/internal/abi"
 )
 
+// Version is this SDK's release: one version for every Operon SDK and the
+// host (`cargo xtask version` sets it), published as the module version
+// tag sdk/go/v<Version>. Its minor is that of the WIT contract it speaks,
+// operon:reconciler@0.1.
+const Version = "0.1.0"
+
 // Reconciler computes the desired state of one parent object.
 type Reconciler interface {
 	// Manifest describes the reconciler. Must be pure and cheap: the host

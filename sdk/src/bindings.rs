@@ -10,7 +10,7 @@
 
 wit_bindgen::generate!({
     world: "reconciler",
-    path: "../wit",
+    path: "wit",
     pub_export_macro: true,
     export_macro_name: "export_world",
     default_bindings_module: "::operon_sdk::__private::bindings",
@@ -35,7 +35,7 @@ pub mod admission {
                 export operon:reconciler/admission@0.1.0;
             }
         ",
-        path: "../wit",
+        path: "wit",
         world: "operon:sdk/admission-exports",
         with: {
             "operon:reconciler/types@0.1.0": crate::bindings::operon::reconciler::types,

@@ -9,9 +9,12 @@ mod docs;
 mod envtest;
 mod fuzz;
 mod guests;
+mod image;
+mod packages;
 mod run;
 mod soak;
 mod test;
+mod version;
 
 use anyhow::{Result, bail};
 use std::path::PathBuf;
@@ -22,6 +25,9 @@ usage: cargo xtask <task>
 tasks:
   guests [NAME…]         build every guest (every language) into target/guests/<name>.wasm
   docs                   regenerate docs/reference/ (CLI flags, metrics, status reasons) from the code
+  packages [LANG…]       build the SDK packages (crates, wheel + sdist, npm tarball, GOPROXY dir, C archive) into target/packages/
+  image [--push REF]     build the operon image (static binary + CA certificates, OCI layout in target/image/); push it
+  version [X.Y.Z]        list every copy of the release version, or set them all
   envtest                provision etcd, kube-apiserver, kube-controller-manager; print their directory
   cluster up|down        start or stop a local control plane (target/operon-dev.kubeconfig)
   bench runtime|manager|hostile|languages|fleet|admission  run a benchmark and print its figures
@@ -38,6 +44,9 @@ fn main() -> Result<()> {
     match args.as_slice() {
         ["guests", rest @ ..] => guests::run(rest),
         ["docs"] => docs::run(),
+        ["packages", rest @ ..] => packages::run(rest),
+        ["image", rest @ ..] => image::run(rest),
+        ["version", rest @ ..] => version::run(rest),
         ["envtest", rest @ ..] => envtest::run(rest),
         ["cluster", rest @ ..] => cluster::run(rest),
         ["bench", rest @ ..] => bench::run(rest),

@@ -1,6 +1,6 @@
 //! `cargo xtask test`: everything the README's test command promises, on a
-//! fresh machine: build the guests of every language, provision the control
-//! plane, run every test of the workspace against it, and — beside `cargo
+//! fresh machine: build the guests of every language, the SDK packages and
+//! the image, provision the control plane, run every test of the workspace against it, and — beside `cargo
 //! test`, on another thread — each language SDK's and each example's own
 //! unit tests with that language's test runner (pytest, node's test runner,
 //! go test, the C tests' make target).
@@ -28,6 +28,13 @@ pub fn run(args: &[&str]) -> Result<()> {
     let started = Instant::now();
     let root = crate::root();
     crate::guests::run(&[])?;
+    // What the author-workflow, image and deploy tests install from.
+    let step = Instant::now();
+    crate::packages::run(&[])?;
+    eprintln!("xtask: SDK packages built in {:.1?}", step.elapsed());
+    let step = Instant::now();
+    crate::image::run(&[])?;
+    eprintln!("xtask: image built and pushed in {:.1?}", step.elapsed());
     let step = Instant::now();
     let dir = assets::ensure(&mut |line| eprintln!("envtest: {line}"))?;
     eprintln!("xtask: control plane binaries ready in {:.1?} ({})", step.elapsed(), dir.display());

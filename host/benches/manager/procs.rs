@@ -304,7 +304,8 @@ impl Contender {
                     .arg(&bins.wasm)
                     .args(["--namespace", launch.namespace])
                     .args(["--max-concurrent-reconciles", &launch.workers.to_string()])
-                    .args(["--metrics-bind-address", &metrics_addr.to_string()])
+                    .args(["--metrics-bind-address", &metrics_addr.to_string(), "--metrics-secure=false"])
+                    .args(["--health-probe-bind-address", "0"])
                     .env("RUST_LOG", "info");
                 if launch.instrumented {
                     cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", launch.otlp)

@@ -24,6 +24,7 @@
 
 pub mod lang;
 mod scaffold;
+pub mod sdk;
 
 pub use lang::Lang;
 pub use scaffold::scaffold;

@@ -6,6 +6,12 @@
 //! `spec.message`, and reports `status.observedGeneration` and
 //! `status.published` (whether that ConfigMap exists). An empty message is a
 //! terminal failure.
+//!
+//! A new project depends on its language's SDK package by name and version,
+//! the language's normal way (`crate::sdk`): `Cargo.toml`, `pyproject.toml`,
+//! `package.json`, `go.mod`, or pkg-config for C. With `vendor`, the SDK's
+//! sources are copied into the project instead, so it builds offline with
+//! nothing but the language's tools.
 
 use super::{Error, Lang, lang};
 use include_dir::{Dir, include_dir};
@@ -22,6 +28,10 @@ pub struct Scaffold<'a> {
     pub name: &'a str,
     /// Its language.
     pub lang: Lang,
+    /// Copy the SDK into the project instead of depending on its package.
+    pub vendor: bool,
+    /// More `{{key}}` substitutions, set by the language before it writes.
+    pub vars: Vec<(&'static str, String)>,
 }
 
 impl Scaffold<'_> {
@@ -30,9 +40,20 @@ impl Scaffold<'_> {
         self.name.replace('-', "_")
     }
 
-    /// Replace `{{name}}`, `{{ident}}` and `{{lang}}`.
+    /// Replace `{{name}}`, `{{ident}}`, `{{lang}}`, `{{version}}` (the SDK
+    /// release this operon names) and the language's [`Scaffold::vars`].
     pub fn render(&self, text: &str) -> String {
-        text.replace("{{name}}", self.name).replace("{{ident}}", &self.ident()).replace("{{lang}}", self.lang.as_str())
+        let text = text
+            .replace("{{name}}", self.name)
+            .replace("{{ident}}", &self.ident())
+            .replace("{{lang}}", self.lang.as_str())
+            .replace("{{version}}", crate::sdk::VERSION);
+        self.vars.iter().fold(text, |text, (key, value)| text.replace(&format!("{{{{{key}}}}}"), value))
+    }
+
+    /// Set the substitution of `{{key}}`.
+    pub fn set(&mut self, key: &'static str, value: impl Into<String>) {
+        self.vars.push((key, value.into()));
     }
 
     /// Write one file, rendered, at `rel` inside the project.
@@ -73,11 +94,12 @@ impl Scaffold<'_> {
 }
 
 /// Create a project for `lang` in `dir` (which must not exist or be empty),
-/// named `name` or after the directory.
+/// named `name` or after the directory; with `vendor`, the SDK's sources
+/// are copied into it rather than named as a dependency.
 ///
 /// # Errors
 /// [`Error::NotEmpty`], a name that is not a valid controller name, or I/O.
-pub fn scaffold(lang: Lang, dir: &Path, name: Option<&str>) -> Result<(), Error> {
+pub fn scaffold(lang: Lang, dir: &Path, name: Option<&str>, vendor: bool) -> Result<(), Error> {
     if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
         return Err(Error::NotEmpty(dir.to_path_buf()));
     }
@@ -96,7 +118,53 @@ pub fn scaffold(lang: Lang, dir: &Path, name: Option<&str>) -> Result<(), Error>
         });
     }
     std::fs::create_dir_all(dir).map_err(Error::io(dir))?;
-    let s = Scaffold { dir, name, lang };
+    let mut s = Scaffold { dir, name, lang, vendor, vars: Vec::new() };
     s.write_dir(&COMMON, "", true)?;
-    lang::scaffold(lang, &s)
+    lang::scaffold(lang, &mut s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every file under `dir`, with its text (binary files skipped).
+    fn texts(dir: &Path, out: &mut Vec<(std::path::PathBuf, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                texts(&path, out);
+            } else if let Ok(text) = std::fs::read_to_string(&path) {
+                out.push((path, text));
+            }
+        }
+    }
+
+    #[test]
+    fn every_scaffold_should_fill_every_placeholder_and_vendor_only_when_asked() {
+        let scratch = tempfile::tempdir().unwrap();
+        for lang in Lang::ALL {
+            for vendor in [false, true] {
+                let dir = scratch.path().join(format!("{lang}-{vendor}"));
+                scaffold(lang, &dir, Some("greeter"), vendor).unwrap();
+                let mut files = Vec::new();
+                texts(&dir, &mut files);
+                // The vendored SDKs' own sources are copied, not rendered.
+                let rendered = files.iter().filter(|(p, _)| {
+                    !["operon-sdk", "operon_sdk", "operon-contract"].iter().any(|d| p.starts_with(dir.join(d)))
+                });
+                for (path, text) in rendered {
+                    let placeholder = text.match_indices("{{").find(|(i, _)| {
+                        let rest = &text[i + 2..];
+                        let name = rest.find("}}").map(|end| &rest[..end]).unwrap_or_default();
+                        !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+                    });
+                    assert!(placeholder.is_none(), "{}: a placeholder is left:\n{text}", path.display());
+                }
+                let vendored = ["operon-sdk", "operon_sdk"].iter().any(|d| dir.join(d).exists());
+                assert_eq!(vendored, vendor, "{lang} vendor={vendor}");
+                let names_version = files.iter().any(|(_, t)| t.contains(crate::sdk::VERSION));
+                assert!(names_version, "{lang} vendor={vendor}: no file names the SDK release");
+            }
+        }
+    }
 }

@@ -203,7 +203,7 @@ fn check_world(imports: &[String], exports: &[String]) -> Result<String, LoadErr
     // A version mismatch explains every later failure, so report it first.
     for name in imports.iter().chain(exports) {
         if let Some((_, version)) = ours(name)
-            && !semver_compatible(&version, WIT_VERSION)
+            && !operon_contract::compatible(&version, WIT_VERSION)
         {
             return Err(LoadError::WitVersion { package: WIT_PACKAGE, found: version, expected: WIT_VERSION });
         }
@@ -221,22 +221,6 @@ fn check_world(imports: &[String], exports: &[String]) -> Result<String, LoadErr
         } else {
             format!("it exports {}", exports.join(", "))
         })),
-    }
-}
-
-/// Semver compatibility: the same major version; for 0.x the same minor
-/// (and for 0.0.x the same patch), as semver's caret rules say.
-fn semver_compatible(found: &str, expected: &str) -> bool {
-    let parts = |v: &str| -> Option<[u64; 3]> {
-        let core = v.split(['-', '+']).next()?;
-        let mut it = core.split('.').map(|p| p.parse::<u64>().ok());
-        Some([it.next()??, it.next()??, it.next()??])
-    };
-    let (Some(f), Some(e)) = (parts(found), parts(expected)) else { return false };
-    match (f, e) {
-        ([0, 0, fp], [0, 0, ep]) => fp == ep,
-        ([0, fm, _], [0, em, _]) => fm == em,
-        ([fmaj, ..], [emaj, ..]) => fmaj == emaj,
     }
 }
 
@@ -406,17 +390,6 @@ fn parse_object(text: &str) -> Result<Value, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn semver_of_0x_versions_compares_minor() {
-        assert!(semver_compatible("0.1.0", "0.1.0"));
-        assert!(semver_compatible("0.1.3", "0.1.0"));
-        assert!(!semver_compatible("0.2.0", "0.1.0"));
-        assert!(!semver_compatible("0.0.1", "0.1.0"));
-        assert!(semver_compatible("1.4.0", "1.0.0"));
-        assert!(!semver_compatible("2.0.0", "1.0.0"));
-        assert!(!semver_compatible("garbage", "0.1.0"));
-    }
 
     #[test]
     fn world_check_names_both_versions() {

@@ -8,9 +8,10 @@ pub(crate) use run::wait_signal;
 
 use crate::runtime::{self, Limits, Module, Runtime};
 use crate::telemetry::LogFormat;
-use clap::{Parser, Subcommand};
+use clap::{ArgAction, Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// Operon: a Kubernetes operator host for reconcilers written as WebAssembly components.
 #[derive(Debug, Parser)]
@@ -29,7 +30,7 @@ pub enum Command {
     /// Run reconcilers from module files against the current kubeconfig (or
     /// the in-cluster config). A module file that changes is loaded and
     /// swapped in; a bad new version is refused and the old one keeps running.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// The development loop: a local control plane (or --kubeconfig), the
     /// CRDs, the example guests built and loaded as Reconcilers with
     /// sample objects, a live status table, and rebuild-test-swap when a
@@ -55,7 +56,10 @@ pub enum Command {
         limits: LimitArgs,
     },
     /// Create a guest project: a minimal working reconciler, a CRD, a fixture
-    /// with its expected outcome, and the language's build file.
+    /// with its expected outcome, and the language's build file, which
+    /// depends on the language's SDK package of this release (crates.io,
+    /// PyPI, npm, the Go module proxy, or the C release archive through
+    /// pkg-config).
     New {
         /// The language: rust, python, ts, go or c.
         #[arg(long)]
@@ -66,6 +70,11 @@ pub enum Command {
         /// The reconciler's name.
         #[arg(long)]
         name: Option<String>,
+        /// Copy the SDK's sources into the project instead of depending on
+        /// its package: the project then builds offline, with nothing but
+        /// the language's tools.
+        #[arg(long)]
+        vendor: bool,
     },
     /// Build the project in DIR (default: the current directory) into a
     /// component, with its language's toolchain.
@@ -96,6 +105,13 @@ pub enum Command {
         #[arg(long)]
         out_dir: PathBuf,
     },
+    /// Print this binary's version, the WIT contract it speaks (which guests
+    /// it runs) and the version of each language's SDK package it names.
+    Version {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a module's manifest, WIT version, imports, size and compile time.
     Inspect {
         /// The module (a .wasm component).
@@ -109,9 +125,13 @@ pub enum Command {
 /// Sandbox limits for modules loaded from the command line.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LimitArgs {
-    /// Wall-clock limit of one reconcile call, in milliseconds.
-    #[arg(long, default_value_t = 1000)]
-    pub timeout_ms: u64,
+    /// Wall-clock limit of one guest call (a duration: `500ms`, `2s`), as a
+    /// Reconciler's `spec.limits.timeout`.
+    #[arg(long, default_value = "1s", value_parser = duration)]
+    pub guest_timeout: Duration,
+    /// Deprecated: --guest-timeout in milliseconds.
+    #[arg(long = "timeout-ms", hide = true, conflicts_with = "guest_timeout")]
+    pub deprecated_timeout_ms: Option<u64>,
     /// Memory limit of one guest instance, in MiB.
     #[arg(long, default_value_t = 64)]
     pub memory_mib: u64,
@@ -120,12 +140,76 @@ pub struct LimitArgs {
 impl LimitArgs {
     /// The runtime limits these flags describe.
     pub fn limits(&self) -> Limits {
-        Limits {
-            timeout: std::time::Duration::from_millis(self.timeout_ms),
-            memory: self.memory_mib << 20,
-            ..Limits::default()
+        Limits { timeout: self.guest_timeout, memory: self.memory_mib << 20, ..Limits::default() }
+    }
+
+    /// Moves the values of deprecated flags into their successors; returns a
+    /// warning for each one used.
+    pub fn resolve_deprecated(&mut self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        deprecated(
+            &mut warnings,
+            &mut self.guest_timeout,
+            self.deprecated_timeout_ms.take(),
+            "--timeout-ms",
+            "--guest-timeout",
+            Duration::from_millis,
+        );
+        warnings
+    }
+}
+
+/// The unit a deprecated flag counted in.
+type Unit = fn(u64) -> Duration;
+
+/// Move one deprecated flag's value (in its old unit) into its successor.
+fn deprecated(
+    warnings: &mut Vec<String>,
+    successor: &mut Duration,
+    old: Option<u64>,
+    old_flag: &str,
+    new_flag: &str,
+    unit: Unit,
+) {
+    if let Some(value) = old {
+        *successor = unit(value);
+        warnings.push(format!(
+            "{old_flag} is deprecated (removed in the next minor release): use {new_flag}={}",
+            format_duration(*successor)
+        ));
+    }
+}
+
+/// A duration as Go prints the short ones: `1m30s`, `15s`, `500ms`.
+fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if !ms.is_multiple_of(1000) || ms == 0 {
+        return format!("{ms}ms");
+    }
+    let (h, m, s) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60);
+    let mut out = String::new();
+    for (n, unit) in [(h, "h"), (m, "m"), (s, "s")] {
+        if n > 0 {
+            out.push_str(&format!("{n}{unit}"));
         }
     }
+    out
+}
+
+/// A duration flag: Go's `time.ParseDuration` syntax (`15s`, `500ms`,
+/// `1m30s`, `1.5h`), as controller-runtime's and kubectl's flags take, or
+/// `0`.
+pub fn duration(text: &str) -> Result<Duration, String> {
+    let hint = || format!("{text:?} is not a duration such as 15s, 500ms or 1m30s");
+    if text == "0" {
+        return Ok(Duration::ZERO);
+    }
+    // A number needs its unit: `15` could be seconds or milliseconds.
+    if !text.ends_with(|c: char| c.is_ascii_alphabetic()) || text.trim() != text {
+        return Err(hint());
+    }
+    let parsed: jiff::SignedDuration = text.parse().map_err(|_| hint())?;
+    Duration::try_from(parsed).map_err(|_| format!("{text:?} is negative; give a positive duration"))
 }
 
 /// Flags of `operon run`, named as controller-runtime's where they match.
@@ -163,9 +247,12 @@ pub struct RunArgs {
     /// Most events one outcome may hold.
     #[arg(long, default_value_t = crate::apply::Policy::DEFAULT_MAX_EVENTS)]
     pub max_events_per_outcome: usize,
-    /// Shortest requeue-after honoured, in milliseconds.
-    #[arg(long, default_value_t = 100)]
-    pub requeue_floor_ms: u64,
+    /// Shortest requeue-after honoured.
+    #[arg(long, default_value = "100ms", value_parser = duration)]
+    pub requeue_floor: Duration,
+    /// Deprecated: --requeue-floor in milliseconds.
+    #[arg(long = "requeue-floor-ms", hide = true, conflicts_with = "requeue_floor")]
+    pub deprecated_requeue_floor_ms: Option<u64>,
     /// Requeue-afters per second per controller (the requeue budget); a
     /// guest asking every parent to run again sooner is spread out to this
     /// rate. 0 for no limit.
@@ -179,9 +266,12 @@ pub struct RunArgs {
     /// overrides it. A controller past it waits before its next reconcile.
     #[arg(long, default_value = "250m", value_parser = cpu_quantity)]
     pub guest_cpu: f64,
-    /// Guest seconds a controller may save up and spend at once.
-    #[arg(long, default_value_t = 2)]
-    pub guest_cpu_burst_secs: u64,
+    /// Guest time a controller may save up and spend at once.
+    #[arg(long, default_value = "2s", value_parser = duration)]
+    pub guest_cpu_burst: Duration,
+    /// Deprecated: --guest-cpu-burst in seconds.
+    #[arg(long = "guest-cpu-burst-secs", hide = true, conflicts_with = "guest_cpu_burst")]
+    pub deprecated_guest_cpu_burst_secs: Option<u64>,
     /// The most a Reconciler's `spec.limits.cpu` may ask, as a CPU quantity
     /// (`0` for no ceiling); a Reconciler asking more (or `0`, no limit,
     /// under a ceiling) is refused with `InvalidSpec`.
@@ -194,9 +284,12 @@ pub struct RunArgs {
     /// Burst of that bucket.
     #[arg(long, default_value_t = 100)]
     pub retry_burst: u32,
-    /// Deadline of one whole reconcile (reads, guest call, writes), in seconds.
-    #[arg(long, default_value_t = 60)]
-    pub reconcile_timeout_secs: u64,
+    /// Deadline of one whole reconcile (reads, guest call, writes).
+    #[arg(long, default_value = "60s", value_parser = duration)]
+    pub reconcile_timeout: Duration,
+    /// Deprecated: --reconcile-timeout in seconds.
+    #[arg(long = "reconcile-timeout-secs", hide = true, conflicts_with = "reconcile_timeout")]
+    pub deprecated_reconcile_timeout_secs: Option<u64>,
     /// Watch and act in this namespace only (default: all namespaces).
     #[arg(long, env = "OPERON_NAMESPACE")]
     pub namespace: Option<String>,
@@ -213,25 +306,50 @@ pub struct RunArgs {
     /// Name of the Lease.
     #[arg(long, default_value = "operon-leader")]
     pub leader_election_id: String,
-    /// How long a Lease is valid, in seconds.
-    #[arg(long, default_value_t = 15)]
-    pub lease_duration_secs: u64,
-    /// How long the leader keeps trying to renew before it steps down, in
-    /// milliseconds.
-    #[arg(long, default_value_t = 10_000)]
-    pub renew_deadline_ms: u64,
-    /// How often candidates and the leader retry, in milliseconds.
-    #[arg(long, default_value_t = 2_000)]
-    pub retry_period_ms: u64,
-    /// Where to serve /metrics (and /healthz, /readyz); `0` to disable.
-    #[arg(long, default_value = "0.0.0.0:8080")]
+    /// How long a Lease is valid (non-leaders wait this long after the last
+    /// renewal before they take it).
+    #[arg(long, default_value = "15s", value_parser = duration)]
+    pub leader_elect_lease_duration: Duration,
+    /// Deprecated: --leader-elect-lease-duration in seconds.
+    #[arg(long = "lease-duration-secs", hide = true, conflicts_with = "leader_elect_lease_duration")]
+    pub deprecated_lease_duration_secs: Option<u64>,
+    /// How long the leader keeps trying to renew before it steps down.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub leader_elect_renew_deadline: Duration,
+    /// Deprecated: --leader-elect-renew-deadline in milliseconds.
+    #[arg(long = "renew-deadline-ms", hide = true, conflicts_with = "leader_elect_renew_deadline")]
+    pub deprecated_renew_deadline_ms: Option<u64>,
+    /// How often candidates and the leader retry.
+    #[arg(long, default_value = "2s", value_parser = duration)]
+    pub leader_elect_retry_period: Duration,
+    /// Deprecated: --leader-elect-retry-period in milliseconds.
+    #[arg(long = "retry-period-ms", hide = true, conflicts_with = "leader_elect_retry_period")]
+    pub deprecated_retry_period_ms: Option<u64>,
+    /// Where to serve /metrics (`:8443`, `127.0.0.1:8080`); `0` to disable.
+    #[arg(long, default_value = ":8443")]
     pub metrics_bind_address: String,
-    /// Where to serve /healthz and /readyz, if not only on the metrics address.
+    /// Serve /metrics over HTTPS, to callers whose bearer token the API
+    /// server authenticates (TokenReview) and allows `get` on /metrics
+    /// (SubjectAccessReview; the `operon-metrics-reader` ClusterRole).
+    /// `--metrics-secure=false` serves plain HTTP to anyone, with /healthz
+    /// and /readyz on the same address.
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub metrics_secure: bool,
+    /// A directory holding the metrics serving certificate, `tls.crt` and
+    /// `tls.key` (a mounted Secret), read again when they change; without
+    /// it a self-signed certificate is made at start.
     #[arg(long)]
-    pub health_probe_bind_address: Option<String>,
-    /// How long in-flight reconciles may run on shutdown, in seconds.
-    #[arg(long, default_value_t = 30)]
-    pub shutdown_timeout_secs: u64,
+    pub metrics_cert_path: Option<PathBuf>,
+    /// Where to serve /healthz and /readyz (plain HTTP, for the kubelet); `0`
+    /// to disable.
+    #[arg(long, default_value = ":8081")]
+    pub health_probe_bind_address: String,
+    /// How long in-flight reconciles may run on shutdown.
+    #[arg(long, default_value = "30s", value_parser = duration)]
+    pub graceful_shutdown_timeout: Duration,
+    /// Deprecated: --graceful-shutdown-timeout in seconds.
+    #[arg(long = "shutdown-timeout-secs", hide = true, conflicts_with = "graceful_shutdown_timeout")]
+    pub deprecated_shutdown_timeout_secs: Option<u64>,
     /// Most memory the host lets any guest grow to, in MiB.
     #[arg(long, default_value_t = 512)]
     pub max_guest_memory_mib: u64,
@@ -262,6 +380,81 @@ pub struct RunArgs {
     pub limits: LimitArgs,
 }
 
+impl RunArgs {
+    /// Moves the values of deprecated flags into their successors; returns a
+    /// warning for each one used (they go in the next minor release).
+    pub fn resolve_deprecated(&mut self) -> Vec<String> {
+        let mut w = self.limits.resolve_deprecated();
+        let (secs, ms): (Unit, Unit) = (Duration::from_secs, Duration::from_millis);
+        deprecated(
+            &mut w,
+            &mut self.requeue_floor,
+            self.deprecated_requeue_floor_ms.take(),
+            "--requeue-floor-ms",
+            "--requeue-floor",
+            ms,
+        );
+        deprecated(
+            &mut w,
+            &mut self.guest_cpu_burst,
+            self.deprecated_guest_cpu_burst_secs.take(),
+            "--guest-cpu-burst-secs",
+            "--guest-cpu-burst",
+            secs,
+        );
+        deprecated(
+            &mut w,
+            &mut self.reconcile_timeout,
+            self.deprecated_reconcile_timeout_secs.take(),
+            "--reconcile-timeout-secs",
+            "--reconcile-timeout",
+            secs,
+        );
+        deprecated(
+            &mut w,
+            &mut self.leader_elect_lease_duration,
+            self.deprecated_lease_duration_secs.take(),
+            "--lease-duration-secs",
+            "--leader-elect-lease-duration",
+            secs,
+        );
+        deprecated(
+            &mut w,
+            &mut self.leader_elect_renew_deadline,
+            self.deprecated_renew_deadline_ms.take(),
+            "--renew-deadline-ms",
+            "--leader-elect-renew-deadline",
+            ms,
+        );
+        deprecated(
+            &mut w,
+            &mut self.leader_elect_retry_period,
+            self.deprecated_retry_period_ms.take(),
+            "--retry-period-ms",
+            "--leader-elect-retry-period",
+            ms,
+        );
+        deprecated(
+            &mut w,
+            &mut self.graceful_shutdown_timeout,
+            self.deprecated_shutdown_timeout_secs.take(),
+            "--shutdown-timeout-secs",
+            "--graceful-shutdown-timeout",
+            secs,
+        );
+        w
+    }
+
+    /// How /metrics is served, from --metrics-secure and --metrics-cert-path.
+    pub fn metrics_serving(&self) -> crate::server::MetricsServing {
+        if self.metrics_secure {
+            crate::server::MetricsServing::Https { cert_dir: self.metrics_cert_path.clone() }
+        } else {
+            crate::server::MetricsServing::Http
+        }
+    }
+}
+
 /// Entry point of the `operon` binary.
 pub fn main() -> ExitCode {
     crate::install_crypto_provider();
@@ -290,13 +483,19 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Run(args) => {
+        Command::Run(mut args) => {
+            for warning in args.resolve_deprecated() {
+                tracing::warn!("{warning}");
+            }
             let rt = tokio::runtime::Runtime::new()?;
-            rt.block_on(run::run(args))?;
+            rt.block_on(run::run(*args))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Dev(args) => dev::run(args),
-        Command::Test { module, fixtures, project, update, limits } => {
+        Command::Test { module, fixtures, project, update, mut limits } => {
+            for warning in limits.resolve_deprecated() {
+                eprintln!("warning: {warning}");
+            }
             let (module, fixtures) = match (module, fixtures) {
                 (Some(m), Some(f)) => (m, f),
                 (module, None) => {
@@ -314,9 +513,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let report = crate::fixtures::run_dir(&module, &fixtures, update, &mut std::io::stdout())?;
             Ok(if report.failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        Command::New { lang, dir, name } => {
-            crate::project::scaffold(lang, &dir, name.as_deref())?;
+        Command::New { lang, dir, name, vendor } => {
+            crate::project::scaffold(lang, &dir, name.as_deref(), vendor)?;
+            let sdk = crate::project::sdk::package(lang);
             println!("created a {lang} reconciler in {}", dir.display());
+            if vendor {
+                println!("the SDK ({} {}) is vendored in the project", sdk.name, sdk.version);
+            } else {
+                println!("it depends on the SDK package: {} (from {})", sdk.requirement, sdk.registry);
+            }
             println!("next:\n  cd {}\n  operon build\n  operon test", dir.display());
             println!("building needs: {}", lang.requirements());
             Ok(ExitCode::SUCCESS)
@@ -359,6 +564,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 crate::project::write_if_changed(&path, text.as_bytes())?;
                 println!("{}", path.display());
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Version { json } => {
+            print!("{}", version(json)?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Inspect { module, json } => {
@@ -426,7 +635,136 @@ fn describe(module: &Module) -> String {
 #[error("{0:?} is not a CPU quantity such as 250m, 0.5 or 1")]
 pub struct BadCpu(String);
 
+/// `operon version`: the binary, the contract and the SDK packages.
+fn version(json: bool) -> anyhow::Result<String> {
+    let packages = crate::project::sdk::packages();
+    let contract = format!("{}@{}", runtime::WIT_PACKAGE, runtime::WIT_VERSION);
+    if json {
+        let sdks: Vec<serde_json::Value> = packages
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "lang": p.lang.as_str(), "name": p.name, "version": p.version,
+                    "registry": p.registry, "requirement": p.requirement,
+                })
+            })
+            .collect();
+        let value = serde_json::json!({
+            "operon": env!("CARGO_PKG_VERSION"),
+            "contract": {"package": runtime::WIT_PACKAGE, "version": runtime::WIT_VERSION},
+            "sdks": sdks,
+        });
+        return Ok(format!("{}\n", serde_json::to_string_pretty(&value)?));
+    }
+    let (major, minor) = {
+        let mut it = runtime::WIT_VERSION.split('.');
+        (it.next().unwrap_or("0"), it.next().unwrap_or("0"))
+    };
+    let runs = if major == "0" { format!("{major}.{minor}.x") } else { format!("{major}.x") };
+    let mut out = format!(
+        "operon {}\ncontract {contract} (runs guests built for {} {runs})\n\
+         SDKs (what `operon new` depends on; `operon new --vendor` copies the same sources):\n",
+        env!("CARGO_PKG_VERSION"),
+        runtime::WIT_PACKAGE,
+    );
+    for p in &packages {
+        let version = if p.lang == crate::project::Lang::Go { format!("v{}", p.version) } else { p.version.clone() };
+        out.push_str(&format!("  {:<7}{:<19}{:<9}{}\n", p.lang.as_str(), p.name, version, p.registry));
+    }
+    Ok(out)
+}
+
 /// `--guest-cpu`: a Kubernetes CPU quantity.
 fn cpu_quantity(text: &str) -> Result<f64, BadCpu> {
     crate::pipeline::parse_cpu(text).ok_or_else(|| BadCpu(text.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_args(args: &[&str]) -> RunArgs {
+        let cli = Cli::try_parse_from(["operon", "run"].iter().chain(args)).unwrap_or_else(|e| panic!("{e}"));
+        match cli.command {
+            Command::Run(args) => *args,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn durations_should_be_read_as_go_writes_them() {
+        assert_eq!(duration("15s"), Ok(Duration::from_secs(15)));
+        assert_eq!(duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(duration("1.5h"), Ok(Duration::from_secs(5400)));
+        assert_eq!(duration("300us"), Ok(Duration::from_micros(300)));
+        assert_eq!(duration("0"), Ok(Duration::ZERO));
+        for bad in ["15", "", "s", "-5s", "15 s ", "fifteen seconds"] {
+            assert!(duration(bad).is_err(), "{bad:?} was accepted");
+        }
+        assert!(duration("15").unwrap_err().contains("15s, 500ms or 1m30s"));
+    }
+
+    #[test]
+    fn run_flags_should_default_as_a_kubebuilder_manager() {
+        let args = run_args(&[]);
+        assert_eq!(args.metrics_bind_address, ":8443");
+        assert!(args.metrics_secure);
+        assert_eq!(args.health_probe_bind_address, ":8081");
+        assert_eq!(args.leader_elect_lease_duration, Duration::from_secs(15));
+        assert_eq!(args.leader_elect_renew_deadline, Duration::from_secs(10));
+        assert_eq!(args.leader_elect_retry_period, Duration::from_secs(2));
+        assert_eq!(args.metrics_serving(), crate::server::MetricsServing::Https { cert_dir: None });
+        let plain = run_args(&["--metrics-secure=false"]);
+        assert_eq!(plain.metrics_serving(), crate::server::MetricsServing::Http);
+        assert!(run_args(&["--metrics-secure"]).metrics_secure);
+    }
+
+    #[test]
+    fn deprecated_flags_should_still_work_and_name_their_successors() {
+        let mut args = run_args(&[
+            "--lease-duration-secs=4",
+            "--renew-deadline-ms",
+            "3000",
+            "--retry-period-ms=500",
+            "--shutdown-timeout-secs=5",
+            "--timeout-ms=250",
+        ]);
+        let warnings = args.resolve_deprecated();
+        assert_eq!(args.leader_elect_lease_duration, Duration::from_secs(4));
+        assert_eq!(args.leader_elect_renew_deadline, Duration::from_secs(3));
+        assert_eq!(args.leader_elect_retry_period, Duration::from_millis(500));
+        assert_eq!(args.graceful_shutdown_timeout, Duration::from_secs(5));
+        assert_eq!(args.limits.limits().timeout, Duration::from_millis(250));
+        assert_eq!(warnings.len(), 5, "{warnings:?}");
+        assert!(warnings.contains(&"--renew-deadline-ms is deprecated (removed in the next minor release): use --leader-elect-renew-deadline=3s".to_string()), "{warnings:?}");
+        assert!(warnings.iter().any(|w| w.contains("--guest-timeout=250ms")), "{warnings:?}");
+        // Not both at once.
+        assert!(
+            Cli::try_parse_from(["operon", "run", "--lease-duration-secs=4", "--leader-elect-lease-duration=4s"])
+                .is_err()
+        );
+        assert!(run_args(&[]).resolve_deprecated().is_empty());
+    }
+
+    #[test]
+    fn deprecated_flags_should_not_be_in_the_help() {
+        use clap::CommandFactory as _;
+        let mut command = Cli::command();
+        let help = command.find_subcommand_mut("run").unwrap().render_long_help().to_string();
+        assert!(help.contains("--leader-elect-lease-duration") && !help.contains("--lease-duration-secs"), "{help}");
+    }
+
+    #[test]
+    fn version_should_name_the_contract_and_every_sdk() {
+        let text = version(false).unwrap();
+        assert!(text.starts_with(&format!("operon {}\n", env!("CARGO_PKG_VERSION"))), "{text}");
+        assert!(text.contains(&format!("contract operon:reconciler@{}", runtime::WIT_VERSION)), "{text}");
+        for name in ["operon-sdk", "@operon/sdk", "operon.dev/sdk/go"] {
+            assert!(text.contains(name), "{name} missing: {text}");
+        }
+        let json: serde_json::Value = serde_json::from_str(&version(true).unwrap()).unwrap();
+        assert_eq!(json["sdks"].as_array().unwrap().len(), 5);
+        assert_eq!(json["contract"]["version"], runtime::WIT_VERSION);
+    }
 }

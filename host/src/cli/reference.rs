@@ -131,7 +131,9 @@ pub fn metrics() -> String {
     let mut out = String::from("# Metrics\n\n");
     out.push_str(GENERATED);
     out.push_str(
-        "Served on `/metrics` of `--metrics-bind-address` in the Prometheus text format. The `controller_runtime_*`, \
+        "Served on `/metrics` of `--metrics-bind-address` (`:8443`) in the Prometheus text format, over HTTPS to \
+         scrapers whose ServiceAccount may `get /metrics` (the `operon-metrics-reader` ClusterRole; \
+         `--metrics-secure=false` for plain HTTP; docs/deploy.md). The `controller_runtime_*`, \
          `workqueue_*` and `leader_election_*` families have controller-runtime's names, labels and buckets, so \
          dashboards and alerts written for Go operators work unchanged; `operon_*` families are the host's own. \
          `deploy/dashboards/operon.json` is a Grafana dashboard on them.\n\n",
@@ -180,7 +182,15 @@ mod tests {
     #[test]
     fn the_cli_reference_should_name_every_run_flag() {
         let text = cli();
-        for flag in ["--module", "--leader-elect", "--webhook-bind-address", "--requeue-floor-ms", "--log-format"] {
+        for flag in [
+            "--module",
+            "--leader-elect",
+            "--webhook-bind-address",
+            "--requeue-floor",
+            "--metrics-secure",
+            "--leader-elect-lease-duration",
+            "--log-format",
+        ] {
             assert!(text.contains(flag), "{flag} missing");
         }
         assert!(text.contains("`OPERON_NAMESPACE`"));

@@ -65,9 +65,9 @@ fn manager_config(args: &RunArgs) -> anyhow::Result<manager::Config> {
             .or_else(|| std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace").ok())
             .unwrap_or_else(|| "default".into());
         let mut config = crate::leader::Config::new(namespace.trim(), args.leader_election_id.clone());
-        config.lease_duration = Duration::from_secs(args.lease_duration_secs);
-        config.renew_deadline = Duration::from_millis(args.renew_deadline_ms);
-        config.retry_period = Duration::from_millis(args.retry_period_ms);
+        config.lease_duration = args.leader_elect_lease_duration;
+        config.renew_deadline = args.leader_elect_renew_deadline;
+        config.retry_period = args.leader_elect_retry_period;
         Some(config)
     } else {
         None
@@ -79,14 +79,14 @@ fn manager_config(args: &RunArgs) -> anyhow::Result<manager::Config> {
             retry_burst: args.retry_burst,
             requeue_qps: args.requeue_qps,
             requeue_burst: args.requeue_burst,
-            reconcile_timeout: Duration::from_secs(args.reconcile_timeout_secs),
+            reconcile_timeout: args.reconcile_timeout,
             ..Default::default()
         },
         namespace: args.namespace.clone(),
         instance: std::env::var("HOSTNAME").ok(),
-        requeue_floor: Duration::from_millis(args.requeue_floor_ms),
+        requeue_floor: args.requeue_floor,
         guest_cpu: args.guest_cpu,
-        guest_cpu_burst: Duration::from_secs(args.guest_cpu_burst_secs),
+        guest_cpu_burst: args.guest_cpu_burst,
         guest_cpu_max: args.max_guest_cpu,
         max_desired: args.max_children_per_outcome,
         max_events: args.max_events_per_outcome,
@@ -97,8 +97,9 @@ fn manager_config(args: &RunArgs) -> anyhow::Result<manager::Config> {
         leader,
         lease_per_controller: args.lease_per_reconciler,
         server_addr: parse_addr(&args.metrics_bind_address)?,
-        probe_addr: args.health_probe_bind_address.as_deref().map(parse_addr).transpose()?.flatten(),
-        shutdown_timeout: Duration::from_secs(args.shutdown_timeout_secs),
+        metrics_serving: args.metrics_serving(),
+        probe_addr: parse_addr(&args.health_probe_bind_address)?,
+        shutdown_timeout: args.graceful_shutdown_timeout,
         ..Default::default()
     })
 }

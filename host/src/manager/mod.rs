@@ -40,7 +40,7 @@ use crate::leader::{self, Fence, LeaderElector, Membership, Shards};
 use crate::metrics::Metrics;
 use crate::pipeline::{self, ModuleController};
 use crate::runtime::{Module, Runtime};
-use crate::server::{self, Readiness, Server};
+use crate::server::{self, Endpoints, MetricsServing, Readiness, Server};
 use crate::webhook::{self, Webhooks};
 use futures::future::BoxFuture;
 use std::collections::{BTreeMap, HashMap};
@@ -63,10 +63,14 @@ pub struct Config {
     /// With `leader`: one Lease per unit (named after `leader.name` and the
     /// unit) instead of one for the process, shared out over the replicas.
     pub lease_per_controller: bool,
-    /// Where to serve `/metrics`, `/healthz` and `/readyz`; `None` for nowhere.
+    /// Where to serve `/metrics`; `None` for nowhere. Over plain HTTP,
+    /// `/healthz` and `/readyz` are served there too.
     pub server_addr: Option<SocketAddr>,
-    /// A second address for the same endpoints (controller-runtime's
-    /// separate health-probe address), if wanted.
+    /// How `/metrics` is served: plain HTTP (the default here), or HTTPS
+    /// for callers the API server authorizes (what `operon run` does).
+    pub metrics_serving: MetricsServing,
+    /// Where to serve `/healthz` and `/readyz` alone (controller-runtime's
+    /// health-probe address), if wanted.
     pub probe_addr: Option<SocketAddr>,
     /// How long in-flight reconciles may run on shutdown (and when a
     /// controller is removed).
@@ -81,6 +85,7 @@ impl Default for Config {
             leader: None,
             lease_per_controller: false,
             server_addr: Some(SocketAddr::from(([0, 0, 0, 0], 8080))),
+            metrics_serving: MetricsServing::Http,
             probe_addr: None,
             shutdown_timeout: Duration::from_secs(30),
         }
@@ -374,11 +379,25 @@ impl Manager {
         };
 
         let mut background = tokio::task::JoinSet::new();
-        for addr in [inner.config.server_addr, inner.config.probe_addr].into_iter().flatten() {
+        let (metrics, readiness) = (inner.metrics.clone(), inner.readiness.clone());
+        let metrics_endpoints = |addr| -> Result<_, server::Error> {
+            let endpoints = match &inner.config.metrics_serving {
+                MetricsServing::Http => Endpoints::plain(metrics.clone(), readiness.clone()),
+                MetricsServing::Https { cert_dir } => {
+                    Endpoints::secure_metrics(metrics.clone(), inner.client.clone(), cert_dir.as_deref())?
+                }
+            };
+            Ok((addr, endpoints))
+        };
+        let endpoints = [
+            inner.config.server_addr.map(metrics_endpoints).transpose()?,
+            inner.config.probe_addr.map(|addr| (addr, Endpoints::probes(readiness.clone()))),
+        ];
+        for (addr, endpoints) in endpoints.into_iter().flatten() {
             let server = Server::bind(addr).await?;
-            let (metrics, readiness, stop) = (inner.metrics.clone(), inner.readiness.clone(), stopped(stop_rx.clone()));
+            let stop = stopped(stop_rx.clone());
             background.spawn(async move {
-                if let Err(e) = server.serve(metrics, readiness, stop).await {
+                if let Err(e) = server.serve(endpoints, stop).await {
                     tracing::error!(error = %e, "HTTP server failed");
                 }
             });

@@ -45,3 +45,149 @@ pub fn all_passed(fixtures: &Path) -> String {
     assert!(cases > 0, "no fixtures in {}", fixtures.display());
     format!("{cases} passed, 0 failed")
 }
+
+/// The release every SDK package carries (the workspace's version).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// A package `cargo xtask packages` built, under `target/packages/`; a clear
+/// failure when it is missing (these tests install what CI built, never
+/// the public registries' copies).
+pub fn package(rel: &str) -> PathBuf {
+    let path = repo().join("target/packages").join(rel);
+    assert!(path.exists(), "{} is missing: run `cargo xtask packages` first", path.display());
+    path
+}
+
+/// Cargo's local source for the SDK crates: the `.crate` files `cargo
+/// package` wrote, unpacked in `scratch/crates`, and
+/// `scratch/.cargo/config.toml` patching crates.io with them, so a project
+/// under `scratch` that depends on `operon-sdk = "X.Y.Z"` gets the packaged
+/// crates (and every other dependency from crates.io).
+pub fn cargo_patch(scratch: &Path) {
+    let crates = scratch.join("crates");
+    std::fs::create_dir_all(&crates).unwrap();
+    let mut config = String::from("[patch.crates-io]\n");
+    for name in ["operon-contract", "operon-sdk"] {
+        let file = package(&format!("crates/{name}-{VERSION}.crate"));
+        run(Command::new("tar").arg("xzf").arg(&file).arg("-C").arg(&crates));
+        config.push_str(&format!("{name} = {{ path = {:?} }}\n", crates.join(format!("{name}-{VERSION}"))));
+    }
+    std::fs::create_dir_all(scratch.join(".cargo")).unwrap();
+    std::fs::write(scratch.join(".cargo/config.toml"), config).unwrap();
+}
+
+/// A virtualenv in `scratch/venv` (with the machine's componentize-py,
+/// pytest and pyyaml) into which `requirement` is installed by pip from the
+/// wheel `cargo xtask packages` built (`--no-index --find-links`): the
+/// environment variables that activate it.
+pub fn python_venv(scratch: &Path, requirement: &str) -> Vec<(String, String)> {
+    let venv = scratch.join("venv");
+    run(Command::new("python3").args(["-m", "venv", "--system-site-packages"]).arg(&venv));
+    let find_links = package("python");
+    run(Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check", "--no-index", "--find-links"])
+        .arg(&find_links)
+        .arg(requirement));
+    let path = format!("{}:{}", venv.join("bin").display(), std::env::var("PATH").unwrap_or_default());
+    vec![("VIRTUAL_ENV".into(), venv.display().to_string()), ("PATH".into(), path)]
+}
+
+/// `GOPROXY` for the Go SDK: the directory `cargo xtask packages` wrote
+/// first, then the machine's module cache as a proxy (for the SDK's own
+/// dependencies, already downloaded), with a module cache of the test's own
+/// so that no copy of an earlier SDK build is used. No network; `go.sum`
+/// as `operon new` wrote it checks what comes from the proxy.
+pub fn go_env(scratch: &Path) -> Vec<(String, String)> {
+    let go_env = |key: &str| run(Command::new("go").args(["env", key])).trim().to_string();
+    let proxy = format!("file://{},file://{}/cache/download", package("goproxy").display(), go_env("GOMODCACHE"));
+    vec![
+        ("GOPROXY".into(), proxy),
+        ("GOMODCACHE".into(), scratch.join("gomodcache").display().to_string()),
+        ("GOFLAGS".into(), format!("{} -modcacherw", go_env("GOFLAGS")).trim().to_string()),
+    ]
+}
+
+/// The C SDK from its release archive: unpacked, `make install`ed under
+/// `scratch/prefix`; the `PKG_CONFIG_PATH` that finds it.
+pub fn c_sdk(scratch: &Path) -> Vec<(String, String)> {
+    let archive = package(&format!("c/operon-sdk-c-{VERSION}.tar.gz"));
+    run(Command::new("tar").arg("xzf").arg(&archive).arg("-C").arg(scratch));
+    let prefix = scratch.join("prefix");
+    run(Command::new("make")
+        .current_dir(scratch.join(format!("operon-sdk-c-{VERSION}")))
+        .arg("install")
+        .arg(format!("PREFIX={}", prefix.display())));
+    vec![("PKG_CONFIG_PATH".into(), prefix.join("lib/pkgconfig").display().to_string())]
+}
+
+/// A minimal npm registry on loopback serving the `@operon/sdk` tarball
+/// `cargo xtask packages` built (its packument with the tarball's sha512
+/// integrity, and the tarball), and the npm setting that sends the
+/// `@operon` scope there (everything else comes from the public registry or
+/// npm's cache), as an environment variable so the user's `.npmrc` stays.
+/// The server lives as long as the test process.
+pub fn npm_registry() -> Vec<(String, String)> {
+    use base64::Engine as _;
+    use sha2::{Digest, Sha512};
+    use std::io::{BufRead, BufReader, Write};
+    let tarball = std::fs::read(package(&format!("npm/operon-sdk-{VERSION}.tgz"))).unwrap();
+    let manifest = run(Command::new("tar")
+        .arg("xzOf")
+        .arg(package(&format!("npm/operon-sdk-{VERSION}.tgz")))
+        .arg("package/package.json"));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let mut version: serde_json::Value = serde_json::from_str(&manifest).unwrap();
+    version["dist"] = serde_json::json!({
+        "tarball": format!("{base}/@operon/sdk/-/sdk-{VERSION}.tgz"),
+        "integrity": format!("sha512-{}", base64::engine::general_purpose::STANDARD.encode(Sha512::digest(&tarball))),
+    });
+    let packument = serde_json::json!({
+        "name": "@operon/sdk",
+        "dist-tags": {"latest": VERSION},
+        "versions": {VERSION: version},
+    })
+    .to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request_line = String::new();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            if reader.read_line(&mut request_line).is_err() {
+                continue;
+            }
+            // Headers are read and ignored.
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let path = request_line.split_whitespace().nth(1).unwrap_or_default().to_ascii_lowercase();
+            let (status, kind, body): (&str, &str, &[u8]) = if path == "/@operon%2fsdk" || path == "/@operon/sdk" {
+                ("200 OK", "application/json", packument.as_bytes())
+            } else if path.ends_with(".tgz") {
+                ("200 OK", "application/octet-stream", &tarball)
+            } else {
+                ("404 Not Found", "application/json", b"{}")
+            };
+            let head = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(body));
+        }
+    });
+    vec![("npm_config_@operon:registry".into(), format!("{base}/"))]
+}
+
+/// `command` with `env` set.
+pub fn with_env<'a>(command: &'a mut Command, env: &[(String, String)]) -> &'a mut Command {
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command
+}
+
+/// `operon ARGS` in `dir` with `env`, asserting success; returns stdout.
+pub fn operon_with(dir: &Path, env: &[(String, String)], args: &[&str]) -> String {
+    run(with_env(Command::new(OPERON).current_dir(dir).args(args), env))
+}

@@ -50,6 +50,11 @@ Test it natively with :mod:`operon_sdk.testing` (the same code path the
 component runs); build it with ``operon build``.
 """
 
+# The SDK's version: the release it belongs to (every Operon SDK and the host
+# share one version; `cargo xtask version` sets it). Its minor is that of the
+# WIT contract it speaks, operon:reconciler@0.1.
+__version__ = "0.1.0"
+
 from .admission import Denied, Operation, Review, UserInfo
 from .context import Context, HostError, Level
 from .failure import Failure, Terminal, Transient

@@ -11,6 +11,15 @@
 //!
 //! Debian 12's clang 14, lld 14 and wasi-libc (2022) are enough, and they
 //! install with apt; PyPI's `ziglang` was not needed.
+//!
+//! **The SDK.** C has no registry: the SDK is a release archive
+//! (`operon-sdk-c-X.Y.Z.tar.gz`) whose `make install` puts the headers, the
+//! sources and `operon-sdk.pc` under a prefix, and a new project finds it
+//! with pkg-config (`pkg-config 'operon-sdk >= X.Y.Z'`), as C projects find
+//! their libraries. The build asks pkg-config for the SDK's version, headers
+//! and sources, and refuses one that speaks another contract. With
+//! `--vendor`, the sources are copied into `operon-sdk/`; the repository's
+//! examples name `sdk/c` with `sdk =` in `operon.toml`. Those come first.
 
 use crate::scaffold::Scaffold;
 use crate::{BuildContext, Error, World, componentize, embed_wit, run_tool};
@@ -29,17 +38,73 @@ static SDK: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../sdk/c");
 /// The world's name in the generated C (`operon_wit_string_t`, ...).
 const BINDINGS: &str = "operon_wit";
 
-pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
+/// Where the SDK's headers and sources are.
+struct Sdk {
+    include: PathBuf,
+    sources: PathBuf,
+}
+
+/// The SDK: `sdk = ...` of operon.toml, a vendored `operon-sdk/`, or the
+/// one pkg-config knows.
+fn sdk(cx: &mut BuildContext<'_>) -> Result<Sdk, Error> {
     let project = cx.project;
-    let sdk = project.sdk().unwrap_or_else(|| project.dir.join("operon-sdk"));
-    if !sdk.join("operon.h").is_file() {
+    let flat = |dir: PathBuf| Sdk { include: dir.clone(), sources: dir };
+    if let Some(dir) = project.sdk() {
+        if !dir.join("operon.h").is_file() {
+            return Err(Error::Project {
+                path: dir,
+                reason: "operon.toml names this directory as the SDK (`sdk = ...`), but it holds no operon.h".into(),
+            });
+        }
+        return Ok(flat(dir));
+    }
+    let vendored = project.dir.join("operon-sdk");
+    if vendored.join("operon.h").is_file() {
+        return Ok(flat(vendored));
+    }
+    let version = crate::sdk::VERSION;
+    let install = format!(
+        "install the C SDK where pkg-config finds it: unpack operon-sdk-c-{version}.tar.gz, run \
+         `make install PREFIX=$HOME/.local` in it and `export PKG_CONFIG_PATH=$HOME/.local/lib/pkgconfig` \
+         (or `operon new --vendor` for a copy inside the project)"
+    );
+    let mut query = |args: &[&str]| -> Result<String, Error> {
+        let mut pkg_config = Command::new("pkg-config");
+        pkg_config.args(args).arg("operon-sdk");
+        match run_tool(cx, &mut pkg_config, &format!("pkg-config (Debian: `apt-get install pkgconf`); then {install}"))
+        {
+            Ok(output) => Ok(String::from_utf8_lossy(&output.stdout).trim().to_string()),
+            Err(Error::ToolFailed { output, .. }) => Err(Error::Project {
+                path: project.dir.clone(),
+                reason: format!("pkg-config does not know operon-sdk ({}): {install}", output.trim()),
+            }),
+            Err(e) => Err(e),
+        }
+    };
+    let found = query(&["--modversion"])?;
+    if !crate::sdk::speaks_contract(&found) {
+        return Err(crate::sdk::contract_mismatch(crate::Lang::C, &found, project.dir.clone()));
+    }
+    let sdk = Sdk {
+        include: PathBuf::from(query(&["--variable=includedir"])?),
+        sources: PathBuf::from(query(&["--variable=srcdir"])?),
+    };
+    if !sdk.include.join("operon.h").is_file() || !sdk.sources.join("operon.c").is_file() {
         return Err(Error::Project {
-            path: sdk.clone(),
-            reason: "no operon.h: the C SDK is vendored in operon-sdk/ by `operon new`, or named by `sdk = ...` in \
-                     operon.toml"
-                .into(),
+            path: project.dir.clone(),
+            reason: format!(
+                "pkg-config's operon-sdk {found} names {} and {}, which do not hold operon.h and operon.c: {install}",
+                sdk.include.display(),
+                sdk.sources.display()
+            ),
         });
     }
+    Ok(sdk)
+}
+
+pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
+    let project = cx.project;
+    let sdk = sdk(cx)?;
     let sources = sources(&project.dir.join("src"))?;
 
     (cx.progress)("generating C bindings");
@@ -57,7 +122,7 @@ pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
         // else may go. No -g: the name section stays, for trap backtraces.
         .arg("-Wl,--gc-sections")
         .arg("-I")
-        .arg(&sdk)
+        .arg(&sdk.include)
         .arg("-I")
         .arg(&gen_dir)
         .arg("-I")
@@ -65,11 +130,11 @@ pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
         .arg("-o")
         .arg(&core)
         .args(&sources)
-        .arg(sdk.join("operon.c"))
-        .arg(sdk.join("operon_wit.c"))
+        .arg(sdk.sources.join("operon.c"))
+        .arg(sdk.sources.join("operon_wit.c"))
         .arg(gen_dir.join(format!("{BINDINGS}.c")));
     if project.config.world == World::ReconcilerWithAdmission {
-        clang.arg(sdk.join("operon_wit_admission.c"));
+        clang.arg(sdk.sources.join("operon_wit_admission.c"));
     }
     run_tool(cx, &mut clang, REQUIREMENTS)?;
     let core = std::fs::read(&core).map_err(Error::io(&core))?;
@@ -111,15 +176,53 @@ fn bindings(project: &str, world: World) -> Result<Vec<(String, Vec<u8>)>, Error
     Ok(files.iter().map(|(name, bytes)| (name.to_string(), bytes.to_vec())).collect())
 }
 
-pub(super) fn scaffold(s: &Scaffold<'_>) -> Result<(), Error> {
+/// `OPERON_SDK_VERSION` of the SDK's header.
+pub(crate) fn sdk_version() -> String {
+    let header = SDK.get_file("operon.h").and_then(|f| f.contents_utf8()).unwrap_or_default();
+    crate::sdk::quoted_after(header, "#define OPERON_SDK_VERSION ").unwrap_or_default()
+}
+
+pub(super) fn scaffold(s: &mut Scaffold<'_>) -> Result<(), Error> {
+    let version = crate::sdk::VERSION;
+    if s.vendor {
+        s.set("sdk_make", "# The Operon C SDK, vendored by `operon new --vendor`.\nSDK_SRC ?= operon-sdk\nSDK_CFLAGS ?= -I operon-sdk\n");
+        s.set(
+            "sdk_note",
+            "`operon-sdk/` is the Operon C SDK (`operon.h`, `operon.c`, the component\n\
+             glue and `operon_testing.h`), vendored (`operon new --vendor`) so the project\n\
+             needs nothing but clang and wasi-libc.",
+        );
+    } else {
+        s.set(
+            "sdk_make",
+            format!(
+                "# The Operon C SDK, found with pkg-config (README.md says how to install it).\n\
+                 OPERON_SDK ?= operon-sdk >= {version}\n\
+                 SDK_CFLAGS := $(shell pkg-config --print-errors --cflags '$(OPERON_SDK)')\n\
+                 SDK_SRC := $(shell pkg-config --variable=srcdir operon-sdk)\n"
+            ),
+        );
+        s.set(
+            "sdk_note",
+            format!(
+                "The Operon C SDK comes from its release archive, `operon-sdk-c-{version}.tar.gz`:\n\
+                 unpack it and run `make install PREFIX=$HOME/.local` there, then\n\
+                 `export PKG_CONFIG_PATH=$HOME/.local/lib/pkgconfig`. `operon build` and the\n\
+                 Makefile find it with pkg-config (`operon-sdk >= {version}`); `operon new\n\
+                 --vendor` copies it into the project instead."
+            ),
+        );
+    }
     let template = SDK.get_dir("template").ok_or_else(|| Error::Project {
         path: s.dir.to_path_buf(),
         reason: "this operon was built without the C SDK's template".into(),
     })?;
     write_template(s, template)?;
-    // The SDK's sources only: its Makefile and test/ are the SDK's own tests.
-    for file in SDK.files().filter(|f| f.path().extension().is_some_and(|x| x == "c" || x == "h")) {
-        s.write_bytes(&Path::new("operon-sdk").join(file.path()).to_string_lossy(), file.contents())?;
+    if s.vendor {
+        // The SDK's sources only: its Makefile and test/ are the SDK's own tests.
+        for file in SDK.files().filter(|f| f.path().extension().is_some_and(|x| x == "c" || x == "h")) {
+            s.write_bytes(&Path::new("operon-sdk").join(file.path()).to_string_lossy(), file.contents())?;
+        }
     }
     Ok(())
 }

@@ -3,6 +3,16 @@
 //! as a reactor (`-buildmode=c-shared`) and made a component here with the
 //! WASI preview 1 reactor adapter.
 //!
+//! **The SDK.** A new project requires the module at this release
+//! (`require operon.dev/sdk/go vX.Y.Z`, fetched through `GOPROXY` like any
+//! module; its `go.sum` lines are written by `operon new`, computed from the
+//! module's files in this binary, so Go verifies that what it downloads is
+//! that module). With `--vendor`, the module is copied into `operon-sdk/`
+//! and `go.mod` points at it with a `replace`. The build refuses a required
+//! version that speaks another contract. The module is `sdk/go` exactly (a
+//! Go module is its directory): the scaffold's files live in
+//! `sdk/go-template`.
+//!
 //! The bindings come from wit-bindgen's Go generator, run in this process
 //! for the project's world. They belong to the SDK's package tree
 //! (`operon.dev/sdk/go/internal/wit/...`), but they are never written into
@@ -11,6 +21,11 @@
 //! repository's examples share `sdk/go` whatever their world, and the
 //! project's `go.mod` only needs the SDK and `go.bytecodealliance.org/pkg`
 //! (the runtime package the generated code imports, pinned in `go.sum`).
+//! Go refuses overlays of files in its module cache, so an SDK that comes
+//! from there (the verified module, not a `replace`) is copied to
+//! `.operon/build/go-sdk/` and the build reads a copy of the project's
+//! `go.mod` that points at it (`-modfile`); the project's files stay as the
+//! author wrote them.
 //!
 //! TinyGo was not an option: it is not in the registries the project can
 //! install from (PyPI, npm, Debian, crates, the Go module proxy).
@@ -27,7 +42,7 @@ pub(super) const REQUIREMENTS: &str = "Go 1.25 or newer (`go version`): the Go t
      the module proxy by itself. Nothing else: the bindings and the WASI adapter are built into operon";
 
 /// The SDK's module path, as the project's `go.mod` requires it.
-const SDK_MODULE: &str = "operon.dev/sdk/go";
+const SDK_MODULE: &str = crate::sdk::GO_MODULE;
 
 /// Where the generated bindings live in the SDK's package tree.
 const BINDINGS_PACKAGE: &str = "operon.dev/sdk/go/internal/wit";
@@ -36,14 +51,15 @@ const BINDINGS_PACKAGE: &str = "operon.dev/sdk/go/internal/wit";
 /// (`go.bytecodealliance.org/pkg` says `go 1.25`).
 const MIN_MINOR: u32 = 25;
 
-/// The SDK, vendored into new projects (its `template/` excluded).
-static SDK: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../sdk/go");
+/// The scaffold's own files (rendered; `*.tmpl` loses its suffix).
+static TEMPLATE: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../sdk/go-template");
 
 pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
     let project = cx.project;
     let dir = &project.dir;
     check_version(cx)?;
-    let sdk = sdk_dir(cx)?;
+    let (mut sdk, replaced) = sdk_dir(cx)?;
+    let modfile = if replaced { None } else { Some(writable_sdk(cx, &mut sdk)?) };
 
     (cx.progress)("generating Go bindings");
     let gen_dir = cx.work_dir.join("go");
@@ -73,10 +89,11 @@ pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
         // (cabi_realloc may run before the Go runtime is up); -w drops DWARF
         // (about a third of the size), the name section stays for backtraces.
         .arg("-ldflags=-checklinkname=0 -w")
-        .arg(format!("-overlay={}", overlay_file.display()))
-        .arg("-o")
-        .arg(&core)
-        .arg(".");
+        .arg(format!("-overlay={}", overlay_file.display()));
+    if let Some(modfile) = &modfile {
+        go.arg(format!("-modfile={}", modfile.display()));
+    }
+    go.arg("-o").arg(&core).arg(".");
     run_tool(cx, &mut go, REQUIREMENTS)?;
     let core = std::fs::read(&core).map_err(Error::io(&core))?;
     let core = embed_wit(project.name(), &core, project.config.world)?;
@@ -110,23 +127,79 @@ fn check_version(cx: &mut BuildContext<'_>) -> Result<(), Error> {
     }
 }
 
-/// The directory of the SDK module the project builds against: where its
-/// `go.mod` points (`replace operon.dev/sdk/go => ...`), as Go resolves it.
-fn sdk_dir(cx: &mut BuildContext<'_>) -> Result<PathBuf, Error> {
+/// The SDK module copied out of the module cache to `.operon/build/go-sdk`
+/// (`sdk` becomes the copy), and a `go.mod` beside it for `-modfile`: the
+/// project's, with a `replace` pointing at the copy, and its `go.sum`.
+fn writable_sdk(cx: &BuildContext<'_>, sdk: &mut PathBuf) -> Result<PathBuf, Error> {
+    fn copy(from: &Path, to: &Path) -> Result<(), Error> {
+        std::fs::create_dir_all(to).map_err(Error::io(to))?;
+        for entry in std::fs::read_dir(from).map_err(Error::io(from))? {
+            let entry = entry.map_err(Error::io(from))?;
+            let target = to.join(entry.file_name());
+            if entry.file_type().map_err(Error::io(entry.path()))?.is_dir() {
+                copy(&entry.path(), &target)?;
+            } else {
+                let bytes = std::fs::read(entry.path()).map_err(Error::io(entry.path()))?;
+                std::fs::write(&target, bytes).map_err(Error::io(&target))?;
+            }
+        }
+        Ok(())
+    }
+    let copied = cx.work_dir.join("go-sdk");
+    let _ = std::fs::remove_dir_all(&copied);
+    copy(sdk, &copied)?;
+    let project_mod = cx.project.dir.join("go.mod");
+    let mut text = std::fs::read_to_string(&project_mod).map_err(Error::io(&project_mod))?;
+    text.push_str(&format!(
+        "\n// Written by `operon build`: the module from the cache, copied.\nreplace {SDK_MODULE} => {}\n",
+        copied.display()
+    ));
+    let modfile = cx.work_dir.join("go.mod");
+    crate::write_if_changed(&modfile, text.as_bytes())?;
+    let sums = std::fs::read(cx.project.dir.join("go.sum")).unwrap_or_default();
+    crate::write_if_changed(&cx.work_dir.join("go.sum"), &sums)?;
+    *sdk = copied;
+    Ok(modfile)
+}
+
+/// The directory of the SDK module the project builds against, as Go
+/// resolves it (the module cache, downloaded through `GOPROXY` and checked
+/// against `go.sum` if need be, or where a `replace` points), and whether it
+/// is a `replace`.
+fn sdk_dir(cx: &mut BuildContext<'_>) -> Result<(PathBuf, bool), Error> {
     let dir = cx.project.dir.clone();
-    let mut list = Command::new("go");
-    list.current_dir(&dir).args(["list", "-m", "-f", "{{.Dir}}", SDK_MODULE]);
-    let output = run_tool(cx, &mut list, REQUIREMENTS).map_err(|e| match e {
+    let version = crate::sdk::VERSION;
+    let go_says = |e: Error| match e {
         Error::ToolFailed { output, .. } => Error::Project {
             path: dir.join("go.mod"),
             reason: format!(
-                "go.mod must require {SDK_MODULE} and point at it with `replace {SDK_MODULE} => ./operon-sdk` \
-                 (or where the SDK is); go says:\n{output}"
+                "go.mod must require {SDK_MODULE} (`go get {SDK_MODULE}@v{version}`), or point at a copy \
+                 with `replace {SDK_MODULE} => ./operon-sdk`; go says:\n{output}"
             ),
         },
         other => other,
-    })?;
-    let sdk = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+    };
+    let mut list = Command::new("go");
+    list.current_dir(&dir).args(["list", "-m", "-json", SDK_MODULE]);
+    let output = run_tool(cx, &mut list, REQUIREMENTS).map_err(go_says)?;
+    let listed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+    let replaced = listed.get("Replace").is_some_and(|r| !r.is_null());
+    let mut found = listed["Dir"].as_str().unwrap_or_default().to_string();
+    if !replaced {
+        let required = listed["Version"].as_str().unwrap_or_default();
+        if !crate::sdk::speaks_contract(required) {
+            return Err(crate::sdk::contract_mismatch(crate::Lang::Go, required, dir.join("go.mod")));
+        }
+        if found.is_empty() {
+            // Not in the module cache yet: fetch it (and check it against go.sum).
+            let mut download = Command::new("go");
+            download.current_dir(&dir).args(["mod", "download", "-json", SDK_MODULE]);
+            let output = run_tool(cx, &mut download, REQUIREMENTS).map_err(go_says)?;
+            let downloaded: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+            found = downloaded["Dir"].as_str().unwrap_or_default().to_string();
+        }
+    }
+    let sdk = PathBuf::from(found);
     if !sdk.join("internal/wit/doc.go").is_file() {
         return Err(Error::Project {
             path: dir.join("go.mod"),
@@ -137,7 +210,7 @@ fn sdk_dir(cx: &mut BuildContext<'_>) -> Result<PathBuf, Error> {
             ),
         });
     }
-    Ok(sdk)
+    Ok((sdk, replaced))
 }
 
 /// The Go bindings of `world`, as (path under `internal/wit`, contents).
@@ -187,27 +260,63 @@ fn align_return_area(text: &str) -> anyhow::Result<String> {
     Ok(format!("{}{rounded}{}", &text[..args_start], &text[args_end..]))
 }
 
-pub(super) fn scaffold(s: &Scaffold<'_>) -> Result<(), Error> {
-    let template = SDK.get_dir("template").ok_or_else(|| missing(s.dir, "template"))?;
-    for file in template.files() {
-        let name = file.path().strip_prefix("template").unwrap_or(file.path());
-        let text = file.contents_utf8().ok_or_else(|| missing(s.dir, &name.to_string_lossy()))?;
-        let rel = name.to_string_lossy();
-        let rel = rel.strip_suffix(".tmpl").unwrap_or(&rel);
-        s.write(rel, text)?;
+pub(super) fn scaffold(s: &mut Scaffold<'_>) -> Result<(), Error> {
+    let version = crate::sdk::VERSION;
+    if s.vendor {
+        s.set(
+            "sdk_replace",
+            format!(
+                "\n// The Operon Go SDK, vendored by `operon new --vendor`: the project builds\n\
+                 // with Go alone, offline.\nreplace {SDK_MODULE} => ./operon-sdk\n"
+            ),
+        );
+        s.set("sdk_sum", "");
+        s.set(
+            "sdk_note",
+            format!(
+                "`operon-sdk/` is the Operon Go SDK (`{SDK_MODULE}`), vendored (`operon new\n\
+                 --vendor`) so the project builds with Go alone; `go.mod` points at it with a `replace`."
+            ),
+        );
+    } else {
+        s.set("sdk_replace", "");
+        s.set("sdk_sum", crate::sdk::go_sum_lines(version));
+        s.set(
+            "sdk_note",
+            format!(
+                "The Operon Go SDK is the module `{SDK_MODULE}` (v{version}, from the Go module\n\
+                 proxy like any module); `operon new --vendor` copies it into the project instead."
+            ),
+        );
     }
-    vendor(s, &SDK, Path::new("operon-sdk"))
+    for file in TEMPLATE.files() {
+        let text = file.contents_utf8().ok_or_else(|| missing(s.dir, &file.path().to_string_lossy()))?;
+        let rel = file.path().to_string_lossy();
+        let rel = rel.strip_suffix(".tmpl").unwrap_or(&rel);
+        // go.mod and go.sum end without blank lines whatever was substituted.
+        let text = s.render(text);
+        let text = if rel.starts_with("go.") { format!("{}\n", text.trim_end()) } else { text };
+        s.write_bytes(rel, text.as_bytes())?;
+    }
+    if s.vendor {
+        vendor(s, &crate::sdk::GO_SDK, Path::new("operon-sdk"))?;
+    }
+    Ok(())
 }
 
-/// Every SDK file but the template, verbatim under `dest`.
+/// The SDK's version (`const Version` of `operon.go`).
+pub(crate) fn sdk_version() -> String {
+    let text = crate::sdk::GO_SDK.get_file("operon.go").and_then(|f| f.contents_utf8()).unwrap_or_default();
+    crate::sdk::quoted_after(text, "const Version = ").unwrap_or_default()
+}
+
+/// Every SDK file, verbatim under `dest`.
 fn vendor(s: &Scaffold<'_>, dir: &Dir<'_>, dest: &Path) -> Result<(), Error> {
     for file in dir.files() {
         s.write_bytes(&dest.join(file.path()).to_string_lossy(), file.contents())?;
     }
     for sub in dir.dirs() {
-        if sub.path() != Path::new("template") {
-            vendor(s, sub, dest)?;
-        }
+        vendor(s, sub, dest)?;
     }
     Ok(())
 }
@@ -240,7 +349,7 @@ mod tests {
         for world in [World::Reconciler, World::ReconcilerWithAdmission] {
             for (name, _) in bindings("t", world).unwrap() {
                 let package = name.rsplit_once('/').unwrap().0;
-                assert!(SDK.get_file(format!("internal/wit/{package}/doc.go")).is_some(), "{package}");
+                assert!(crate::sdk::GO_SDK.get_file(format!("internal/wit/{package}/doc.go")).is_some(), "{package}");
             }
         }
     }

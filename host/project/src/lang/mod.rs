@@ -4,15 +4,17 @@
 //! - `build(cx) -> Result<Vec<u8>, Error>`: run the language's toolchain in
 //!   the project directory and return the component's bytes;
 //! - `scaffold(s) -> Result<(), Error>`: write the language's files of a new
-//!   project (source with a working minimal reconciler, the build file, the
-//!   vendored SDK); the files every language shares are written by
-//!   `scaffold.rs`.
+//!   project (source with a working minimal reconciler, the build file that
+//!   names the SDK package, or the SDK's sources with `--vendor`); the files
+//!   every language shares are written by `scaffold.rs`;
+//! - `sdk_version() -> String`: the version the SDK sources built into this
+//!   binary carry (`crate::sdk`).
 
-mod c;
-mod go;
-mod python;
-mod rust;
-mod typescript;
+pub(crate) mod c;
+pub(crate) mod go;
+pub(crate) mod python;
+pub(crate) mod rust;
+pub(crate) mod typescript;
 
 use super::scaffold::Scaffold;
 use super::{BuildContext, Error};
@@ -98,7 +100,7 @@ pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
 }
 
 /// Write the language's files of a new project.
-pub(super) fn scaffold(lang: Lang, s: &Scaffold<'_>) -> Result<(), Error> {
+pub(super) fn scaffold(lang: Lang, s: &mut Scaffold<'_>) -> Result<(), Error> {
     match lang {
         Lang::Rust => rust::scaffold(s),
         Lang::Python => python::scaffold(s),

@@ -9,6 +9,15 @@
 //! reconciler = "app:GreetingReconciler"
 //! ```
 //!
+//! **The SDK.** A new project depends on the PyPI package
+//! (`dependencies = ["operon-sdk~=X.Y.Z"]`), installed in the environment
+//! `operon build` runs in: the active virtualenv (`VIRTUAL_ENV`, which
+//! componentize-py searches too) or the `python3` on `PATH`. The build
+//! asks that interpreter for `operon_sdk.__version__` and refuses an SDK that
+//! speaks another contract. A project made with `--vendor` carries the
+//! package in `operon_sdk/`; the repository's examples name it with `sdk =`
+//! in `operon.toml`. Those two come first, as on Python's own path.
+//!
 //! The build writes an entry module (`.operon/build/_operon_entry.py`) that
 //! imports the SDK's adapter (the only module that touches the bindings
 //! componentize-py generates) and binds the reconciler to it, then runs
@@ -47,15 +56,22 @@ const ENTRY: &str = "_operon_entry";
 pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
     let project = cx.project;
     let (module, class) = reconciler(&project.dir)?;
-    let sdk = project.sdk().unwrap_or_else(|| project.dir.clone());
-    if !sdk.join("operon_sdk").join("__init__.py").is_file() {
-        return Err(Error::Project {
-            path: sdk.clone(),
-            reason: "no operon_sdk package here: `operon new` vendors it into the project; \
-                     a project that uses a shared copy says where in operon.toml (`sdk = \"path\"`)"
-                .into(),
-        });
-    }
+    let sdk = match project.sdk() {
+        Some(sdk) if !sdk.join("operon_sdk").join("__init__.py").is_file() => {
+            return Err(Error::Project {
+                path: sdk.clone(),
+                reason: "operon.toml names this directory as the SDK (`sdk = ...`), but it holds no \
+                         operon_sdk package"
+                    .into(),
+            });
+        }
+        Some(sdk) => Some(sdk),
+        None if project.dir.join("operon_sdk").join("__init__.py").is_file() => None,
+        None => {
+            installed_sdk(cx)?;
+            None
+        }
+    };
     let admission = project.config.world == World::ReconcilerWithAdmission;
     let entry = entry_module(&module, &class, admission);
     write_if_changed(&cx.work_dir.join(format!("{ENTRY}.py")), entry.as_bytes())?;
@@ -70,12 +86,52 @@ pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
         .arg(&cx.work_dir)
         .arg("--python-path")
         .arg(&project.dir);
-    if sdk != project.dir {
-        cmd.arg("--python-path").arg(&sdk);
+    if let Some(sdk) = &sdk {
+        cmd.arg("--python-path").arg(sdk);
     }
     cmd.arg("--output").arg(&output).arg(ENTRY);
     run_tool(cx, &mut cmd, REQUIREMENTS)?;
     std::fs::read(&output).map_err(Error::io(&output))
+}
+
+/// The interpreter whose packages componentize-py bundles: the virtualenv's
+/// when one is active, else `python3` on `PATH`.
+fn python() -> std::path::PathBuf {
+    std::env::var_os("VIRTUAL_ENV")
+        .map(|venv| Path::new(&venv).join("bin").join("python3"))
+        .filter(|p| p.exists())
+        .unwrap_or_else(|| "python3".into())
+}
+
+/// Checks that the installed `operon_sdk` (the dependency of `pyproject.toml`)
+/// is there and speaks this operon's contract.
+fn installed_sdk(cx: &mut BuildContext<'_>) -> Result<(), Error> {
+    let python = python();
+    let install = format!(
+        "install the project's dependencies where operon build runs (a virtualenv: activate it first): \
+         pip install 'operon-sdk~={}' componentize-py==0.25.1",
+        crate::sdk::VERSION
+    );
+    let mut probe = Command::new(&python);
+    probe.current_dir(&cx.project.dir).args(["-c", "import operon_sdk; print(operon_sdk.__version__)"]);
+    let version = match run_tool(cx, &mut probe, REQUIREMENTS) {
+        Ok(output) => String::from_utf8_lossy(&output.stdout).trim().to_string(),
+        Err(Error::ToolFailed { output, .. }) if output.contains("ModuleNotFoundError") => {
+            return Err(Error::Project {
+                path: cx.project.dir.join("pyproject.toml"),
+                reason: format!("the package operon_sdk is not installed for {}: {install}", python.display()),
+            });
+        }
+        Err(e) => return Err(e),
+    };
+    if !crate::sdk::speaks_contract(&version) {
+        return Err(crate::sdk::contract_mismatch(
+            crate::Lang::Python,
+            &version,
+            cx.project.dir.join("pyproject.toml"),
+        ));
+    }
+    Ok(())
 }
 
 /// The module componentize-py starts from: the adapter's exports, bound to
@@ -119,9 +175,43 @@ fn reconciler(dir: &Path) -> Result<(String, String), Error> {
     }
 }
 
-pub(super) fn scaffold(s: &Scaffold<'_>) -> Result<(), Error> {
+/// `__version__` of the SDK package in this binary.
+pub(crate) fn sdk_version() -> String {
+    let init = SDK.get_file("__init__.py").and_then(|f| f.contents_utf8()).unwrap_or_default();
+    crate::sdk::quoted_after(init, "__version__ = ").unwrap_or_default()
+}
+
+pub(super) fn scaffold(s: &mut Scaffold<'_>) -> Result<(), Error> {
+    let version = crate::sdk::VERSION;
+    if s.vendor {
+        s.set("sdk_comment", "# The Operon SDK is vendored in operon_sdk/ (`operon new --vendor`).");
+        s.set("sdk", "");
+        s.set("sdk_install", "");
+        s.set("sdk_path_note", " and the vendored operon_sdk package");
+        s.set(
+            "sdk_note",
+            "`operon_sdk/` is the Operon Python SDK, vendored (`operon new --vendor`) so the\n\
+             project builds offline with nothing but Python and componentize-py.",
+        );
+    } else {
+        s.set("sdk_comment", "# The Operon SDK from PyPI; its minor is the WIT contract's.");
+        s.set("sdk", format!("\"operon-sdk~={version}\""));
+        s.set("sdk_install", format!("'operon-sdk~={version}' "));
+        s.set("sdk_path_note", "");
+        s.set(
+            "sdk_note",
+            format!(
+                "The Operon Python SDK is the PyPI package `operon-sdk` (`~={version}`, the\n\
+                 dependency `pyproject.toml` declares); `operon new --vendor` copies it into\n\
+                 the project instead."
+            ),
+        );
+    }
     s.write_dir(&TEMPLATE, "", true)?;
-    write_sources(s, &SDK, Path::new("operon_sdk"))
+    if s.vendor {
+        write_sources(s, &SDK, Path::new("operon_sdk"))?;
+    }
+    Ok(())
 }
 
 /// The SDK's sources, verbatim, without caches a local test run left behind.

@@ -1,15 +1,15 @@
 //! Rust guests: a `cdylib` crate using `operon-sdk`, built by cargo for
 //! `wasm32-unknown-unknown` and made a component here (no WASI, no adapter).
 //!
-//! **Scaffold.** `operon new --lang rust` writes a crate that builds with
-//! cargo and rustup alone, wherever it is put: the SDK is vendored as a path
-//! dependency (`operon-sdk/`, its sources as they are in this repository),
-//! with the WIT package it generates its bindings from in `wit/` (the SDK
-//! reads `../wit` from its manifest). The vendored manifest is the SDK's
-//! own, with every `workspace = true` replaced by what this repository's
-//! workspace says, and without its dev-dependencies. A dependency on another
-//! crate of this workspace (such as `operon-contract`) is vendored the same
-//! way beside it.
+//! **Scaffold.** `operon new --lang rust` writes a crate that depends on
+//! `operon-sdk = "X.Y.Z"` from crates.io. With `--vendor` the SDK is copied
+//! in as a path dependency instead (`operon-sdk/`, its sources as they are
+//! in this repository, with the WIT package it generates its bindings from
+//! in `operon-sdk/wit/`), so the crate builds with cargo and rustup alone,
+//! offline. The vendored manifest is the SDK's own, with every `workspace =
+//! true` replaced by what this repository's workspace says, and without its
+//! dev-dependencies. A dependency on another crate of this workspace (such
+//! as `operon-contract`) is vendored the same way beside it.
 
 use crate::scaffold::Scaffold;
 use crate::{BuildContext, Error, componentize, run_tool};
@@ -105,9 +105,58 @@ static VENDORABLE: [Vendored; 2] = [
     },
 ];
 
-pub(super) fn scaffold(s: &Scaffold<'_>) -> Result<(), Error> {
+/// The SDK's version, as its manifest (or the workspace's) says.
+pub(crate) fn sdk_version() -> String {
+    let manifest: Option<Table> = VENDORABLE[0].manifest.parse().ok();
+    let workspace: Option<Table> = WORKSPACE_MANIFEST.parse().ok();
+    let version = manifest.as_ref().and_then(|m| m.get("package")?.get("version").cloned());
+    match version {
+        Some(Value::String(v)) => v,
+        _ => workspace
+            .and_then(|w| w.get("workspace")?.get("package")?.get("version")?.as_str().map(str::to_owned))
+            .unwrap_or_default(),
+    }
+}
+
+pub(super) fn scaffold(s: &mut Scaffold<'_>) -> Result<(), Error> {
+    let version = crate::sdk::VERSION;
+    if s.vendor {
+        s.set(
+            "sdk_comment",
+            "# The Operon Rust SDK, vendored by `operon new --vendor` (with the WIT\n\
+             # contract it is generated from in operon-sdk/wit/): the project builds\n\
+             # offline with cargo alone. `operon new` without --vendor names the\n\
+             # crates.io package instead.",
+        );
+        s.set("sdk", "{ path = \"operon-sdk\" }");
+        s.set("sdk_fixtures", "{ path = \"operon-sdk\", features = [\"fixtures\"] }");
+        s.set(
+            "sdk_note",
+            "`operon-sdk/` is the Operon Rust SDK, vendored with the WIT contract it is\n\
+             generated from (`operon-sdk/wit/`), so the project builds with cargo and\n\
+             rustup alone, offline.",
+        );
+    } else {
+        s.set(
+            "sdk_comment",
+            format!("# The Operon Rust SDK from crates.io ({version}; its minor is the WIT contract's)."),
+        );
+        s.set("sdk", format!("\"{version}\""));
+        s.set("sdk_fixtures", format!("{{ version = \"{version}\", features = [\"fixtures\"] }}"));
+        s.set(
+            "sdk_note",
+            format!(
+                "The Operon Rust SDK is the crate `operon-sdk` {version} from crates.io\n\
+                 (`cargo update -p operon-sdk` takes its patch releases); `operon new --vendor`\n\
+                 copies it into the project instead."
+            ),
+        );
+    }
     write_template(s, &TEMPLATE)?;
-    s.write_bytes("wit/reconciler.wit", crate::WIT.as_bytes())?;
+    if !s.vendor {
+        return Ok(());
+    }
+    s.write_bytes("operon-sdk/wit/reconciler.wit", crate::WIT.as_bytes())?;
     let workspace: Table =
         WORKSPACE_MANIFEST.parse().map_err(|e| broken(s, &format!("the workspace manifest: {e}")))?;
     let mut pending = vec!["operon-sdk"];

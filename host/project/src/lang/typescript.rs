@@ -8,8 +8,14 @@
 //! versions and nothing is installed globally. `operon build` runs `npm
 //! install` when `node_modules` is missing or older than `package.json`, as
 //! cargo fetches crates: a fresh clone or a new scaffold builds with one
-//! command. The SDK is a `file:` dependency (`file:./operon-sdk` vendored
-//! in a new project, `file:../../sdk/typescript` in this repository).
+//! command. The SDK is the npm package `@operon/sdk` (`^X.Y.Z` in a new
+//! project; its JavaScript and declarations are built by `tsc`), or a
+//! `file:` dependency (`file:./operon-sdk` with `operon new --vendor`, its
+//! TypeScript sources; `file:../../sdk/typescript` in this repository). The
+//! build refuses an installed SDK that speaks another contract. A project
+//! whose `operon.toml` names the SDK (`sdk = ...`, the repository's examples)
+//! is bundled from the SDK's sources: esbuild gets the `source` export
+//! condition.
 //! `@bytecodealliance/preview2-shim` is listed as well: componentize-js 0.23
 //! imports it when it runs but declares it only among its own
 //! devDependencies, so an install from a lockfile would leave it out.
@@ -68,14 +74,7 @@ pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
             });
         }
     }
-    if !dir.join("node_modules").join("@operon").join("sdk").exists() {
-        return Err(Error::Project {
-            path: dir.join("package.json"),
-            reason: "node_modules/@operon/sdk is missing: add the SDK as a dependency, \
-                     `\"@operon/sdk\": \"file:./operon-sdk\"` (or where it is)"
-                .into(),
-        });
-    }
+    installed_sdk(&dir)?;
 
     if dir.join("tsconfig.json").is_file() {
         let mut tsc = Command::new(bin.join("tsc"));
@@ -101,6 +100,9 @@ pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
             "--log-level=warning",
         ])
         .arg(format!("--outfile={}", bundle.display()));
+    if project.sdk().is_some() {
+        esbuild.arg("--conditions=source");
+    }
     run_tool(cx, &mut esbuild, REQUIREMENTS)?;
 
     let output = cx.work_dir.join(format!("{}.wasm", project.name()));
@@ -129,6 +131,28 @@ fn entry_module(main: &str, admission: bool) -> String {
         text.push_str("export const admission = admissionExports(reconciler);\n");
     }
     text
+}
+
+/// The SDK `npm install` put in `node_modules/@operon/sdk` must be there and
+/// speak this operon's contract.
+fn installed_sdk(dir: &Path) -> Result<(), Error> {
+    let manifest = dir.join("node_modules").join("@operon").join("sdk").join("package.json");
+    let text = std::fs::read_to_string(&manifest).map_err(|_| Error::Project {
+        path: dir.join("package.json"),
+        reason: format!(
+            "node_modules/@operon/sdk is missing: add the SDK as a dependency, \
+             `npm install @operon/sdk@^{}` (or `\"file:./operon-sdk\"` for a vendored copy)",
+            crate::sdk::VERSION
+        ),
+    })?;
+    let version = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|p| p["version"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    if !crate::sdk::speaks_contract(&version) {
+        return Err(crate::sdk::contract_mismatch(crate::Lang::TypeScript, &version, dir.join("package.json")));
+    }
+    Ok(())
 }
 
 /// `target` as an import specifier relative to `from` (`../../src/index.ts`).
@@ -185,14 +209,62 @@ fn npm_install_if_needed(cx: &mut BuildContext<'_>) -> Result<(), Error> {
     Ok(())
 }
 
-pub(super) fn scaffold(s: &Scaffold<'_>) -> Result<(), Error> {
+/// The SDK package's version.
+pub(crate) fn sdk_version() -> String {
+    serde_json::from_str::<serde_json::Value>(SDK_PACKAGE)
+        .ok()
+        .and_then(|p| p["version"].as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+pub(super) fn scaffold(s: &mut Scaffold<'_>) -> Result<(), Error> {
+    let version = crate::sdk::VERSION;
+    if s.vendor {
+        s.set("sdk", "file:./operon-sdk");
+        s.set(
+            "sdk_note",
+            "`operon-sdk/` is the Operon TypeScript SDK's sources, vendored (`operon new\n\
+             --vendor`) so the project builds without the npm package.",
+        );
+    } else {
+        s.set("sdk", format!("^{version}"));
+        s.set(
+            "sdk_note",
+            format!(
+                "The Operon TypeScript SDK is the npm package `@operon/sdk`\n\
+                 (`^{version}`); `operon new --vendor` copies its sources into the project instead."
+            ),
+        );
+    }
     s.write_dir(&TEMPLATE, "", true)?;
-    s.write_bytes("operon-sdk/package.json", SDK_PACKAGE.as_bytes())?;
+    if !s.vendor {
+        return Ok(());
+    }
+    s.write_bytes("operon-sdk/package.json", vendored_package().as_bytes())?;
     for file in SDK_SOURCES.files() {
         let name = file.path().file_name().unwrap_or_default().to_string_lossy();
         s.write_bytes(&format!("operon-sdk/src/{name}"), file.contents())?;
     }
     Ok(())
+}
+
+/// The SDK's package.json for a vendored copy: its sources are the package
+/// (each export's `source` target), with no build step and no tools.
+fn vendored_package() -> String {
+    let mut package: serde_json::Value = serde_json::from_str(SDK_PACKAGE).unwrap_or_default();
+    if let Some(exports) = package["exports"].as_object_mut() {
+        for target in exports.values_mut() {
+            if let Some(source) = target.get("source").cloned() {
+                *target = source;
+            }
+        }
+    }
+    if let Some(fields) = package.as_object_mut() {
+        for key in ["scripts", "devDependencies", "files"] {
+            fields.remove(key);
+        }
+    }
+    serde_json::to_string_pretty(&package).unwrap_or_default() + "\n"
 }
 
 #[cfg(test)]
@@ -231,6 +303,10 @@ mod tests {
     fn the_vendored_sdk_should_carry_its_sources_and_the_template_its_package() {
         assert!(SDK_SOURCES.get_file("index.ts").is_some() && SDK_SOURCES.get_file("component.ts").is_some());
         assert!(SDK_PACKAGE.contains("\"name\": \"@operon/sdk\""));
+        let vendored: serde_json::Value = serde_json::from_str(&vendored_package()).unwrap();
+        assert_eq!(vendored["exports"]["."], "./src/index.ts", "{vendored}");
+        assert_eq!(vendored["exports"]["./component"], "./src/component.ts", "{vendored}");
+        assert!(vendored.get("scripts").is_none() && vendored.get("devDependencies").is_none());
         assert!(TEMPLATE.get_file("package.json").is_some() && TEMPLATE.get_file("src/index.ts").is_some());
     }
 }

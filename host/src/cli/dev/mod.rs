@@ -46,16 +46,24 @@ pub struct Args {
     /// if that does not happen within --timeout; no watching.
     #[arg(long)]
     pub once: bool,
-    /// With --once: how long to wait for every parent to become Ready, in
-    /// seconds.
-    #[arg(long, default_value_t = 300)]
-    pub timeout: u64,
+    /// With --once: how long to wait for every parent to become Ready (a
+    /// duration, `5m`; a bare number of seconds is still read, deprecated).
+    #[arg(long, default_value = "5m", value_parser = timeout)]
+    pub timeout: Duration,
     /// Where to serve /metrics; `0` to disable.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub metrics_bind_address: String,
     /// Do not apply the sample objects (example.yaml) into the namespaces.
     #[arg(long)]
     pub no_examples: bool,
+}
+
+/// `--timeout`: a duration, or (deprecated) a number of seconds.
+fn timeout(text: &str) -> Result<Duration, String> {
+    match text.parse::<u64>() {
+        Ok(secs) if secs > 0 => Ok(Duration::from_secs(secs)),
+        _ => super::duration(text),
+    }
 }
 
 /// Log lines of the host below warnings only (RUST_LOG overrides): the
@@ -263,7 +271,7 @@ async fn dev(
     if !args.once {
         ui.line("watching the projects' sources; Ctrl-C stops");
     }
-    let deadline = Instant::now() + Duration::from_secs(args.timeout);
+    let deadline = Instant::now() + args.timeout;
     let outcome = loop {
         if manager_task.is_finished() {
             break None;
@@ -297,7 +305,7 @@ async fn dev(
             Ok(ExitCode::SUCCESS)
         }
         Some(Err(why)) => {
-            ui.line(format!("not ready within {}s:\n{why}", args.timeout));
+            ui.line(format!("not ready within {:?}:\n{why}", args.timeout));
             Ok(ExitCode::FAILURE)
         }
     }

@@ -2,12 +2,26 @@
 //! Prometheus, `/healthz` for the liveness probe, `/readyz` for the
 //! readiness probe.
 //!
+//! Three ways to serve them ([`Endpoints`]), as controller-runtime's
+//! manager does:
+//! - [`Endpoints::secure_metrics`]: `/metrics` alone, over HTTPS, to callers
+//!   the API server authenticates and authorizes (`authz.rs`; TLS in
+//!   `tls.rs`): what `operon run` serves by default, like kubebuilder's
+//!   scaffold;
+//! - [`Endpoints::probes`]: `/healthz` and `/readyz`, plain HTTP, for the
+//!   kubelet (`--health-probe-bind-address`);
+//! - [`Endpoints::plain`]: all three over plain HTTP, only when asked
+//!   (`--metrics-secure=false`; `operon dev`, tests).
+//!
 //! Liveness means only "the process serves HTTP": restarting an operator
 //! because its cache is slow to sync would not make it sync faster.
 //! Readiness is the conjunction of named checks ([`Readiness`]) that the
 //! manager and its parts set as they start (cache synced, modules loaded);
 //! a failing probe names the checks that fail, so `kubectl describe pod`
 //! says why.
+
+mod authz;
+mod tls;
 
 use crate::metrics::{self, Metrics};
 use axum::Router;
@@ -18,6 +32,7 @@ use axum::routing::get;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// Errors of this module.
@@ -32,6 +47,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The metrics serving certificate could not be read or made.
+    #[error("metrics TLS: {0}")]
+    Tls(String),
     /// Serving failed after the socket was opened.
     #[error("serving HTTP on {addr}")]
     Serve {
@@ -89,23 +107,76 @@ impl Readiness {
     }
 }
 
-#[derive(Clone)]
-struct AppState {
-    metrics: Arc<Metrics>,
-    readiness: Readiness,
+/// How `operon run` serves `/metrics` (controller-runtime's
+/// `metricsserver.Options`: `SecureServing` with the authentication and
+/// authorization filter, or plain HTTP).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum MetricsServing {
+    /// Plain HTTP, no authentication, with `/healthz` and `/readyz` on the
+    /// same address ([`Endpoints::plain`]).
+    #[default]
+    Http,
+    /// HTTPS with TokenReview and SubjectAccessReview authorization
+    /// ([`Endpoints::secure_metrics`]).
+    Https {
+        /// A directory holding `tls.crt` and `tls.key`, read again when they
+        /// change; `None`: a self-signed certificate made at start.
+        cert_dir: Option<PathBuf>,
+    },
 }
 
-/// The routes, to serve them yourself or to test them without a socket.
-pub fn router(metrics: Arc<Metrics>, readiness: Readiness) -> Router {
-    Router::new()
-        .route("/metrics", get(serve_metrics))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(serve_readyz))
-        .with_state(AppState { metrics, readiness })
+/// What one listener serves: routes, and TLS for HTTPS.
+pub struct Endpoints {
+    router: Router,
+    tls: Option<Arc<rustls::ServerConfig>>,
 }
 
-async fn serve_metrics(State(state): State<AppState>) -> Response {
-    match state.metrics.encode() {
+impl Endpoints {
+    /// `/metrics`, `/healthz` and `/readyz` over plain HTTP, to anyone.
+    pub fn plain(metrics: Arc<Metrics>, readiness: Readiness) -> Endpoints {
+        let router =
+            Router::new().route("/metrics", get(serve_metrics)).with_state(metrics).merge(probe_routes(readiness));
+        Endpoints { router, tls: None }
+    }
+
+    /// `/healthz` and `/readyz` over plain HTTP: the kubelet's probes.
+    pub fn probes(readiness: Readiness) -> Endpoints {
+        Endpoints { router: probe_routes(readiness), tls: None }
+    }
+
+    /// `/metrics` over HTTPS, for requests whose bearer token `client`'s API
+    /// server authenticates (TokenReview) and whose user it allows `get` on
+    /// `/metrics` (SubjectAccessReview). The client's identity needs
+    /// `create` on `tokenreviews` and `subjectaccessreviews`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Tls`] if `cert_dir` holds no usable `tls.crt` and `tls.key`.
+    pub fn secure_metrics(
+        metrics: Arc<Metrics>,
+        client: kube::Client,
+        cert_dir: Option<&Path>,
+    ) -> Result<Endpoints, Error> {
+        let tls = tls::server_config(tls::Certificate::load(cert_dir)?)?;
+        let router = Router::new()
+            .route("/metrics", get(serve_metrics))
+            .with_state(metrics)
+            .layer(axum::middleware::from_fn_with_state(authz::Reviewer::new(client), authz::guard));
+        Ok(Endpoints { router, tls: Some(tls) })
+    }
+
+    /// The routes, to test them without a socket.
+    pub fn router(&self) -> Router {
+        self.router.clone()
+    }
+}
+
+fn probe_routes(readiness: Readiness) -> Router {
+    Router::new().route("/healthz", get(|| async { "ok\n" })).route("/readyz", get(serve_readyz)).with_state(readiness)
+}
+
+async fn serve_metrics(State(metrics): State<Arc<Metrics>>) -> Response {
+    match metrics.encode() {
         Ok(text) => ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response(),
         Err(e) => {
             tracing::error!(error = %e, "cannot encode metrics");
@@ -114,8 +185,8 @@ async fn serve_metrics(State(state): State<AppState>) -> Response {
     }
 }
 
-async fn serve_readyz(State(state): State<AppState>) -> Response {
-    match state.readiness.check() {
+async fn serve_readyz(State(readiness): State<Readiness>) -> Response {
+    match readiness.check() {
         Ok(()) => "ok\n".into_response(),
         Err(failing) => {
             let mut body = failing.join("\n");
@@ -151,39 +222,32 @@ impl Server {
         self.addr
     }
 
-    /// Serves until `shutdown` completes, then stops accepting and lets
-    /// requests in flight finish.
+    /// Serves `endpoints` until `shutdown` completes, then stops accepting
+    /// and lets requests in flight finish.
     ///
     /// # Errors
     ///
     /// [`Error::Serve`] if the listener fails.
     pub async fn serve(
         self,
-        metrics: Arc<Metrics>,
-        readiness: Readiness,
+        endpoints: Endpoints,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), Error> {
         let addr = self.addr;
-        tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
-        axum::serve(self.listener, router(metrics, readiness))
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(|source| Error::Serve { addr, source })
+        let Endpoints { router, tls } = endpoints;
+        let served = match tls {
+            Some(config) => {
+                tracing::info!(%addr, "serving /metrics over HTTPS (bearer tokens reviewed by the API server)");
+                let listener = tls::TlsListener::new(self.listener, addr, config);
+                axum::serve(listener, router).with_graceful_shutdown(shutdown).await
+            }
+            None => {
+                tracing::info!(%addr, "serving HTTP");
+                axum::serve(self.listener, router).with_graceful_shutdown(shutdown).await
+            }
+        };
+        served.map_err(|source| Error::Serve { addr, source })
     }
-}
-
-/// Binds `addr` and serves until `shutdown` completes.
-///
-/// # Errors
-///
-/// [`Error::Bind`] or [`Error::Serve`].
-pub async fn serve(
-    addr: SocketAddr,
-    metrics: Arc<Metrics>,
-    readiness: Readiness,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), Error> {
-    Server::bind(addr).await?.serve(metrics, readiness, shutdown).await
 }
 
 #[cfg(test)]
@@ -199,10 +263,15 @@ mod tests {
     }
 
     async fn start(metrics: Arc<Metrics>, readiness: Readiness) -> Running {
+        start_endpoints(Endpoints::plain(metrics, readiness)).await
+    }
+
+    async fn start_endpoints(endpoints: Endpoints) -> Running {
         let server = Server::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.expect("binds");
-        let base = format!("http://{}", server.local_addr());
+        let scheme = if endpoints.tls.is_some() { "https" } else { "http" };
+        let base = format!("{scheme}://{}", server.local_addr());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(server.serve(metrics, readiness, async move {
+        let task = tokio::spawn(server.serve(endpoints, async move {
             let _ = stopped.await;
         }));
         Running { base, stop: Some(stop), task }
@@ -266,6 +335,34 @@ mod tests {
         server.stop.take().expect("once").send(()).expect("server listens for shutdown");
         let result = tokio::time::timeout(Duration::from_secs(10), server.task).await;
         assert!(matches!(result, Ok(Ok(Ok(())))), "{result:?}");
+    }
+
+    #[tokio::test]
+    async fn probes_should_not_serve_metrics() {
+        let server = start_endpoints(Endpoints::probes(Readiness::new())).await;
+        assert_eq!(fetch(&format!("{}/healthz", server.base)).await.0, 200);
+        assert_eq!(fetch(&format!("{}/metrics", server.base)).await.0, 404);
+    }
+
+    #[tokio::test]
+    async fn secure_metrics_should_refuse_a_request_without_a_token_over_tls() {
+        crate::install_crypto_provider();
+        // No API server is asked: a request without a token is refused first.
+        let config = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let server = start_endpoints(Endpoints::secure_metrics(Arc::new(Metrics::new()), client, None).unwrap()).await;
+        assert!(server.base.starts_with("https://"));
+        let http = reqwest::Client::builder().tls_danger_accept_invalid_certs(true).build().unwrap();
+        let response = http.get(format!("{}/metrics", server.base)).send().await.expect("a TLS answer");
+        assert_eq!(response.status().as_u16(), 401);
+        assert_eq!(response.headers()[header::WWW_AUTHENTICATE], "Bearer");
+        assert!(response.text().await.unwrap().contains("bearer token"));
+        // Plain HTTP on the TLS port gets no answer.
+        let plain = server.base.replace("https://", "http://");
+        assert!(reqwest::get(format!("{plain}/metrics")).await.is_err());
+        // The API server is unreachable: refused with 503, never let through.
+        let response = http.get(format!("{}/metrics", server.base)).bearer_auth("some-token").send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 503);
     }
 
     #[tokio::test]
