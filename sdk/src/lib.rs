@@ -285,4 +285,28 @@ pub mod __private {
     pub use crate::bindings::admission::exports::operon::reconciler::admission::Guest as Admission;
     pub use crate::bindings::exports::operon::reconciler::guest::Guest;
     pub use crate::host::WitHost;
+
+    /// Make a panic say why before it traps: the component has no stderr
+    /// (`wasm32-unknown-unknown`), so the hook sends `panicked at FILE:LINE:
+    /// MESSAGE` through the host's `log` import at error level; the host
+    /// keeps that line with the trap, so the parent's event, a rollback and
+    /// `operon test` show it. Installed once per instance, by the exports.
+    pub fn report_panics() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            std::panic::set_hook(Box::new(|info| {
+                let message = info
+                    .payload()
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| info.payload().downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "Box<dyn Any>".to_owned());
+                let line = match info.location() {
+                    Some(at) => format!("panicked at {}:{}:{}: {message}", at.file(), at.line(), at.column()),
+                    None => format!("panicked: {message}"),
+                };
+                crate::Host::log(&WitHost, crate::Level::Error, &line, &[]);
+            }));
+        });
+    }
 }

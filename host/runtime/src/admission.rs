@@ -8,7 +8,7 @@
 //! reconciles exactly as before, and [`Module::admission`] says `false`.
 
 use super::error::{CallError, LoadError};
-use super::guest::{CallScope, Limiter, ObjectReader, State, WasiState};
+use super::guest::{CallScope, ObjectReader, State};
 use super::limits::{InstancePolicy, Limits};
 use super::module::Module;
 use super::pool::Pool;
@@ -174,7 +174,7 @@ impl Module {
         };
         let wit_review = to_wit(review);
         arm_deadline(&mut instance.store, inner.runtime.config().epoch_tick, limits.timeout);
-        instance.store.data_mut().limiter.exceeded = None;
+        instance.store.data_mut().begin_call();
         let result = f(&instance.bindings, &mut instance.store, &wit_review);
         if let Some(wasi) = instance.store.data_mut().wasi.as_mut() {
             wasi.flush();
@@ -195,11 +195,7 @@ impl Module {
         limits: &Limits,
     ) -> Result<AdmissionInstance, CallError> {
         let inner = &self.inner;
-        let state = State {
-            limiter: Limiter::new(limits.memory),
-            scope: Some(scope),
-            wasi: inner.info.uses_wasi.then(|| WasiState::new(&inner.stdio)),
-        };
+        let state = State::new(limits.memory, Some(scope), inner.info.uses_wasi.then_some(&inner.stdio));
         let mut store = Store::new(inner.runtime.engine(), state);
         store.limiter(|s| &mut s.limiter);
         // Start functions run at instantiation: bound them like a call.

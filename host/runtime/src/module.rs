@@ -3,7 +3,7 @@
 
 use super::admission::Admission;
 use super::error::{CallError, LoadError};
-use super::guest::{self, CallScope, Limiter, ObjectReader, ReconcilerPre, State, WasiState, wit};
+use super::guest::{self, CallScope, ObjectReader, ReconcilerPre, State, wit};
 use super::limits::{InstancePolicy, Limits};
 use super::pool::Pool;
 use super::stdio::GuestLog;
@@ -312,11 +312,7 @@ impl Module {
 
 impl Inner {
     fn instantiate(&self, scope: Option<CallScope>) -> Result<Instance, CallError> {
-        let state = State {
-            limiter: Limiter::new(self.limits.memory),
-            scope,
-            wasi: self.info.uses_wasi.then(|| WasiState::new(&self.stdio)),
-        };
+        let state = State::new(self.limits.memory, scope, self.info.uses_wasi.then_some(&self.stdio));
         let mut store = Store::new(self.runtime.engine(), state);
         store.limiter(|s| &mut s.limiter);
         // Instantiation runs guest start functions: bound it like a call.
@@ -340,7 +336,7 @@ impl Inner {
         f: impl FnOnce(&guest::Reconciler, &mut Store<State>) -> wasmtime::Result<R>,
     ) -> Result<R, CallError> {
         self.arm_deadline(&mut instance.store);
-        instance.store.data_mut().limiter.exceeded = None;
+        instance.store.data_mut().begin_call();
         let result = f(&instance.bindings, &mut instance.store);
         if let Some(wasi) = instance.store.data_mut().wasi.as_mut() {
             wasi.flush();
@@ -355,10 +351,13 @@ pub(super) fn classify(error: wasmtime::Error, store: &Store<State>, limits: &Li
         return CallError::MemoryExceeded { limit: limits.memory, requested };
     }
     let backtrace = error.downcast_ref::<wasmtime::WasmBacktrace>();
+    let said = || store.data().said.last_words();
     match error.downcast_ref::<wasmtime::Trap>() {
         Some(wasmtime::Trap::Interrupt) => CallError::Timeout { limit: limits.timeout },
-        Some(trap) => CallError::Trap(describe_trap(&trap.to_string(), backtrace)),
-        None if backtrace.is_some() => CallError::Trap(describe_trap(&error.root_cause().to_string(), backtrace)),
+        Some(trap) => CallError::Trap { trap: describe_trap(&trap.to_string(), backtrace), said: said() },
+        None if backtrace.is_some() => {
+            CallError::Trap { trap: describe_trap(&error.root_cause().to_string(), backtrace), said: said() }
+        }
         None => CallError::Instantiate(error),
     }
 }

@@ -1047,7 +1047,7 @@ fn guest_error_kind(e: &CallError) -> GuestErrorKind {
     match e {
         CallError::Timeout { .. } => GuestErrorKind::Timeout,
         CallError::MemoryExceeded { .. } => GuestErrorKind::Memory,
-        CallError::Trap(_) => GuestErrorKind::Trap,
+        CallError::Trap { .. } => GuestErrorKind::Trap,
         CallError::Malformed(_) => GuestErrorKind::Malformed,
         CallError::OutputTooLarge { .. } => GuestErrorKind::Oversized,
         CallError::Instantiate(_) => GuestErrorKind::Instantiate,
