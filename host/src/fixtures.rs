@@ -8,10 +8,12 @@
 //! `testing::fixtures`; this module runs them through a component.
 //!
 //! An outcome is also checked as the live controller would check it before
-//! writing anything ([`apply::validate`] with the policy `operon run
-//! --module` gives the module, then [`apply::check_ownership`] against the
-//! fixture's `cluster` and `related` objects): an outcome the host would
-//! refuse fails the fixture, naming the rule, whatever the expected file says.
+//! writing anything ([`operon_contract::rules`], what `apply::validate`
+//! and `apply::check_ownership` call, with the policy `operon run --module`
+//! gives the module, against the fixture's `cluster` and `related`
+//! objects): an outcome the host would refuse fails the fixture, naming the
+//! rule, whatever the expected file says. Every SDK's own runner applies
+//! the same rules (`contract/rules/`).
 //!
 //! # Admission fixtures
 //!
@@ -20,9 +22,8 @@
 //! webhooks, and the expected file holds the combined answer. A module that
 //! does not export admission fails every admission fixture, saying so.
 
-use crate::apply;
-use crate::cache::{CachedObject, ObjectKey};
 use crate::contract::fixture::{self, Case, ErrorKind, Kind, Observed, RequestFile, ReviewFile, Verdict};
+use crate::contract::rules::{self, Refused};
 use crate::contract::{Gvk, Outcome, Review, Selector};
 use crate::runtime::{Module, ObjectReader};
 use serde_json::Value;
@@ -143,65 +144,34 @@ impl ObjectReader for FixtureReader {
 /// What the live controller checks an outcome against: the parent, its
 /// children (the host finds them by owner, so they are the parent's), and
 /// the other objects of the fixture's cluster.
-struct LiveCheck {
+pub(crate) struct LiveCheck {
     parent: Value,
     children: Vec<Value>,
     others: Vec<Value>,
 }
 
 impl LiveCheck {
-    fn of(f: &RequestFile) -> LiveCheck {
+    pub(crate) fn of(f: &RequestFile) -> LiveCheck {
         let others = f.cluster.iter().chain(&f.related).cloned().collect();
         LiveCheck { parent: f.object.clone(), children: f.children.clone(), others }
     }
 
-    /// `apply::validate` with the policy of `operon run --module` (the
-    /// controller's default grants and limits), then the ownership check.
-    fn check(&self, manifest: &crate::contract::Manifest, outcome: &Outcome) -> Result<(), apply::ValidationError> {
-        let parent = CachedObject::from_value(self.parent.clone())
-            .map_err(|e| apply::ValidationError(format!("the fixture's object: {e}")))?;
-        let config = crate::controller::Config::default();
-        let policy = apply::Policy {
-            controller: manifest.name.clone(),
-            owns: manifest.owns.clone(),
-            namespaces: config.grants.namespaces.clone(),
-            cluster_scoped: config.grants.cluster_scoped,
-            max_desired: config.max_desired,
-            max_events: config.max_events,
-        };
-        let children = apply::validate(&policy, &parent, outcome, |kind| !cluster_scoped(kind))?;
-        let is = |o: &Value, kind: &Gvk, key: &ObjectKey| {
-            Gvk::of(o).as_ref() == Some(kind)
-                && o.pointer("/metadata/name").and_then(Value::as_str) == Some(key.name.as_str())
-                && o.pointer("/metadata/namespace")
-                    .and_then(Value::as_str)
-                    .is_none_or(|ns| key.namespace.as_deref() == Some(ns))
-        };
-        apply::check_ownership(&parent, &children, config.grants.adopt, |kind, key| {
-            if self.children.iter().any(|c| is(c, kind, key)) {
-                return None;
-            }
-            let other = self.others.iter().find(|o| is(o, kind, key))?;
-            CachedObject::from_value(other.clone()).ok().map(Arc::new)
-        })
+    /// The contract's rules with the policy of `operon run --module`
+    /// ([`rules::check_offline`]: the controller's default grants and
+    /// limits, then the ownership check): what the Rust SDK's runner calls
+    /// too.
+    pub(crate) fn check(&self, manifest: &crate::contract::Manifest, outcome: &Outcome) -> Result<(), Refused> {
+        let reasons = outcome.events.iter().map(|e| e.reason.as_str());
+        rules::check_offline(
+            &manifest.name,
+            &manifest.owns,
+            &self.parent,
+            &self.children,
+            &self.others,
+            &outcome.desired,
+            reasons,
+        )
     }
-}
-
-/// Kinds that are cluster-scoped, for the offline check (the live host asks
-/// discovery); any other kind, custom ones included, counts as namespaced.
-fn cluster_scoped(kind: &Gvk) -> bool {
-    matches!(
-        (kind.group.as_str(), kind.kind.as_str()),
-        ("", "Namespace" | "Node" | "PersistentVolume")
-            | ("rbac.authorization.k8s.io", "ClusterRole" | "ClusterRoleBinding")
-            | ("storage.k8s.io", "StorageClass" | "CSIDriver" | "CSINode" | "VolumeAttachment")
-            | ("apiextensions.k8s.io", "CustomResourceDefinition")
-            | ("scheduling.k8s.io", "PriorityClass")
-            | ("networking.k8s.io", "IngressClass")
-            | ("node.k8s.io", "RuntimeClass")
-            | ("certificates.k8s.io", "CertificateSigningRequest")
-            | ("admissionregistration.k8s.io", _)
-    )
 }
 
 /// Mutate, then validate the mutated object: the combined answer, every
@@ -284,6 +254,54 @@ mod tests {
         assert!(err.contains("not among the kinds webapp may write"), "{err}");
         let err = live.check(&manifest, &outcome(vec![service("Bad_Name")])).unwrap_err().to_string();
         assert!(err.contains("DNS subdomain"), "{err}");
+    }
+
+    /// One shared rule case (`contract/rules/cases/`), with its pad applied.
+    pub(crate) fn rule_cases() -> Vec<(String, Value)> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../contract/rules/cases");
+        let mut cases: Vec<(String, Value)> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .map(|p| {
+                let case = rules::padded(serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap());
+                (p.file_stem().unwrap().to_string_lossy().into_owned(), case)
+            })
+            .collect();
+        cases.sort_by(|a, b| a.0.cmp(&b.0));
+        assert!(cases.len() >= 10, "the shared cases are in {}", dir.display());
+        cases
+    }
+
+    #[test]
+    fn operon_test_should_give_every_shared_rule_case_its_verdict() {
+        for (name, case) in rule_cases() {
+            let file: RequestFile = serde_json::from_value(case["request"].clone()).unwrap();
+            let manifest = crate::contract::Manifest {
+                name: case["manifest"]["name"].as_str().unwrap().into(),
+                for_kind: Gvk::of(&file.object).unwrap(),
+                owns: serde_json::from_value(case["manifest"]["owns"].clone()).unwrap(),
+                watches: Vec::new(),
+                reads: Vec::new(),
+                finalizer: None,
+            };
+            let outcome: Outcome = serde_json::from_value(case["outcome"].clone()).unwrap();
+            let verdict = LiveCheck::of(&file).check(&manifest, &outcome).err().map(|r| r.0);
+            assert_eq!(verdict.as_deref(), case["refused"].as_str(), "case {name}");
+        }
+    }
+
+    #[test]
+    fn the_offline_policy_should_be_what_operon_run_gives_a_module() {
+        use crate::contract::rules::Policy;
+        let config = crate::controller::Config::default();
+        let p = Policy::offline("x", &[]);
+        assert_eq!(p.namespaces, config.grants.namespaces);
+        assert_eq!(
+            (p.cluster_scoped, p.max_desired, p.max_events),
+            (config.grants.cluster_scoped, config.max_desired, config.max_events)
+        );
+        assert!(!config.grants.adopt, "offline runners never adopt");
     }
 
     #[test]

@@ -122,7 +122,9 @@
 //!
 //! [`testing`] runs a reconciler natively through [`run::reconcile`], the
 //! function the component export calls, with a [`testing::FakeCluster`]
-//! answering `get` and `list`. With the `fixtures` feature,
+//! answering `get` and `list`, and checks each outcome with the host's own
+//! rules ([`operon_contract::rules`]: owned kinds, namespaces, names,
+//! sizes, ownership), as `operon test` does. With the `fixtures` feature,
 //! [`testing::fixtures`] runs the YAML fixtures of `operon test` from
 //! `cargo test`.
 //!
@@ -130,8 +132,8 @@
 //!
 //! - `k8s-openapi`: [`ObjectKind`] for every k8s-openapi resource type. The
 //!   guest crate must enable one Kubernetes version feature of k8s-openapi.
-//! - `fixtures`: [`testing::fixtures`] (pulls in `operon-contract`, which
-//!   reads the fixture files, and its YAML parser serde-saphyr).
+//! - `fixtures`: [`testing::fixtures`] (`operon-contract`'s fixture files,
+//!   and its YAML parser serde-saphyr).
 //! - `arena` (default): in WebAssembly builds, the crate sets the global
 //!   allocator to a 1 MiB bump arena in front of the standard one, so an
 //!   instance that lives for one call never grows its memory (a fresh-instance
