@@ -37,52 +37,133 @@ pub use crate::contract::fixture::Error;
 /// The result of running a directory of fixtures.
 #[derive(Debug, Default)]
 pub struct Report {
-    /// Fixtures whose outcome matched.
+    /// Fixtures whose outcome matched (with `--update`: whose expected file
+    /// already said it).
     pub passed: usize,
+    /// With `--update`: the expected files written (new or changed).
+    pub written: Vec<std::path::PathBuf>,
     /// Fixture names that did not match, or could not run.
     pub failed: Vec<String>,
+}
+
+/// How [`run_dir_with`] runs and prints.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Write the expected files from the outcomes instead of comparing
+    /// (`operon test --update`); an outcome the host would refuse is still
+    /// a failure, and nothing is written for it.
+    pub update: bool,
+    /// Colour the verdicts and diffs (ANSI): only for a terminal, or
+    /// `--color always`.
+    pub color: bool,
 }
 
 /// Run every fixture in `dir` through `module`, writing a line per fixture
 /// (and a diff per mismatch) to `out`, then `N passed, M failed`.
 /// With `update`, expected files are (re)written instead of compared.
 pub fn run_dir(module: &Module, dir: &Path, update: bool, out: &mut dyn Write) -> Result<Report, Error> {
+    run_dir_with(module, dir, Options { update, color: false }, out)
+}
+
+/// [`run_dir`] with [`Options`]. With `update`, each line says what was
+/// done (`wrote   NAME → FILE`, or `ok      NAME (unchanged)`), and the
+/// last line counts them: `N written, M unchanged, K failed`.
+pub fn run_dir_with(module: &Module, dir: &Path, options: Options, out: &mut dyn Write) -> Result<Report, Error> {
     let cases = fixture::discover(dir)?;
     let mut report = Report::default();
+    let paint = Paint(options.color);
     let all = cases.requests.iter().map(|c| (c, false)).chain(cases.reviews.iter().map(|c| (c, true)));
     for (case, admission) in all {
         let name = if admission { format!("{}/{}", fixture::ADMISSION_DIR, case.name) } else { case.name.clone() };
-        let result = if admission { run_review(module, case, update) } else { run_one(module, case, update) };
+        let result =
+            if admission { run_review(module, case, options.update) } else { run_one(module, case, options.update) };
         let _ = match result {
-            Ok(None) => {
+            Ok(Concluded::Pass) if options.update => {
                 report.passed += 1;
-                writeln!(out, "ok      {name}")
+                writeln!(out, "{}      {name} (unchanged)", paint.green("ok"))
             }
-            Ok(Some(diff)) => {
+            Ok(Concluded::Pass) => {
+                report.passed += 1;
+                writeln!(out, "{}      {name}", paint.green("ok"))
+            }
+            Ok(Concluded::Wrote) => {
+                report.written.push(case.expected.clone());
+                let file = case.expected.strip_prefix(dir).unwrap_or(&case.expected);
+                writeln!(out, "{}   {name} → {}", paint.yellow("wrote"), file.display())
+            }
+            Ok(Concluded::Differs(diff)) => {
                 report.failed.push(name.clone());
-                writeln!(out, "FAILED  {name}\n{diff}")
+                writeln!(out, "{}  {name}\n{}", paint.red("FAILED"), paint.diff(&diff))
             }
             Err(e) => {
                 report.failed.push(name.clone());
-                writeln!(out, "FAILED  {name}: {e}")
+                writeln!(out, "{}  {name}: {e}", paint.red("FAILED"))
             }
         };
     }
-    let _ = writeln!(out, "{} passed, {} failed", report.passed, report.failed.len());
+    let _ = if options.update {
+        writeln!(out, "{} written, {} unchanged, {} failed", report.written.len(), report.passed, report.failed.len())
+    } else {
+        writeln!(out, "{} passed, {} failed", report.passed, report.failed.len())
+    };
     Ok(report)
 }
 
-/// Writes or checks the expected file of a case: `Ok(None)` when it
-/// matches (or was written), `Ok(Some(message))` when not.
-fn conclude(kind: Kind, case: &Case, actual: &Value, update: bool) -> Result<Option<String>, Error> {
-    if update {
-        fixture::write_expected(kind, &case.expected, actual)?;
-        return Ok(None);
+/// ANSI colours, or none.
+struct Paint(bool);
+
+impl Paint {
+    fn wrap(&self, code: &str, text: &str) -> String {
+        if self.0 { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_string() }
     }
-    Ok(match fixture::check(kind, &case.expected, actual)? {
-        Verdict::Pass => None,
-        Verdict::Differs(diff) => Some(diff),
-        Verdict::Missing(actual) => Some(format!(
+    fn green(&self, text: &str) -> String {
+        self.wrap("32", text)
+    }
+    fn red(&self, text: &str) -> String {
+        self.wrap("31", text)
+    }
+    fn yellow(&self, text: &str) -> String {
+        self.wrap("33", text)
+    }
+    /// A unified diff with removed lines red and added lines green.
+    fn diff(&self, diff: &str) -> String {
+        if !self.0 {
+            return diff.to_string();
+        }
+        diff.split_inclusive('\n')
+            .map(|line| match line.as_bytes().first() {
+                Some(b'-') if !line.starts_with("---") => self.red(line.trim_end_matches('\n')) + "\n",
+                Some(b'+') if !line.starts_with("+++") => self.green(line.trim_end_matches('\n')) + "\n",
+                _ => line.to_string(),
+            })
+            .collect()
+    }
+}
+
+/// What became of one fixture.
+enum Concluded {
+    /// The outcome matched (or, updating, the file already said it).
+    Pass,
+    /// Updating: the expected file was written (new or changed).
+    Wrote,
+    /// A mismatch, a refused outcome, or a missing expected file.
+    Differs(String),
+}
+
+/// Writes or checks the expected file of a case.
+fn conclude(kind: Kind, case: &Case, actual: &Value, update: bool) -> Result<Concluded, Error> {
+    let verdict = fixture::check(kind, &case.expected, actual);
+    if update {
+        if matches!(verdict, Ok(Verdict::Pass)) {
+            return Ok(Concluded::Pass);
+        }
+        fixture::write_expected(kind, &case.expected, actual)?;
+        return Ok(Concluded::Wrote);
+    }
+    Ok(match verdict? {
+        Verdict::Pass => Concluded::Pass,
+        Verdict::Differs(diff) => Concluded::Differs(diff),
+        Verdict::Missing(actual) => Concluded::Differs(format!(
             "  no expected file {}; write it with `operon test --update`, then review it\n  got:\n{}",
             case.expected.display(),
             indent(&actual)
@@ -90,8 +171,8 @@ fn conclude(kind: Kind, case: &Case, actual: &Value, update: bool) -> Result<Opt
     })
 }
 
-/// `Ok(None)` when the outcome matches, `Ok(Some(diff))` when not.
-fn run_one(module: &Module, case: &Case, update: bool) -> Result<Option<String>, Error> {
+/// One request fixture.
+fn run_one(module: &Module, case: &Case, update: bool) -> Result<Concluded, Error> {
     let invalid = |reason: String| Error::Invalid { path: case.path.clone(), reason };
     let file = RequestFile::load(&case.path)?;
     let live = LiveCheck::of(&file);
@@ -100,7 +181,7 @@ fn run_one(module: &Module, case: &Case, update: bool) -> Result<Option<String>,
     let observed = match module.reconcile(&request, Arc::new(reader)) {
         Ok(Ok(outcome)) => {
             if let Err(refused) = live.check(module.manifest(), &outcome) {
-                return Ok(Some(format!("  {refused} (the live controller checks this before writing)")));
+                return Ok(Concluded::Differs(format!("  {refused} (the live controller checks this before writing)")));
             }
             Observed::Outcome(outcome)
         }
@@ -199,10 +280,10 @@ fn admit(module: &Module, review: &Review, reader: Arc<dyn ObjectReader>) -> Val
     }
 }
 
-/// One admission fixture: `Ok(None)` when the answer matches.
-fn run_review(module: &Module, case: &Case, update: bool) -> Result<Option<String>, Error> {
+/// One admission fixture.
+fn run_review(module: &Module, case: &Case, update: bool) -> Result<Concluded, Error> {
     if !module.admission() {
-        return Ok(Some(format!(
+        return Ok(Concluded::Differs(format!(
             "  the module does not export {}/admission@{}: build it for the reconciler-with-admission world \
              (Rust: `operon_sdk::export!(MyReconciler with admission)`) or remove {}/",
             crate::runtime::WIT_PACKAGE,

@@ -26,7 +26,7 @@ pub mod lang;
 mod scaffold;
 
 pub use lang::Lang;
-pub use scaffold::scaffold;
+pub use scaffold::{ParentKind, scaffold, scaffold_kind};
 
 use serde::Deserialize;
 use std::ffi::OsStr;
