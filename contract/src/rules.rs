@@ -6,8 +6,8 @@
 //! (`apply::validate`, `apply::check_ownership`), `operon test` and the
 //! Rust SDK's `testing` call these functions. The other SDKs' test runners
 //! (Python, TypeScript, Go, C) implement the same checks from the same data
-//! ([`RULES_JSON`], `contract/rules/rules.json`, of which each SDK carries a
-//! byte-identical copy) and are held to the same verdicts, message for
+//! ([`RULES_JSON`], `contract/src/rules.json`, of which each SDK carries a
+//! copy, checked by a test) and are held to the same verdicts, message for
 //! message, by the shared cases in `contract/rules/cases/`: a case one
 //! runner passes and the host refuses is a failing test.
 //!
@@ -24,7 +24,7 @@ use std::collections::HashSet;
 use std::sync::OnceLock;
 
 /// The rules' data, as every SDK's copy holds it.
-pub const RULES_JSON: &str = include_str!("../rules/rules.json");
+pub const RULES_JSON: &str = include_str!("rules.json");
 
 /// Where each SDK carries the rules' data, and what the file must hold:
 /// the JSON itself (Go embeds it), or a module of the language holding it
@@ -36,7 +36,7 @@ pub fn sdk_copies() -> Vec<(&'static str, String)> {
         (
             "sdk/python/operon_sdk/_rules.py",
             format!(
-                "# The host's outcome rules (contract/rules/rules.json), for the test runner.\n\
+                "# The host's outcome rules (contract/src/rules.json), for the test runner.\n\
                  # Generated: a test of operon-contract fails when it drifts.\n\
                  import json\n\nRULES = json.loads(r\"\"\"\n{RULES_JSON}\"\"\")\n"
             ),
@@ -46,7 +46,7 @@ pub fn sdk_copies() -> Vec<(&'static str, String)> {
         (
             "sdk/typescript/src/rules.ts",
             format!(
-                "// The host's outcome rules (contract/rules/rules.json), for the test runner.\n\
+                "// The host's outcome rules (contract/src/rules.json), for the test runner.\n\
                  // Generated: a test of operon-contract fails when it drifts.\n\
                  export const RULES = {};\n",
                 RULES_JSON.trim_end()
@@ -60,7 +60,7 @@ fn c_header() -> String {
     let lines: String =
         RULES_JSON.lines().map(|l| format!("    \"{}\\n\"\n", l.replace('\\', "\\\\").replace('"', "\\\""))).collect();
     format!(
-        "/* The host's outcome rules (contract/rules/rules.json), for the test runner.\n \
+        "/* The host's outcome rules (contract/src/rules.json), for the test runner.\n \
          * Generated: a test of operon-contract fails when it drifts. */\n\
          #ifndef OPERON_RULES_H\n#define OPERON_RULES_H\n\
          static const char OPERON_RULES_JSON[] =\n{};\n#endif\n",
@@ -115,7 +115,7 @@ impl KindRule {
 /// Never: `rules.json` is part of this crate and parsed by its tests.
 pub fn rules() -> &'static Rules {
     static RULES: OnceLock<Rules> = OnceLock::new();
-    RULES.get_or_init(|| serde_json::from_str(RULES_JSON).expect("contract/rules/rules.json is valid"))
+    RULES.get_or_init(|| serde_json::from_str(RULES_JSON).expect("contract/src/rules.json is valid"))
 }
 
 /// Why an outcome was refused before anything was written.
@@ -549,7 +549,7 @@ mod tests {
             let found = std::fs::read_to_string(root.join(copy)).unwrap_or_else(|e| panic!("{copy}: {e}"));
             assert!(
                 found == text,
-                "{copy} differs from contract/rules/rules.json: regenerate it (see sdk_copies in contract/src/rules.rs)"
+                "{copy} differs from contract/src/rules.json: regenerate it (see sdk_copies in contract/src/rules.rs)"
             );
         }
     }

@@ -94,20 +94,10 @@ fn a_new_go_kind_should_get_its_crd_from_its_types_served_by_the_api_server_and_
 
 #[test]
 fn a_go_guest_that_panics_should_say_why_in_operon_test() {
-    let scratch = tempfile::tempdir().unwrap();
-    operon(scratch.path(), &["new", "--lang", "go", "boom"]);
-    let project = scratch.path().join("boom");
-    let main = std::fs::read_to_string(project.join("main.go")).unwrap();
-    let broken = main.replace(
-        "return nil, operon.Terminalf(\"spec.message must not be empty\")",
-        "panic(\"BUG: empty message\")",
+    author::panicking_guest_in_operon_test(
+        "go",
+        "main.go",
+        &[("return nil, operon.Terminalf(\"spec.message must not be empty\")", "panic(\"BUG: empty message\")")],
+        "panic: BUG: empty message — ",
     );
-    assert_ne!(broken, main, "the scaffold changed: update this test");
-    std::fs::write(project.join("main.go"), broken).unwrap();
-    operon(&project, &["build"]);
-    let out = Command::new(author::OPERON).current_dir(&project).arg("test").output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(!out.status.success(), "{stdout}");
-    assert!(stdout.contains("FAILED  empty-message"), "{stdout}");
-    assert!(stdout.contains("trapped: panic: BUG: empty message — "), "the panic line comes first:\n{stdout}");
 }

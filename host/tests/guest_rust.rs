@@ -71,3 +71,14 @@ fn a_new_rust_project_should_build_and_pass_its_fixtures() {
         .sum();
     assert_eq!(passed, 3, "two unit tests and the fixtures test:\n{text}");
 }
+
+#[test]
+fn a_rust_guest_that_panics_should_say_why_in_operon_test() {
+    // No stderr on wasm32-unknown-unknown: the SDK's panic hook says it through host.log.
+    author::panicking_guest_in_operon_test(
+        "rust",
+        "src/lib.rs",
+        &[("return Err(Failure::terminal(\"spec.message must not be empty\"));", "panic!(\"BUG: empty message\");")],
+        "panicked at src/lib.rs:",
+    );
+}

@@ -1,4 +1,4 @@
-/* The host's outcome rules (contract/rules/rules.json), for the test runner.
+/* The host's outcome rules (contract/src/rules.json), for the test runner.
  * Generated: a test of operon-contract fails when it drifts. */
 #ifndef OPERON_RULES_H
 #define OPERON_RULES_H

@@ -74,7 +74,7 @@ impl Said {
     /// The line that best explains a trap, if the guest said anything.
     pub fn last_words(&self) -> Option<String> {
         let lines = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        last_words(lines.iter().map(String::as_str))
+        last_words(&lines.iter().map(String::as_str).collect::<Vec<_>>())
     }
 }
 
@@ -82,25 +82,44 @@ impl Said {
 ///
 /// - Go's runtime writes `panic: MESSAGE` (or `fatal error: MESSAGE`) first,
 ///   then the goroutines' stacks: the first such line;
+/// - Python writes a traceback that ends with the exception (and
+///   componentize-py its own panic after it): the first unindented line
+///   after the last `Traceback` line;
 /// - otherwise the last line that is not part of a stack trace (indented
-///   frames, `at ...`, Python's `Traceback` and `File "..."` lines): the
-///   message of a Python exception, a JavaScript error, a C assertion, or
-///   the line a Rust guest's panic hook logged.
-pub(crate) fn last_words<'a>(lines: impl DoubleEndedIterator<Item = &'a str> + Clone) -> Option<String> {
-    if let Some(go) = lines.clone().find(|l| l.starts_with("panic: ") || l.starts_with("fatal error: ")) {
+///   frames, `at ...`, SpiderMonkey's `name@file:line:column`) nor the
+///   runtime's own wrapping of it (componentize-js's variant error and
+///   abort): a JavaScript error as the TypeScript SDK logs it, a C
+///   assertion or message before `abort()`, the line a Rust guest's panic
+///   hook logged.
+pub(crate) fn last_words(lines: &[&str]) -> Option<String> {
+    if let Some(go) = lines.iter().find(|l| l.starts_with("panic: ") || l.starts_with("fatal error: ")) {
         return Some(go.to_string());
     }
+    let traceback = lines.iter().rposition(|l| l.starts_with("Traceback (most recent call last)"));
+    if let Some(exception) = traceback.and_then(|at| lines[at + 1..].iter().find(|l| !l.starts_with([' ', '\t']))) {
+        return Some(exception.to_string());
+    }
+    // SpiderMonkey's frames (componentize-js): `name@file:line:column`.
+    let js_frame = |l: &str| {
+        l.split_once('@').is_some_and(|(_, at)| {
+            let mut parts = at.rsplitn(3, ':');
+            let numeric = |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+            numeric(parts.next()) && numeric(parts.next())
+        })
+    };
     let frame = |l: &str| {
         l.starts_with([' ', '\t'])
             || l.starts_with("at ")
-            || l.starts_with("Traceback (most recent call last)")
-            || l.starts_with("File \"")
             || l.starts_with("goroutine ")
             || l.starts_with("Stack:")
             || l.starts_with("note: run with `RUST_BACKTRACE")
-            || l.starts_with("[") && l.ends_with("]")
+            || l.starts_with('[') && l.ends_with(']')
+            || js_frame(l)
+            // componentize-js's own report of an exception it cannot map to the WIT result.
+            || l.starts_with("invalid variant tag value")
+            || l == "Redirecting call to abort() to mozalloc_abort"
     };
-    lines.rev().find(|l| !frame(l)).map(str::to_string)
+    lines.iter().rev().find(|l| !frame(l)).map(|l| l.to_string())
 }
 
 /// `line` without terminal escapes (`ESC [ ... letter`) and other control
@@ -412,9 +431,18 @@ mod tests {
         // Go: the panic comes first, the goroutines' stacks after it.
         let go = "panic: BUG: empty message\n\ngoroutine 1 [running]:\nmain.Greeter.Reconcile(...)\n\t/src/main.go:51 +0x3\nexit status 2";
         assert_eq!(words(go).as_deref(), Some("panic: BUG: empty message"));
-        // Python: the exception is the traceback's last line.
+        // Python: the exception closes the traceback, before componentize-py's own panic.
+        let componentized = "Traceback (most recent call last):\n  File \"/app.py\", line 9, in reconcile\nValueError: BUG: empty message\nthread '<unnamed>' panicked at src/lib.rs:1:1:\nPython function threw an unexpected exception\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace";
+        assert_eq!(words(componentized).as_deref(), Some("ValueError: BUG: empty message"));
         let py = "Traceback (most recent call last):\n  File \"/app.py\", line 9, in reconcile\n    raise ValueError(\"BUG\")\nValueError: BUG: empty message";
         assert_eq!(words(py).as_deref(), Some("ValueError: BUG: empty message"));
+        // JavaScript under componentize-js: the SDK's line, its frames, then the runtime's own report.
+        let componentize_js = "reconcile threw Error: BUG: empty message\nreconcile@component.js:465:26\n\
+            export_guest_0_1_0$reconcile@/tmp/x/initializer.js:602:29\n\
+            invalid variant tag value `undefined` (received `Error: BUG: empty message`) specified for `Failure`\n\
+            Stack:\n  export_guest_0_1_0$reconcile@/tmp/x/initializer.js:718:17\n\
+            Redirecting call to abort() to mozalloc_abort";
+        assert_eq!(words(componentize_js).as_deref(), Some("reconcile threw Error: BUG: empty message"));
         // JavaScript: the error, then its frames.
         let js = "Error: BUG: empty message\n    at reconcile (index.js:3:9)\n    at call (sdk.js:1:1)";
         assert_eq!(words(js).as_deref(), Some("Error: BUG: empty message"));

@@ -45,3 +45,27 @@ pub fn all_passed(fixtures: &Path) -> String {
     assert!(cases > 0, "no fixtures in {}", fixtures.display());
     format!("{cases} passed, 0 failed")
 }
+
+/// Scaffold `lang` in a scratch directory, make each edit `(from, to)` of
+/// `file` (the scaffold's terminal failure for an empty message becomes a
+/// panic, an exception, an abort with a known message), build, and run
+/// `operon test`: the empty-message fixture must fail, and its output must
+/// show `said` first in the trap's message. Returns the output.
+pub fn panicking_guest_in_operon_test(lang: &str, file: &str, edits: &[(&str, &str)], said: &str) -> String {
+    let scratch = tempfile::tempdir().unwrap();
+    operon(scratch.path(), &["new", "--lang", lang, "boom"]);
+    let project = scratch.path().join("boom");
+    let mut source = std::fs::read_to_string(project.join(file)).unwrap();
+    for (from, to) in edits {
+        assert!(source.contains(from), "the {lang} scaffold changed: update this test ({from:?})");
+        source = source.replace(from, to);
+    }
+    std::fs::write(project.join(file), source).unwrap();
+    operon(&project, &["build"]);
+    let out = Command::new(OPERON).current_dir(&project).arg("test").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(!out.status.success(), "{stdout}");
+    assert!(stdout.contains("FAILED  empty-message"), "{stdout}");
+    assert!(stdout.contains(&format!("trapped: {said}")), "the guest's last words come first:\n{stdout}");
+    stdout
+}

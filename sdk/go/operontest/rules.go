@@ -2,7 +2,7 @@ package operontest
 
 // The host's checks of an outcome before it writes anything, as operon
 // test makes them: the same rules (rules.json, a byte-identical copy of
-// contract/rules/rules.json) and the same messages as the host's
+// contract/src/rules.json) and the same messages as the host's
 // operon_contract::rules, held to the host's verdicts by the shared cases
 // in contract/rules/cases (rules_test.go).
 

@@ -1,4 +1,4 @@
-// The host's outcome rules (contract/rules/rules.json), for the test runner.
+// The host's outcome rules (contract/src/rules.json), for the test runner.
 // Generated: a test of operon-contract fails when it drifts.
 export const RULES = {
   "about": "The host's rules for an outcome (operon-contract's rules.rs), as data for every SDK's test runner. Each SDK carries a copy (sdk_copies in rules.rs); a test of operon-contract fails when one drifts. The cases beside this file are the verdicts every runner must give.",

@@ -295,6 +295,12 @@ mod tests {
     }
 
     #[test]
+    fn ci_should_prebuild_the_controller_gen_operon_runs() {
+        let ci = include_str!("../../../../.ci/run");
+        assert!(ci.contains(&format!("CONTROLLER_GEN={CONTROLLER_GEN}\n")), ".ci/run must pin {CONTROLLER_GEN}");
+    }
+
+    #[test]
     fn every_generated_package_should_have_its_directory_in_the_sdk() {
         // `go mod tidy` and `go vet` resolve the import paths through these.
         for world in [World::Reconciler, World::ReconcilerWithAdmission] {
