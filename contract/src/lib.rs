@@ -6,7 +6,8 @@
 //! host.** It is the vocabulary the rest share — kinds ([`Gvk`]), what a
 //! module declares ([`Manifest`]), one reconcile's [`Request`] and
 //! [`Outcome`], one admission [`Review`] and its [`Denial`], and
-//! [label selectors](selector) — so that each has one implementation; and,
+//! [label selectors](selector), the [rules](rules) an outcome must keep —
+//! so that each has one implementation; and,
 //! with the `fixtures` feature, the [fixture files](fixture) of `operon
 //! test` and of the Rust SDK's `testing::fixtures`.
 
@@ -38,6 +39,7 @@ mod types;
 
 #[cfg(feature = "fixtures")]
 pub mod fixture;
+pub mod rules;
 pub mod selector;
 
 pub use admission::{Denial, IMMUTABLE_BY_MUTATE, Operation, Review, UserInfo};

@@ -8,10 +8,12 @@
 //! `testing::fixtures`; this module runs them through a component.
 //!
 //! An outcome is also checked as the live controller would check it before
-//! writing anything ([`apply::validate`] with the policy `operon run
-//! --module` gives the module, then [`apply::check_ownership`] against the
-//! fixture's `cluster` and `related` objects): an outcome the host would
-//! refuse fails the fixture, naming the rule, whatever the expected file says.
+//! writing anything ([`operon_contract::rules`], what `apply::validate`
+//! and `apply::check_ownership` call, with the policy `operon run --module`
+//! gives the module, against the fixture's `cluster` and `related`
+//! objects): an outcome the host would refuse fails the fixture, naming the
+//! rule, whatever the expected file says. Every SDK's own runner applies
+//! the same rules (`contract/rules/`).
 //!
 //! # Admission fixtures
 //!
@@ -20,9 +22,8 @@
 //! webhooks, and the expected file holds the combined answer. A module that
 //! does not export admission fails every admission fixture, saying so.
 
-use crate::apply;
-use crate::cache::{CachedObject, ObjectKey};
 use crate::contract::fixture::{self, Case, ErrorKind, Kind, Observed, RequestFile, ReviewFile, Verdict};
+use crate::contract::rules::{self, Refused};
 use crate::contract::{Gvk, Outcome, Review, Selector};
 use crate::runtime::{Module, ObjectReader, ReadError};
 use serde_json::Value;
@@ -36,52 +37,133 @@ pub use crate::contract::fixture::Error;
 /// The result of running a directory of fixtures.
 #[derive(Debug, Default)]
 pub struct Report {
-    /// Fixtures whose outcome matched.
+    /// Fixtures whose outcome matched (with `--update`: whose expected file
+    /// already said it).
     pub passed: usize,
+    /// With `--update`: the expected files written (new or changed).
+    pub written: Vec<std::path::PathBuf>,
     /// Fixture names that did not match, or could not run.
     pub failed: Vec<String>,
+}
+
+/// How [`run_dir_with`] runs and prints.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Write the expected files from the outcomes instead of comparing
+    /// (`operon test --update`); an outcome the host would refuse is still
+    /// a failure, and nothing is written for it.
+    pub update: bool,
+    /// Colour the verdicts and diffs (ANSI): only for a terminal, or
+    /// `--color always`.
+    pub color: bool,
 }
 
 /// Run every fixture in `dir` through `module`, writing a line per fixture
 /// (and a diff per mismatch) to `out`, then `N passed, M failed`.
 /// With `update`, expected files are (re)written instead of compared.
 pub fn run_dir(module: &Module, dir: &Path, update: bool, out: &mut dyn Write) -> Result<Report, Error> {
+    run_dir_with(module, dir, Options { update, color: false }, out)
+}
+
+/// [`run_dir`] with [`Options`]. With `update`, each line says what was
+/// done (`wrote   NAME → FILE`, or `ok      NAME (unchanged)`), and the
+/// last line counts them: `N written, M unchanged, K failed`.
+pub fn run_dir_with(module: &Module, dir: &Path, options: Options, out: &mut dyn Write) -> Result<Report, Error> {
     let cases = fixture::discover(dir)?;
     let mut report = Report::default();
+    let paint = Paint(options.color);
     let all = cases.requests.iter().map(|c| (c, false)).chain(cases.reviews.iter().map(|c| (c, true)));
     for (case, admission) in all {
         let name = if admission { format!("{}/{}", fixture::ADMISSION_DIR, case.name) } else { case.name.clone() };
-        let result = if admission { run_review(module, case, update) } else { run_one(module, case, update) };
+        let result =
+            if admission { run_review(module, case, options.update) } else { run_one(module, case, options.update) };
         let _ = match result {
-            Ok(None) => {
+            Ok(Concluded::Pass) if options.update => {
                 report.passed += 1;
-                writeln!(out, "ok      {name}")
+                writeln!(out, "{}      {name} (unchanged)", paint.green("ok"))
             }
-            Ok(Some(diff)) => {
+            Ok(Concluded::Pass) => {
+                report.passed += 1;
+                writeln!(out, "{}      {name}", paint.green("ok"))
+            }
+            Ok(Concluded::Wrote) => {
+                report.written.push(case.expected.clone());
+                let file = case.expected.strip_prefix(dir).unwrap_or(&case.expected);
+                writeln!(out, "{}   {name} → {}", paint.yellow("wrote"), file.display())
+            }
+            Ok(Concluded::Differs(diff)) => {
                 report.failed.push(name.clone());
-                writeln!(out, "FAILED  {name}\n{diff}")
+                writeln!(out, "{}  {name}\n{}", paint.red("FAILED"), paint.diff(&diff))
             }
             Err(e) => {
                 report.failed.push(name.clone());
-                writeln!(out, "FAILED  {name}: {e}")
+                writeln!(out, "{}  {name}: {e}", paint.red("FAILED"))
             }
         };
     }
-    let _ = writeln!(out, "{} passed, {} failed", report.passed, report.failed.len());
+    let _ = if options.update {
+        writeln!(out, "{} written, {} unchanged, {} failed", report.written.len(), report.passed, report.failed.len())
+    } else {
+        writeln!(out, "{} passed, {} failed", report.passed, report.failed.len())
+    };
     Ok(report)
 }
 
-/// Writes or checks the expected file of a case: `Ok(None)` when it
-/// matches (or was written), `Ok(Some(message))` when not.
-fn conclude(kind: Kind, case: &Case, actual: &Value, update: bool) -> Result<Option<String>, Error> {
-    if update {
-        fixture::write_expected(kind, &case.expected, actual)?;
-        return Ok(None);
+/// ANSI colours, or none.
+struct Paint(bool);
+
+impl Paint {
+    fn wrap(&self, code: &str, text: &str) -> String {
+        if self.0 { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_string() }
     }
-    Ok(match fixture::check(kind, &case.expected, actual)? {
-        Verdict::Pass => None,
-        Verdict::Differs(diff) => Some(diff),
-        Verdict::Missing(actual) => Some(format!(
+    fn green(&self, text: &str) -> String {
+        self.wrap("32", text)
+    }
+    fn red(&self, text: &str) -> String {
+        self.wrap("31", text)
+    }
+    fn yellow(&self, text: &str) -> String {
+        self.wrap("33", text)
+    }
+    /// A unified diff with removed lines red and added lines green.
+    fn diff(&self, diff: &str) -> String {
+        if !self.0 {
+            return diff.to_string();
+        }
+        diff.split_inclusive('\n')
+            .map(|line| match line.as_bytes().first() {
+                Some(b'-') if !line.starts_with("---") => self.red(line.trim_end_matches('\n')) + "\n",
+                Some(b'+') if !line.starts_with("+++") => self.green(line.trim_end_matches('\n')) + "\n",
+                _ => line.to_string(),
+            })
+            .collect()
+    }
+}
+
+/// What became of one fixture.
+enum Concluded {
+    /// The outcome matched (or, updating, the file already said it).
+    Pass,
+    /// Updating: the expected file was written (new or changed).
+    Wrote,
+    /// A mismatch, a refused outcome, or a missing expected file.
+    Differs(String),
+}
+
+/// Writes or checks the expected file of a case.
+fn conclude(kind: Kind, case: &Case, actual: &Value, update: bool) -> Result<Concluded, Error> {
+    let verdict = fixture::check(kind, &case.expected, actual);
+    if update {
+        if matches!(verdict, Ok(Verdict::Pass)) {
+            return Ok(Concluded::Pass);
+        }
+        fixture::write_expected(kind, &case.expected, actual)?;
+        return Ok(Concluded::Wrote);
+    }
+    Ok(match verdict? {
+        Verdict::Pass => Concluded::Pass,
+        Verdict::Differs(diff) => Concluded::Differs(diff),
+        Verdict::Missing(actual) => Concluded::Differs(format!(
             "  no expected file {}; write it with `operon test --update`, then review it\n  got:\n{}",
             case.expected.display(),
             indent(&actual)
@@ -89,8 +171,8 @@ fn conclude(kind: Kind, case: &Case, actual: &Value, update: bool) -> Result<Opt
     })
 }
 
-/// `Ok(None)` when the outcome matches, `Ok(Some(diff))` when not.
-fn run_one(module: &Module, case: &Case, update: bool) -> Result<Option<String>, Error> {
+/// One request fixture.
+fn run_one(module: &Module, case: &Case, update: bool) -> Result<Concluded, Error> {
     let invalid = |reason: String| Error::Invalid { path: case.path.clone(), reason };
     let file = RequestFile::load(&case.path)?;
     let live = LiveCheck::of(&file);
@@ -99,7 +181,7 @@ fn run_one(module: &Module, case: &Case, update: bool) -> Result<Option<String>,
     let observed = match module.reconcile(&request, Arc::new(reader)) {
         Ok(Ok(outcome)) => {
             if let Err(refused) = live.check(module.manifest(), &outcome) {
-                return Ok(Some(format!("  {refused} (the live controller checks this before writing)")));
+                return Ok(Concluded::Differs(format!("  {refused} (the live controller checks this before writing)")));
             }
             Observed::Outcome(outcome)
         }
@@ -143,65 +225,34 @@ impl ObjectReader for FixtureReader {
 /// What the live controller checks an outcome against: the parent, its
 /// children (the host finds them by owner, so they are the parent's), and
 /// the other objects of the fixture's cluster.
-struct LiveCheck {
+pub(crate) struct LiveCheck {
     parent: Value,
     children: Vec<Value>,
     others: Vec<Value>,
 }
 
 impl LiveCheck {
-    fn of(f: &RequestFile) -> LiveCheck {
+    pub(crate) fn of(f: &RequestFile) -> LiveCheck {
         let others = f.cluster.iter().chain(&f.related).cloned().collect();
         LiveCheck { parent: f.object.clone(), children: f.children.clone(), others }
     }
 
-    /// `apply::validate` with the policy of `operon run --module` (the
-    /// controller's default grants and limits), then the ownership check.
-    fn check(&self, manifest: &crate::contract::Manifest, outcome: &Outcome) -> Result<(), apply::ValidationError> {
-        let parent = CachedObject::from_value(self.parent.clone())
-            .map_err(|e| apply::ValidationError(format!("the fixture's object: {e}")))?;
-        let config = crate::pipeline::Config::default();
-        let policy = apply::Policy {
-            controller: manifest.name.clone(),
-            owns: manifest.owns.clone(),
-            namespaces: config.grants.namespaces.clone(),
-            cluster_scoped: config.grants.cluster_scoped,
-            max_desired: config.max_desired,
-            max_events: config.max_events,
-        };
-        let children = apply::validate(&policy, &parent, outcome, |kind| !cluster_scoped(kind))?;
-        let is = |o: &Value, kind: &Gvk, key: &ObjectKey| {
-            Gvk::of(o).as_ref() == Some(kind)
-                && o.pointer("/metadata/name").and_then(Value::as_str) == Some(key.name.as_str())
-                && o.pointer("/metadata/namespace")
-                    .and_then(Value::as_str)
-                    .is_none_or(|ns| key.namespace.as_deref() == Some(ns))
-        };
-        apply::check_ownership(&parent, &children, config.grants.adopt, |kind, key| {
-            if self.children.iter().any(|c| is(c, kind, key)) {
-                return None;
-            }
-            let other = self.others.iter().find(|o| is(o, kind, key))?;
-            CachedObject::from_value(other.clone()).ok().map(Arc::new)
-        })
+    /// The contract's rules with the policy of `operon run --module`
+    /// ([`rules::check_offline`]: the controller's default grants and
+    /// limits, then the ownership check): what the Rust SDK's runner calls
+    /// too.
+    pub(crate) fn check(&self, manifest: &crate::contract::Manifest, outcome: &Outcome) -> Result<(), Refused> {
+        let reasons = outcome.events.iter().map(|e| e.reason.as_str());
+        rules::check_offline(
+            &manifest.name,
+            &manifest.owns,
+            &self.parent,
+            &self.children,
+            &self.others,
+            &outcome.desired,
+            reasons,
+        )
     }
-}
-
-/// Kinds that are cluster-scoped, for the offline check (the live host asks
-/// discovery); any other kind, custom ones included, counts as namespaced.
-fn cluster_scoped(kind: &Gvk) -> bool {
-    matches!(
-        (kind.group.as_str(), kind.kind.as_str()),
-        ("", "Namespace" | "Node" | "PersistentVolume")
-            | ("rbac.authorization.k8s.io", "ClusterRole" | "ClusterRoleBinding")
-            | ("storage.k8s.io", "StorageClass" | "CSIDriver" | "CSINode" | "VolumeAttachment")
-            | ("apiextensions.k8s.io", "CustomResourceDefinition")
-            | ("scheduling.k8s.io", "PriorityClass")
-            | ("networking.k8s.io", "IngressClass")
-            | ("node.k8s.io", "RuntimeClass")
-            | ("certificates.k8s.io", "CertificateSigningRequest")
-            | ("admissionregistration.k8s.io", _)
-    )
 }
 
 /// Mutate, then validate the mutated object: the combined answer, every
@@ -229,10 +280,10 @@ fn admit(module: &Module, review: &Review, reader: Arc<dyn ObjectReader>) -> Val
     }
 }
 
-/// One admission fixture: `Ok(None)` when the answer matches.
-fn run_review(module: &Module, case: &Case, update: bool) -> Result<Option<String>, Error> {
+/// One admission fixture.
+fn run_review(module: &Module, case: &Case, update: bool) -> Result<Concluded, Error> {
     if !module.admission() {
-        return Ok(Some(format!(
+        return Ok(Concluded::Differs(format!(
             "  the module does not export {}/admission@{}: build it for the reconciler-with-admission world \
              (Rust: `operon_sdk::export!(MyReconciler with admission)`) or remove {}/",
             crate::runtime::WIT_PACKAGE,
@@ -284,6 +335,54 @@ mod tests {
         assert!(err.contains("not among the kinds webapp may write"), "{err}");
         let err = live.check(&manifest, &outcome(vec![service("Bad_Name")])).unwrap_err().to_string();
         assert!(err.contains("DNS subdomain"), "{err}");
+    }
+
+    /// One shared rule case (`contract/rules/cases/`), with its pad applied.
+    pub(crate) fn rule_cases() -> Vec<(String, Value)> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../contract/rules/cases");
+        let mut cases: Vec<(String, Value)> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .map(|p| {
+                let case = rules::padded(serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap());
+                (p.file_stem().unwrap().to_string_lossy().into_owned(), case)
+            })
+            .collect();
+        cases.sort_by(|a, b| a.0.cmp(&b.0));
+        assert!(cases.len() >= 10, "the shared cases are in {}", dir.display());
+        cases
+    }
+
+    #[test]
+    fn operon_test_should_give_every_shared_rule_case_its_verdict() {
+        for (name, case) in rule_cases() {
+            let file: RequestFile = serde_json::from_value(case["request"].clone()).unwrap();
+            let manifest = crate::contract::Manifest {
+                name: case["manifest"]["name"].as_str().unwrap().into(),
+                for_kind: Gvk::of(&file.object).unwrap(),
+                owns: serde_json::from_value(case["manifest"]["owns"].clone()).unwrap(),
+                watches: Vec::new(),
+                reads: Vec::new(),
+                finalizer: None,
+            };
+            let outcome: Outcome = serde_json::from_value(case["outcome"].clone()).unwrap();
+            let verdict = LiveCheck::of(&file).check(&manifest, &outcome).err().map(|r| r.0);
+            assert_eq!(verdict.as_deref(), case["refused"].as_str(), "case {name}");
+        }
+    }
+
+    #[test]
+    fn the_offline_policy_should_be_what_operon_run_gives_a_module() {
+        use crate::contract::rules::Policy;
+        let config = crate::pipeline::Config::default();
+        let p = Policy::offline("x", &[]);
+        assert_eq!(p.namespaces, config.grants.namespaces);
+        assert_eq!(
+            (p.cluster_scoped, p.max_desired, p.max_events),
+            (config.grants.cluster_scoped, config.max_desired, config.max_events)
+        );
+        assert!(!config.grants.adopt, "offline runners never adopt");
     }
 
     #[test]

@@ -110,14 +110,15 @@ impl Drop for Guard {
 }
 
 /// Installs the process's global subscriber: `RUST_LOG` filter (default
-/// `info`), log lines in `format` to stderr, and OTLP span export if
+/// `info`), log lines in `format` to stderr (coloured when `ansi`, else as
+/// [`fmt_layer`] decides: only on a terminal), and OTLP span export if
 /// [`Otlp::from_env`] finds an endpoint.
 ///
 /// # Errors
 ///
 /// [`Error::Exporter`] if the OTLP environment is invalid;
 /// [`Error::AlreadyInitialised`] if a global subscriber is already set.
-pub fn init(format: LogFormat) -> Result<Guard, Error> {
+pub fn init(format: LogFormat, ansi: Option<bool>) -> Result<Guard, Error> {
     let filter =
         EnvFilter::builder().with_default_directive(tracing::level_filters::LevelFilter::INFO.into()).from_env_lossy();
     let otlp = Otlp::from_env();
@@ -130,7 +131,10 @@ pub fn init(format: LogFormat) -> Result<Guard, Error> {
     };
     tracing_subscriber::registry()
         .with(filter)
-        .with(fmt_layer(format))
+        .with(match ansi {
+            Some(ansi) => fmt_layer_to(format, std::io::stderr, ansi),
+            None => fmt_layer(format),
+        })
         .with(otel)
         .try_init()
         .map_err(Error::AlreadyInitialised)?;

@@ -603,7 +603,7 @@ fn the_runtime_should_call_validate_and_mutate_under_the_sandbox() {
 
     let misbehave = rt.load(&guest("admission-misbehave"), Limits::default()).unwrap();
     let trap = misbehave.validate(&portless, Arc::new(NoObjects), deadline).unwrap_err();
-    assert!(matches!(&trap, CallError::Trap(m) if m.contains("unreachable")), "{trap}");
+    assert!(matches!(&trap, CallError::Trap { trap, .. } if trap.contains("unreachable")), "{trap}");
     // The webhook's deadline wins when it is the smaller one.
     let looping = review(Operation::Create, Some(shop(json!({}), json!({"admission-test": "loop"}))));
     let started = Instant::now();

@@ -91,6 +91,13 @@ fn a_wrong_expectation_fails_with_a_diff() {
         "diff shows the actual value:\n{text}"
     );
     assert!(text.lines().last().unwrap().ends_with("passed, 1 failed"), "{text}");
+    assert!(!text.contains('\u{1b}'), "no escape codes into a pipe:\n{text}");
+
+    // --color always: the verdict and the diff's lines are coloured.
+    let out = operon(&["--color", "always", "test", &webapp_module(), dir.path().to_str().unwrap()]);
+    let text = stdout(&out);
+    assert!(text.contains("\u{1b}[31mFAILED\u{1b}[0m  scale"), "{text}");
+    assert!(text.contains("\u{1b}[32m+"), "{text}");
 }
 
 #[test]
@@ -106,7 +113,13 @@ fn update_writes_missing_expected_files() {
     assert!(stdout(&out).contains("no expected file"), "{}", stdout(&out));
 
     let out = operon(&["test", "--update", &webapp_module(), dir.path().to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}");
+    // It says what it wrote, and what it left as it was.
+    assert!(text.contains("wrote   create → create.expected.yaml\n"), "{text}");
+    assert!(text.contains("ok      scale (unchanged)\n"), "{text}");
+    let last = text.lines().last().unwrap_or_default();
+    assert!(last.starts_with("1 written, ") && last.ends_with(" unchanged, 0 failed"), "{text}");
     let written: serde_json::Value = serde_saphyr::from_str(&std::fs::read_to_string(&expected).unwrap()).unwrap();
     let original: serde_json::Value = serde_saphyr::from_str(&original).unwrap();
     assert_eq!(written, original, "--update writes what the reviewed golden file says");

@@ -6,8 +6,117 @@
 //! fake nodes. Nothing is skipped: a missing toolchain or binary fails.
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 use std::time::Instant;
+
+/// One control plane (no workloads: a Greeting owns a ConfigMap only) for
+/// the tests that point `operon dev` at it with --kubeconfig.
+fn plane() -> &'static operon_envtest::ControlPlane {
+    operon_envtest::shared_with(operon_envtest::Options::default)
+}
+
+/// `operon new --lang c NAME` in a scratch directory (C builds in seconds).
+fn new_c_project(scratch: &Path, name: &str) -> std::path::PathBuf {
+    let out = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .current_dir(scratch)
+        .args(["new", "--vendor", "--lang", "c", name])
+        .output()
+        .expect("running operon new");
+    assert!(out.status.success(), "operon new failed: {}", String::from_utf8_lossy(&out.stderr));
+    scratch.join(name)
+}
+
+/// `operon dev --once` on `project` against the shared control plane.
+fn dev_once(project: &Path, timeout: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(["dev", "--once", "--timeout", timeout, "--metrics-bind-address", "127.0.0.1:0", "--kubeconfig"])
+        .arg(plane().kubeconfig_path())
+        .arg(project)
+        .output()
+        .expect("running operon dev")
+}
+
+#[test]
+fn operon_dev_once_should_refuse_a_project_whose_fixture_fails_naming_it_and_load_nothing_of_it() {
+    let scratch = tempfile::tempdir().unwrap();
+    let project = new_c_project(scratch.path(), "gate");
+    let expected = project.join("fixtures/create.expected.yaml");
+    let text = std::fs::read_to_string(&expected).unwrap();
+    std::fs::write(&expected, text.replace("message: Hello from Operon", "message: Hello from elsewhere")).unwrap();
+
+    let out = dev_once(&project, "60");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "a failing fixture must fail --once:\n{stdout}");
+    assert!(stdout.contains("✗ gate: fixtures failed: create; not loaded until they pass"), "{stdout}");
+    assert!(stdout.contains("nothing loaded:\n  gate: fixtures failed: create"), "{stdout}");
+    assert!(stdout.contains("-    message: Hello from elsewhere"), "the diff is shown:\n{stdout}");
+
+    // Nothing of it reached the cluster: no namespace, no Reconciler.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = plane().client().await;
+        let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client);
+        assert!(namespaces.get_opt("dev-gate").await.unwrap().is_none(), "its namespace was created");
+    });
+}
+
+#[test]
+fn operon_dev_should_name_a_parent_created_outside_the_reconcilers_namespace() {
+    let scratch = tempfile::tempdir().unwrap();
+    let project = new_c_project(scratch.path(), "stray");
+    // An author's Greeting applied without -n: it lands in `default`.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        use kube::api::{Api, DynamicObject, Patch, PatchParams};
+        let client = plane().client().await;
+        let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+            serde_saphyr::from_str(&std::fs::read_to_string(project.join("crd.yaml")).unwrap()).unwrap();
+        let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+            Api::all(client.clone());
+        crds.patch("greetings.demo.operon.dev", &PatchParams::apply("test").force(), &Patch::Apply(&crd))
+            .await
+            .unwrap();
+        let gvk = kube::api::GroupVersionKind::gvk("demo.operon.dev", "v1alpha1", "Greeting");
+        let mut tries = 0;
+        let ar = loop {
+            match kube::discovery::pinned_kind(&client, &gvk).await {
+                Ok((ar, _)) => break ar,
+                Err(_) if tries < 100 => tries += 1,
+                Err(e) => panic!("Greeting is not served: {e}"),
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        };
+        let greetings: Api<DynamicObject> = Api::namespaced_with(client, "default", &ar);
+        let stray: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "demo.operon.dev/v1alpha1", "kind": "Greeting",
+            "metadata": {"name": "lost"}, "spec": {"message": "hi"}
+        }))
+        .unwrap();
+        greetings.patch("lost", &PatchParams::apply("test"), &Patch::Apply(&stray)).await.unwrap();
+    });
+
+    let out = dev_once(&project, "120");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "operon dev failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout.contains(
+            "⚠ Greeting default/lost is in namespace default, where no Reconciler acts: \
+             the stray Reconciler acts in dev-stray only; apply it there (kubectl apply -n dev-stray -f …)"
+        ),
+        "{stdout}"
+    );
+    // The hint names the kinds loaded, not WebApps.
+    let hint = stdout.lines().find(|l| l.contains("kubectl get ")).unwrap_or_else(|| panic!("no hint:\n{stdout}"));
+    assert!(
+        hint.contains("greetings.demo.operon.dev") && hint.contains("configmaps") && !hint.contains("webapps"),
+        "{hint}"
+    );
+    // The sample reached its observed generation: Ready without a Ready condition.
+    assert!(
+        stdout.contains("ready: 1 Reconcilers Ready (dev-stray/stray); 1 parents Ready (dev-stray/hello)"),
+        "{stdout}"
+    );
+}
 
 #[test]
 fn operon_dev_once_brings_every_sample_webapp_to_ready() {

@@ -69,3 +69,19 @@ fn c_webapp_should_pass_the_shared_webapp_fixtures() {
     let tested = operon(&repo(), &["test", module.to_str().unwrap(), fixtures.to_str().unwrap()]);
     assert!(tested.lines().any(|l| l == author::all_passed(&fixtures)), "{tested}");
 }
+
+#[test]
+fn a_c_guest_that_aborts_should_say_why_in_operon_test() {
+    author::panicking_guest_in_operon_test(
+        "c",
+        "src/main.c",
+        &[
+            ("#include \"operon.h\"", "#include <stdio.h>\n#include <stdlib.h>\n\n#include \"operon.h\""),
+            (
+                "if (!*message) return operon_terminal(out, \"spec.message must not be empty\"); /* wait for a change */",
+                "if (!*message) { fprintf(stderr, \"BUG: empty message\\n\"); abort(); }",
+            ),
+        ],
+        "BUG: empty message — ",
+    );
+}

@@ -77,3 +77,35 @@ fn go_webapp_should_pass_the_shared_webapp_fixtures() {
     let tested = operon(&repo(), &["test", module.to_str().unwrap(), fixtures.to_str().unwrap()]);
     assert!(tested.lines().any(|l| l == author::all_passed(&fixtures)), "{tested}");
 }
+
+#[test]
+fn a_new_go_kind_should_get_its_crd_from_its_types_served_by_the_api_server_and_pass_its_fixtures() {
+    let scratch = tempfile::tempdir().unwrap();
+    operon(
+        scratch.path(),
+        &["new", "--vendor", "--lang", "go", "--group", "shop.example.com", "--version", "v1beta1", "--kind", "Widget", "widgets"],
+    );
+    let project = scratch.path().join("widgets");
+    operon(&project, &["build"]);
+    // `operon build` wrote the CRD from types.go and api.go with controller-gen.
+    author::crd_should_be_served(
+        &project,
+        "Go types",
+        "widgets.shop.example.com",
+        "shop.example.com",
+        "v1beta1",
+        "Widget",
+    );
+    let tested = operon(&project, &["test"]);
+    assert!(tested.lines().any(|l| l == "3 passed, 0 failed"), "{tested}");
+}
+
+#[test]
+fn a_go_guest_that_panics_should_say_why_in_operon_test() {
+    author::panicking_guest_in_operon_test(
+        "go",
+        "main.go",
+        &[("return nil, operon.Terminalf(\"spec.message must not be empty\")", "panic(\"BUG: empty message\")")],
+        "panic: BUG: empty message — ",
+    );
+}

@@ -78,3 +78,13 @@ fn python_webapp_should_pass_the_shared_webapp_fixtures() {
     let inspected = operon(&repo(), &["inspect", module.to_str().unwrap()]);
     assert!(inspected.contains("operon:reconciler/admission@0.1.0"), "the WebApp exports admission:\n{inspected}");
 }
+
+#[test]
+fn a_python_guest_that_raises_should_say_why_in_operon_test() {
+    author::panicking_guest_in_operon_test(
+        "python",
+        "app.py",
+        &[("raise Terminal(\"spec.message must not be empty\")", "raise ValueError(\"BUG: empty message\")")],
+        "ValueError: BUG: empty message — ",
+    );
+}

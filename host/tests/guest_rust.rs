@@ -109,3 +109,45 @@ fn a_vendored_rust_project_should_build_offline_and_pass_its_fixtures() {
     assert!(!sdk_manifest.contains("workspace"), "the vendored SDK must not need a workspace:\n{sdk_manifest}");
     build_and_test(&project, true);
 }
+
+#[test]
+fn a_new_rust_kind_should_get_its_crd_from_its_types_served_by_the_api_server_and_pass_its_fixtures() {
+    let scratch = tempfile::tempdir().unwrap();
+    run(in_project(OPERON, scratch.path()).args([
+        "new",
+        "--vendor",
+        "--lang",
+        "rust",
+        "--group",
+        "shop.example.com",
+        "--version",
+        "v1",
+        "--kind",
+        "Gadget",
+        "gadgets",
+    ]));
+    let project = scratch.path().join("gadgets");
+    run(in_project(OPERON, &project).arg("build"));
+    // `operon build` ran src/bin/crdgen.rs: kube's CustomResource derive on the spec.
+    author::crd_should_be_served(
+        &project,
+        "Rust types",
+        "gadgets.shop.example.com",
+        "shop.example.com",
+        "v1",
+        "Gadget",
+    );
+    let tested = run(in_project(OPERON, &project).arg("test"));
+    assert!(tested.lines().any(|l| l == "3 passed, 0 failed"), "{tested}");
+}
+
+#[test]
+fn a_rust_guest_that_panics_should_say_why_in_operon_test() {
+    // No stderr on wasm32-unknown-unknown: the SDK's panic hook says it through host.log.
+    author::panicking_guest_in_operon_test(
+        "rust",
+        "src/lib.rs",
+        &[("return Err(Failure::terminal(\"spec.message must not be empty\"));", "panic!(\"BUG: empty message\");")],
+        "panicked at src/lib.rs:",
+    );
+}

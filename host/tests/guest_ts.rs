@@ -85,3 +85,16 @@ fn ts_webapp_should_pass_the_shared_webapp_fixtures() {
     assert!(inspected.contains("operon:reconciler/admission@0.1.0"), "the WebApp exports admission:\n{inspected}");
     assert!(!inspected.contains("wasi:http"), "the network is disabled:\n{inspected}");
 }
+
+#[test]
+fn a_typescript_guest_that_throws_should_say_why_in_operon_test() {
+    author::panicking_guest_in_operon_test(
+        "ts",
+        "src/index.ts",
+        &[(
+            "if (!message) throw new Terminal(\"spec.message must not be empty\");",
+            "if (!message) throw new Error(\"BUG: empty message\");",
+        )],
+        "reconcile threw Error: BUG: empty message — ",
+    );
+}

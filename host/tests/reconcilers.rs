@@ -402,8 +402,22 @@ async fn a_version_that_traps_is_rolled_back_by_itself() {
         Some(())
     })
     .await;
+    // The guest's panic message travels with the trap: in the rollback's
+    // event and reason, and in the events of the parents it failed on.
+    let said = "this version traps on every reconcile";
     let events = host.events("stamp").await;
-    assert!(events.iter().any(|(r, _)| r == "RolledBack"), "{events:?}");
+    assert!(events.iter().any(|(r, note)| r == "RolledBack" && note.contains(said)), "{events:?}");
+    assert!(degraded.2.contains(said), "{degraded:?}");
+    let mut parents = Vec::new();
+    for i in 0..5 {
+        parents.extend(host.events(&format!("t{i}")).await);
+    }
+    assert!(
+        parents
+            .iter()
+            .any(|(r, note)| r == "ReconcileError" && note.contains("trapped: panicked at") && note.contains(said)),
+        "{parents:?}"
+    );
     let swaps = host
         .manager
         .metrics()

@@ -85,7 +85,7 @@ fn a_guest_that_grows_memory_without_bound_hits_the_cap() {
 fn a_guest_that_traps_reports_the_trap_and_its_stack() {
     let rt = runtime();
     let err = call(&load(&rt, "misbehave-trap").unwrap(), &thing()).unwrap_err();
-    let CallError::Trap(message) = &err else { panic!("expected a trap, got: {err}") };
+    let CallError::Trap { trap: message, .. } = &err else { panic!("expected a trap, got: {err}") };
     assert!(message.contains("unreachable"), "{message}");
     assert!(message.contains("guest stack"), "{message}");
 }
@@ -94,7 +94,7 @@ fn a_guest_that_traps_reports_the_trap_and_its_stack() {
 fn a_guest_that_panics_is_a_trap_not_a_host_crash() {
     let rt = runtime();
     let err = call(&load(&rt, "misbehave-panic").unwrap(), &thing()).unwrap_err();
-    assert!(matches!(err, CallError::Trap(_)), "{err}");
+    assert!(matches!(err, CallError::Trap { .. }), "{err}");
     assert_webapp_works(&load(&rt, "rust-webapp").unwrap());
 }
 
@@ -186,6 +186,23 @@ fn a_wasi_guest_gets_no_environment_no_files_no_sockets() {
 }
 
 #[test]
+fn a_wasi_guest_that_panics_should_say_why_in_the_trap() {
+    let rt = runtime();
+    // Pooled (the default for WASI guests): what one call said must not
+    // explain a later call's trap.
+    let module = load(&rt, "wasi-stdio").unwrap();
+    let panicking = request(serde_json::json!({"apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
+        "metadata": {"name": "t", "namespace": "default", "uid": "u"}, "spec": {"panic": "BUG: \u{1b}[31mempty\u{1b}[0m message"}}));
+    let err = call(&module, &panicking).unwrap_err();
+    let CallError::Trap { said, trap } = &err else { panic!("expected a trap, got: {err}") };
+    assert_eq!(said.as_deref(), Some("BUG: empty message"), "the panic line, without its escape codes ({trap})");
+    assert!(err.to_string().starts_with("trapped: BUG: empty message — "), "{err}");
+    call(&module, &thing()).expect("sandbox").expect("the next call is well");
+    let trap = call(&load(&rt, "misbehave-trap").unwrap(), &thing()).unwrap_err();
+    assert!(matches!(&trap, CallError::Trap { said: None, .. }), "a guest that said nothing: {trap}");
+}
+
+#[test]
 fn a_guest_without_wasi_imports_runs_without_a_wasi_context() {
     let rt = runtime();
     let module = load(&rt, "rust-webapp").unwrap();
@@ -203,7 +220,7 @@ fn pooled_instances_are_reused_and_trapped_ones_discarded() {
     }
     let trap = rt.load(&guest("misbehave-trap"), pooled).unwrap();
     for _ in 0..3 {
-        assert!(matches!(call(&trap, &thing()), Err(CallError::Trap(_))));
+        assert!(matches!(call(&trap, &thing()), Err(CallError::Trap { .. })));
     }
 }
 

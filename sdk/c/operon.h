@@ -386,6 +386,7 @@ typedef struct operon_raw_outcome {
     bool has_requeue;
     uint64_t requeue_after_ms;
     bool finalized;
+    bool refused; /* operon_test_reconcile only: the host would refuse the outcome (failure says why) */
 } operon_raw_outcome_t;
 
 /* The one code path from a wire request to a wire outcome: parses, calls

@@ -170,6 +170,16 @@ void operon_test_reconcile(operon_fake_cluster_t *cluster, const char *parent, c
     operon_raw_request_t req = {{parent, strlen(parent)}, groups, m->owns_len, NULL, 0, finalizing, 0};
     operon_host_t host = host_of(c);
     operon_run_reconcile(&host, &req, out);
+    if (!out->failed) {
+        const char *refused = operon_check_outcome(m, parent, children, children_len, c, out);
+        if (refused) {
+            operon_raw_outcome_free(out);
+            memset(out, 0, sizeof *out);
+            out->failed = out->terminal = out->refused = true;
+            out->failure = dup(operon_sprintf("outcome refused, nothing written: %s (the host checks this before writing)",
+                                              refused));
+        }
+    }
 done:
     c->namespace_ = NULL;
     operon_arena_release(mark);
@@ -191,4 +201,184 @@ void operon_test_admission(operon_admission_fn fn, operon_operation_t op, const 
     };
     operon_run_admission(&host, fn, &review, out);
     operon_fake_cluster_free(c);
+}
+
+/* ------------------------------------------------------------ the host's rules */
+
+#include "operon_rules.h"
+
+static const operon_json_t *rules(void) {
+    return operon_json_parse(OPERON_RULES_JSON, sizeof OPERON_RULES_JSON - 1, NULL);
+}
+
+static int64_t rule_int(const char *key) {
+    int64_t n = 0;
+    operon_json_int(operon_json_get(rules(), key), &n);
+    return n;
+}
+
+/* The kind of a rule in rules.json matches (a group, or one kind of it). */
+static bool rule_matches(const operon_json_t *rule, operon_gvk_t kind) {
+    const char *kind_ = operon_json_string_at(rule, "kind", NULL);
+    return strcmp(operon_json_string_at(rule, "group", ""), kind.group) == 0 && (!kind_ || strcmp(kind_, kind.kind) == 0);
+}
+
+static const operon_json_t *find_rule(const char *list, operon_gvk_t kind) {
+    const operon_json_t *rules_ = operon_json_get(rules(), list);
+    for (size_t i = 0; i < operon_json_len(rules_); i++)
+        if (rule_matches(operon_json_item(rules_, i), kind)) return operon_json_item(rules_, i);
+    return NULL;
+}
+
+static const char *kind_text(operon_gvk_t k) {
+    return *k.group ? operon_sprintf("%s/%s %s", k.group, k.version, k.kind) : operon_sprintf("%s %s", k.version, k.kind);
+}
+
+static bool kind_of(const operon_json_t *o, operon_gvk_t *out) {
+    const char *api = operon_json_string_at(o, "apiVersion", NULL), *kind = operon_json_string_at(o, "kind", NULL);
+    if (!api || !kind) return false;
+    const char *slash = strrchr(api, '/');
+    out->group = slash ? operon_sprintf("%.*s", (int)(slash - api), api) : "";
+    out->version = slash ? slash + 1 : api;
+    out->kind = kind;
+    return true;
+}
+
+static bool same_kind(operon_gvk_t a, operon_gvk_t b) {
+    return strcmp(a.group, b.group) == 0 && strcmp(a.version, b.version) == 0 && strcmp(a.kind, b.kind) == 0;
+}
+
+static bool valid_name(const char *name) {
+    size_t n = strlen(name);
+    if (n == 0 || (int64_t)n > rule_int("maxNameBytes")) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9') || name[i] == '-' || name[i] == '.'))
+            return false;
+    bool first = (name[0] >= 'a' && name[0] <= 'z') || (name[0] >= '0' && name[0] <= '9');
+    bool last = (name[n - 1] >= 'a' && name[n - 1] <= 'z') || (name[n - 1] >= '0' && name[n - 1] <= '9');
+    return first && last;
+}
+
+/* Whether o is of kind, called name, in ns (an object without a namespace matches any). */
+static bool is_object(const operon_json_t *o, operon_gvk_t kind, const char *ns, const char *name) {
+    operon_gvk_t k;
+    const char *o_ns = operon_json_string_at(o, "metadata.namespace", NULL);
+    return kind_of(o, &k) && same_kind(k, kind) && strcmp(operon_json_string_at(o, "metadata.name", ""), name) == 0 &&
+           (!o_ns || (ns && strcmp(o_ns, ns) == 0));
+}
+
+const char *operon_check_outcome(const operon_manifest_t *m, const char *parent_json, const char *const *children,
+                                 size_t children_len, const operon_fake_cluster_t *cluster,
+                                 const operon_raw_outcome_t *out) {
+    int64_t max_desired = rule_int("maxDesired"), max_events = rule_int("maxEvents");
+    int64_t max_bytes = rule_int("maxObjectBytes"), max_reason = rule_int("maxReasonBytes");
+    if ((int64_t)out->desired_len > max_desired)
+        return operon_sprintf("%zu desired objects exceed the limit of %lld per outcome (the host's "
+                              "--max-children-per-outcome)",
+                              out->desired_len, (long long)max_desired);
+    if ((int64_t)out->events_len > max_events)
+        return operon_sprintf("%zu events exceed the limit of %lld per outcome (the host's --max-events-per-outcome)",
+                              out->events_len, (long long)max_events);
+    const char *owned = "";
+    for (size_t k = 0; k < m->owns_len; k++)
+        owned = operon_sprintf("%s%s%s", owned, k ? ", " : "", kind_text(m->owns[k]));
+    if (!*owned) owned = "none";
+    const operon_json_t *parent = operon_json_parse(parent_json, strlen(parent_json), NULL);
+    const char *parent_ns = operon_json_string_at(parent, "metadata.namespace", NULL);
+    const char *uid = operon_json_string_at(parent, "metadata.uid", NULL);
+    operon_json_t *owner = operon_json_object();
+    operon_json_set(owner, "apiVersion", operon_json_str(operon_json_string_at(parent, "apiVersion", "")));
+    operon_json_set(owner, "kind", operon_json_str(operon_json_string_at(parent, "kind", "")));
+    operon_json_set(owner, "name", operon_json_str(operon_json_string_at(parent, "metadata.name", "")));
+    operon_json_set(owner, "uid", operon_json_str(uid));
+    operon_json_set(owner, "controller", operon_json_boolean(true));
+    operon_json_set(owner, "blockOwnerDeletion", operon_json_boolean(true));
+    operon_gvk_t *kinds = operon_alloc((out->desired_len + 1) * sizeof *kinds);
+    const char **namespaces = operon_alloc((out->desired_len + 1) * sizeof *namespaces);
+    const char **names = operon_alloc((out->desired_len + 1) * sizeof *names);
+    for (size_t i = 0; i < out->desired_len; i++) {
+        operon_json_t *object = operon_json_copy(operon_json_parse(out->desired[i], strlen(out->desired[i]), NULL));
+        operon_gvk_t kind;
+        if (!object || !kind_of(object, &kind)) return operon_sprintf("desired[%zu] lacks apiVersion or kind", i);
+        const char *name = operon_json_string_at(object, "metadata.name", "");
+        const char *what = operon_sprintf("desired[%zu] (%s %s)", i, kind_text(kind), name);
+        const operon_json_t *reserved = find_rule("reserved", kind);
+        if (reserved)
+            return operon_sprintf("%s: %s may never be written by a plugin (%s)", what, kind_text(kind),
+                                  operon_json_string_at(reserved, "why", ""));
+        bool owns = false;
+        for (size_t k = 0; k < m->owns_len; k++) owns = owns || same_kind(m->owns[k], kind);
+        if (!owns)
+            return operon_sprintf("%s: kind %s is not among the kinds %s may write (%s)", what, kind_text(kind), m->name,
+                                  owned);
+        if (!valid_name(name))
+            return operon_sprintf(
+                "%s: metadata.name must be a lowercase DNS subdomain (a-z, 0-9, '-', '.'; at most 253)", what);
+        bool cluster_scoped = find_rule("clusterScoped", kind) != NULL;
+        const char *child_ns = operon_json_string_at(object, "metadata.namespace", NULL);
+        const char *ns = NULL;
+        if (!cluster_scoped && parent_ns) {
+            if (child_ns && strcmp(child_ns, parent_ns) != 0)
+                return operon_sprintf("%s: namespace \"%s\" differs from the parent's \"%s\"; children live in their "
+                                      "parent's namespace",
+                                      what, child_ns, parent_ns);
+            ns = parent_ns;
+        } else if (!cluster_scoped) {
+            if (!child_ns)
+                return operon_sprintf("%s: a namespaced child of a cluster-scoped parent needs metadata.namespace",
+                                      what);
+            ns = child_ns;
+        } else if (parent_ns) {
+            return operon_sprintf("%s: %s is cluster-scoped and cannot be owned by a namespaced parent", what,
+                                  kind_text(kind));
+        }
+        for (size_t j = 0; j < i; j++)
+            if (same_kind(kinds[j], kind) && strcmp(names[j], name) == 0 &&
+                (namespaces[j] == ns || (namespaces[j] && ns && strcmp(namespaces[j], ns) == 0)))
+                return operon_sprintf("%s: returned twice", what);
+        kinds[i] = kind, namespaces[i] = ns, names[i] = name;
+        if (!operon_json_get(object, "metadata")) operon_json_set(object, "metadata", operon_json_object());
+        operon_json_t *meta = (operon_json_t *)operon_json_get(object, "metadata"); /* our own copy */
+        const char *server_owned[] = {"resourceVersion", "uid", "creationTimestamp", "managedFields",
+                                      "generation", "selfLink", "deletionTimestamp"};
+        for (size_t f = 0; f < OPERON_LEN(server_owned); f++) operon_json_set(meta, server_owned[f], NULL);
+        if (ns) operon_json_set(meta, "namespace", operon_json_str(ns));
+        operon_json_set(meta, "ownerReferences", operon_json_push(operon_json_array(), owner));
+        size_t size = 0;
+        operon_json_text(object, &size);
+        if ((int64_t)size > max_bytes)
+            return operon_sprintf("%s: %zu bytes exceeds the %lld-byte object limit", what, size, (long long)max_bytes);
+    }
+    for (size_t i = 0; i < out->events_len; i++) {
+        size_t n = out->events[i].reason ? strlen(out->events[i].reason) : 0;
+        if (n == 0 || (int64_t)n > max_reason)
+            return operon_sprintf("events[%zu]: reason must be 1-%lld characters", i, (long long)max_reason);
+    }
+    for (size_t i = 0; i < out->desired_len; i++) {
+        bool mine = false;
+        for (size_t c = 0; c < children_len && !mine; c++)
+            mine = is_object(operon_json_parse(children[c], strlen(children[c]), NULL), kinds[i], namespaces[i], names[i]);
+        for (size_t c = 0; cluster && !mine && c < cluster->len; c++) {
+            const operon_json_t *o = operon_json_parse(cluster->objects[c], strlen(cluster->objects[c]), NULL);
+            if (!is_object(o, kinds[i], namespaces[i], names[i])) continue;
+            const char *at = namespaces[i] ? operon_sprintf("%s/%s", namespaces[i], names[i]) : names[i];
+            const operon_json_t *owners = operon_json_at(o, "metadata.ownerReferences"), *controller = NULL;
+            for (size_t r = 0; r < operon_json_len(owners) && !controller; r++) {
+                bool yes = false;
+                if (operon_json_bool(operon_json_get(operon_json_item(owners, r), "controller"), &yes) && yes)
+                    controller = operon_json_item(owners, r);
+            }
+            if (!controller)
+                return operon_sprintf("%s %s exists without a controller owner; adopting it needs spec.grants.adopt: "
+                                      "true (or delete it, or rename the child)",
+                                      kinds[i].kind, at);
+            if (!uid || strcmp(operon_json_string_at(controller, "uid", ""), uid) != 0)
+                return operon_sprintf("%s %s exists and is controlled by %s %s; it is never taken over (rename the "
+                                      "child, or delete the other owner)",
+                                      kinds[i].kind, at, operon_json_string_at(controller, "kind", ""),
+                                      operon_json_string_at(controller, "name", ""));
+            break;
+        }
+    }
+    return NULL;
 }

@@ -46,6 +46,21 @@ const char *operon_fake_cluster_log(const operon_fake_cluster_t *cluster, size_t
  * refused with a failure, as the host would never hand it in. */
 void operon_test_reconcile(operon_fake_cluster_t *cluster, const char *parent, const char *const *children,
                            size_t children_len, bool finalizing, operon_raw_outcome_t *out);
+/* Every outcome is then checked as the host checks it before writing
+ * anything (operon_check_outcome); one the host would refuse becomes a
+ * failure with out->refused set and the rule in out->failure:
+ * "outcome refused, nothing written: RULE (the host checks this before
+ * writing)". */
+
+/* The host's checks of an outcome, as operon test makes them (the rules and
+ * messages of operon_contract::rules, data in operon_rules.h, with the
+ * policy of `operon run --module`: what the manifest owns, any namespace,
+ * cluster-scoped kinds allowed, no adoption). children are the parent's
+ * own; cluster's objects are those a child could be written over. NULL when
+ * the host writes the outcome, else the rule it breaks (arena memory). */
+const char *operon_check_outcome(const operon_manifest_t *m, const char *parent, const char *const *children,
+                                 size_t children_len, const operon_fake_cluster_t *cluster,
+                                 const operon_raw_outcome_t *out);
 /* Runs an admission function on a review of op for object (JSON or NULL). */
 void operon_test_admission(operon_admission_fn fn, operon_operation_t op, const char *object,
                            operon_raw_admission_t *out);

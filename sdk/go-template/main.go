@@ -3,7 +3,8 @@
 // `<name>-greeting` holding spec.message, and reports in its status whether
 // that ConfigMap exists.
 //
-// `operon build` compiles this package for GOOS=wasip1 into a component;
+// `operon build` compiles this package for GOOS=wasip1 into a component
+// (and generates crd.yaml from types.go and api.go with controller-gen);
 // `go test` runs it natively; `operon test` runs fixtures/ through the
 // component.
 package main
@@ -17,17 +18,10 @@ import (
 // Greeter reconciles Greetings.
 type Greeter struct{}
 
-// Greeting is the custom resource: only the fields this reconciler reads.
-type Greeting struct {
-	Spec struct {
-		Message string `json:"message"`
-	} `json:"spec"`
-}
-
-// GreetingStatus is what the reconciler reports.
-type GreetingStatus struct {
-	ObservedGeneration int64 `json:"observedGeneration"`
-	Published          bool  `json:"published"`
+// parent is the part of a Greeting this reconciler reads (types.go; the
+// whole kind, for the CRD, is in api.go).
+type parent struct {
+	Spec GreetingSpec `json:"spec"`
 }
 
 // Manifest names the reconciler and the kinds it reconciles and owns.
@@ -43,17 +37,17 @@ func (Greeter) Manifest() operon.Manifest {
 // only the request (no clock, no state): the host may call it any number of
 // times.
 func (Greeter) Reconcile(ctx context.Context, req *operon.Request) (*operon.Outcome, error) {
-	var greeting Greeting
-	if err := req.Decode(&greeting); err != nil {
+	var object parent
+	if err := req.Decode(&object); err != nil {
 		return nil, err
 	}
-	if greeting.Spec.Message == "" {
+	if object.Spec.Message == "" {
 		// Retrying cannot help: wait until the Greeting changes.
 		return nil, operon.Terminalf("spec.message must not be empty")
 	}
 	name := req.Name() + "-greeting"
 	configMap := operon.NewObject(operon.ConfigMapKind, name)
-	configMap["data"] = map[string]string{"message": greeting.Spec.Message}
+	configMap["data"] = map[string]string{"message": object.Spec.Message}
 	operon.Logger(ctx).Debug("publishing", "configmap", name)
 	return operon.NewOutcome().
 		Apply(configMap).

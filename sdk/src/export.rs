@@ -26,6 +26,14 @@
 /// [`run::reconcile`](crate::run::reconcile) with the host's WIT imports, so
 /// native tests through [`testing`](crate::testing) run the same code.
 ///
+/// # Panics
+///
+/// A panic in the reconciler is a trap for the host, which retries the
+/// parent with backoff. The exports install a panic hook that first sends
+/// `panicked at FILE:LINE:COL: MESSAGE` to the host's log at error level:
+/// the host puts that line in the parent's event, in a rollback's reason
+/// and in `operon test`'s output.
+///
 /// # Caveats
 ///
 /// - The expansion defines `#[unsafe(export_name = ...)]` functions (the
@@ -89,12 +97,14 @@ macro_rules! export {
                 fn validate(
                     review: $crate::raw::Review,
                 ) -> ::core::result::Result<::std::vec::Vec<::std::string::String>, $crate::raw::Denial> {
+                    $crate::__private::report_panics();
                     $crate::run::validate::<$($reconciler)::+>(&$crate::__private::WitHost, review)
                 }
 
                 fn mutate(
                     review: $crate::raw::Review,
                 ) -> ::core::result::Result<::core::option::Option<::std::string::String>, $crate::raw::Denial> {
+                    $crate::__private::report_panics();
                     $crate::run::mutate::<$($reconciler)::+>(&$crate::__private::WitHost, review)
                 }
             }
@@ -117,12 +127,14 @@ macro_rules! export {
 
             impl $crate::__private::Guest for __OperonGuest {
                 fn manifest() -> $crate::raw::Manifest {
+                    $crate::__private::report_panics();
                     $crate::run::manifest::<$reconciler>()
                 }
 
                 fn reconcile(
                     request: $crate::raw::Request,
                 ) -> ::core::result::Result<$crate::raw::Outcome, $crate::raw::Failure> {
+                    $crate::__private::report_panics();
                     $crate::run::reconcile::<$reconciler>(&$crate::__private::WitHost, request)
                 }
             }

@@ -122,7 +122,9 @@
 //!
 //! [`testing`] runs a reconciler natively through [`run::reconcile`], the
 //! function the component export calls, with a [`testing::FakeCluster`]
-//! answering `get` and `list`. With the `fixtures` feature,
+//! answering `get` and `list`, and checks each outcome with the host's own
+//! rules ([`operon_contract::rules`]: owned kinds, namespaces, names,
+//! sizes, ownership), as `operon test` does. With the `fixtures` feature,
 //! [`testing::fixtures`] runs the YAML fixtures of `operon test` from
 //! `cargo test`.
 //!
@@ -130,8 +132,8 @@
 //!
 //! - `k8s-openapi`: [`ObjectKind`] for every k8s-openapi resource type. The
 //!   guest crate must enable one Kubernetes version feature of k8s-openapi.
-//! - `fixtures`: [`testing::fixtures`] (pulls in `operon-contract`, which
-//!   reads the fixture files, and its YAML parser serde-saphyr).
+//! - `fixtures`: [`testing::fixtures`] (`operon-contract`'s fixture files,
+//!   and its YAML parser serde-saphyr).
 //! - `arena` (default): in WebAssembly builds, the crate sets the global
 //!   allocator to a 1 MiB bump arena in front of the standard one, so an
 //!   instance that lives for one call never grows its memory (a fresh-instance
@@ -285,4 +287,28 @@ pub mod __private {
     pub use crate::bindings::admission::exports::operon::reconciler::admission::Guest as Admission;
     pub use crate::bindings::exports::operon::reconciler::guest::Guest;
     pub use crate::host::WitHost;
+
+    /// Make a panic say why before it traps: the component has no stderr
+    /// (`wasm32-unknown-unknown`), so the hook sends `panicked at FILE:LINE:
+    /// MESSAGE` through the host's `log` import at error level; the host
+    /// keeps that line with the trap, so the parent's event, a rollback and
+    /// `operon test` show it. Installed once per instance, by the exports.
+    pub fn report_panics() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            std::panic::set_hook(Box::new(|info| {
+                let message = info
+                    .payload()
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| info.payload().downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "Box<dyn Any>".to_owned());
+                let line = match info.location() {
+                    Some(at) => format!("panicked at {}:{}:{}: {message}", at.file(), at.line(), at.column()),
+                    None => format!("panicked: {message}"),
+                };
+                crate::Host::log(&WitHost, crate::Level::Error, &line, &[]);
+            }));
+        });
+    }
 }

@@ -6,6 +6,12 @@
 //! differences between native code and wasm, such as integer widths of
 //! `usize`).
 //!
+//! Every outcome is also checked as the host checks it before writing
+//! anything ([`operon_contract::rules`], the host's own code: owned kinds,
+//! namespaces, names, sizes, ownership of the cluster's objects, with the
+//! policy of `operon run --module`). An outcome the host would refuse makes
+//! [`reconcile`] panic naming the rule; [`try_reconcile`] returns it.
+//!
 //! ```
 //! use operon_sdk::testing::{self, FakeCluster};
 //! # use operon_sdk::{Context, Failure, Gvk, Manifest, Outcome, Reconciler, Request};
@@ -53,6 +59,7 @@ use crate::admission::{Operation, UserInfo};
 use crate::outcome::to_object;
 use crate::{Denial, Event, Failure, Gvk, Host, Level, ObjectKind, Reconciler, raw};
 
+pub use operon_contract::rules::Refused;
 pub use selector::{Selector, SelectorError};
 
 /// An in-memory stand-in for the host's cache: the objects that
@@ -369,10 +376,70 @@ impl Reconciled {
 /// # Errors
 ///
 /// The reconcile's failure.
+///
+/// # Panics
+///
+/// When the host would refuse the outcome (the message names the rule):
+/// see [`try_reconcile`].
 pub fn reconcile<R: Reconciler>(cluster: &FakeCluster, request: raw::Request) -> Result<Reconciled, Failure> {
+    match try_reconcile::<R>(cluster, request) {
+        Ok(result) => result,
+        Err(refused) => panic!("testing::reconcile: {refused} (the host checks this before writing)"),
+    }
+}
+
+/// As [`reconcile`], and the outcome checked as the host checks it before
+/// writing (see [the module](self)): `Err` when the host would refuse it.
+///
+/// # Errors
+///
+/// The rule the outcome breaks.
+pub fn try_reconcile<R: Reconciler>(
+    cluster: &FakeCluster,
+    request: raw::Request,
+) -> Result<Result<Reconciled, Failure>, Refused> {
     let head: Head = serde_json::from_str(&request.object).unwrap_or_default();
     let host = cluster.scoped(head.metadata.namespace.as_deref());
-    crate::run::reconcile::<R>(&host, request).map(Reconciled::from_raw).map_err(Failure::from)
+    let manifest = crate::run::manifest::<R>();
+    let children: Vec<Value> = request
+        .children
+        .iter()
+        .flat_map(|group| group.objects.iter().filter_map(|json| serde_json::from_str(json).ok()))
+        .collect();
+    let parent: Value = serde_json::from_str(&request.object).unwrap_or_default();
+    match crate::run::reconcile::<R>(&host, request) {
+        Ok(outcome) => {
+            check_outcome(&manifest, &parent, &children, &cluster.objects, &outcome)?;
+            Ok(Ok(Reconciled::from_raw(outcome)))
+        }
+        Err(failure) => Ok(Err(Failure::from(failure))),
+    }
+}
+
+/// The host's checks of an outcome before it writes anything
+/// ([`operon_contract::rules`] with the policy of `operon run --module`):
+/// `children` are the parent's (never a take-over), `cluster` the other
+/// objects a child could be written over.
+///
+/// # Errors
+///
+/// The rule the outcome breaks.
+pub fn check_outcome(
+    manifest: &raw::Manifest,
+    parent: &Value,
+    children: &[Value],
+    cluster: &[Value],
+    outcome: &raw::Outcome,
+) -> Result<(), Refused> {
+    let kind = |k: &Gvk| operon_contract::Gvk::new(&k.group, &k.version, &k.kind);
+    let owns: Vec<operon_contract::Gvk> = manifest.owns.iter().map(kind).collect();
+    let desired: Vec<Value> = outcome
+        .desired
+        .iter()
+        .map(|json| serde_json::from_str(json).map_err(|e| Refused(format!("a desired object is not JSON: {e}"))))
+        .collect::<Result<_, _>>()?;
+    let reasons = outcome.events.iter().map(|e| e.reason.as_str());
+    operon_contract::rules::check_offline(&manifest.name, &owns, parent, children, cluster, &desired, reasons)
 }
 
 /// Starts an admission review of `object` (a full object, with
@@ -583,6 +650,65 @@ mod tests {
         assert!(error.contains("unclosed parenthesis"), "{error}");
         let context = Context::new(&cluster);
         assert!(!context.list::<Secret>("team in (web").unwrap_err().is_terminal());
+    }
+
+    std::thread_local! {
+        /// The shared rule case [`Case`] answers with.
+        static CASE: std::cell::RefCell<Value> = const { std::cell::RefCell::new(Value::Null) };
+    }
+
+    /// Returns the current case's outcome, with its manifest.
+    struct Case;
+
+    impl Reconciler for Case {
+        type Object = Value;
+        fn manifest() -> Manifest {
+            CASE.with_borrow(|case| {
+                let text = |k: &Value, f: &str| k[f].as_str().unwrap_or_default().to_owned();
+                let owns = case["manifest"]["owns"].as_array().unwrap().iter();
+                let owns = owns.map(|k| Gvk::new(text(k, "group"), text(k, "version"), text(k, "kind")));
+                let name = case["manifest"]["name"].as_str().unwrap();
+                owns.into_iter().fold(Manifest::new(name, Gvk::new("rules.operon.dev", "v1", "Case")), Manifest::owns)
+            })
+        }
+        fn reconcile(_: Request<Value>, _: &Context) -> Result<Outcome, Failure> {
+            let outcome = CASE.with_borrow(|case| case["outcome"].clone());
+            let desired = outcome["desired"].as_array().cloned().unwrap_or_default();
+            let events = outcome["events"].as_array().cloned().unwrap_or_default();
+            let outcome = desired.into_iter().fold(Outcome::new(), Outcome::apply);
+            Ok(events.iter().fold(outcome, |o, e| {
+                o.event(e["reason"].as_str().unwrap_or_default(), e["message"].as_str().unwrap_or_default())
+            }))
+        }
+    }
+
+    #[test]
+    fn the_runner_should_give_every_shared_rule_case_the_hosts_verdict() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../contract/rules/cases");
+        let mut ran = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let case =
+                operon_contract::rules::padded(serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap());
+            CASE.with_borrow_mut(|c| *c = case.clone());
+            let field = |key: &str| case["request"][key].as_array().cloned().unwrap_or_default();
+            let cluster =
+                field("cluster").into_iter().chain(field("related")).fold(FakeCluster::new(), FakeCluster::with);
+            let request =
+                field("children").into_iter().fold(request(case["request"]["object"].clone()), RequestBuilder::child);
+            let verdict = try_reconcile::<Case>(&cluster, request.build::<Case>());
+            let refused = match verdict {
+                Ok(Ok(_)) => None,
+                Ok(Err(failure)) => panic!("{}: the reconcile failed: {}", path.display(), failure.message()),
+                Err(refused) => Some(refused.0),
+            };
+            assert_eq!(refused.as_deref(), case["refused"].as_str(), "{}", path.display());
+            ran += 1;
+        }
+        assert!(ran >= 10, "the shared cases are in {}", dir.display());
     }
 
     #[test]

@@ -27,7 +27,7 @@ mod scaffold;
 pub mod sdk;
 
 pub use lang::Lang;
-pub use scaffold::scaffold;
+pub use scaffold::{ParentKind, scaffold, scaffold_kind};
 
 use serde::Deserialize;
 use std::ffi::OsStr;

@@ -12,6 +12,12 @@
 //! `package.json`, `go.mod`, or pkg-config for C. With `vendor`, the SDK's
 //! sources are copied into the project instead, so it builds offline with
 //! nothing but the language's tools.
+//!
+//! `operon new --group G --version V --kind K` names the parent kind as
+//! kubebuilder's `create api` does: every rendered file (the CRD, the
+//! sample, the fixtures and the source) is written with that kind instead
+//! of `Greeting`, so the project passes its fixtures as it is, whatever
+//! the kind.
 
 use super::{Error, Lang, lang};
 use include_dir::{Dir, include_dir};
@@ -19,6 +25,107 @@ use std::path::Path;
 
 /// The files every language's project has (rendered).
 static COMMON: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../sdk/template");
+
+/// The kind a new project reconciles (`operon new --group --version --kind`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParentKind {
+    /// API group, e.g. `demo.operon.dev`.
+    pub group: String,
+    /// API version, e.g. `v1alpha1`.
+    pub version: String,
+    /// Kind, UpperCamelCase, e.g. `Greeting`.
+    pub kind: String,
+}
+
+impl Default for ParentKind {
+    fn default() -> Self {
+        ParentKind { group: "demo.operon.dev".into(), version: "v1alpha1".into(), kind: "Greeting".into() }
+    }
+}
+
+impl ParentKind {
+    /// Check the three names as the API server would take them.
+    ///
+    /// # Errors
+    /// [`Error::Project`] naming the flag and the rule.
+    pub fn check(&self, dir: &Path) -> Result<(), Error> {
+        let fail = |reason: String| Err(Error::Project { path: dir.to_path_buf(), reason });
+        let dns_label = |s: &str| {
+            !s.is_empty()
+                && s.len() <= 63
+                && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && s.starts_with(|c: char| c.is_ascii_lowercase())
+                && !s.ends_with('-')
+        };
+        if !self.group.contains('.') || !self.group.split('.').all(dns_label) {
+            return fail(format!(
+                "--group {:?} must be a DNS subdomain with a dot, such as demo.example.com (custom kinds need their own group)",
+                self.group
+            ));
+        }
+        let version_ok = self.version.strip_prefix('v').is_some_and(|rest| {
+            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+            digits > 0 && matches!(&rest[digits..], "" | "alpha1" | "alpha2" | "alpha3" | "beta1" | "beta2" | "beta3")
+        });
+        if !version_ok {
+            return fail(format!("--version {:?} must look like v1, v1beta1 or v1alpha1", self.version));
+        }
+        let kind_ok = self.kind.starts_with(|c: char| c.is_ascii_uppercase())
+            && self.kind.len() <= 63
+            && self.kind.bytes().all(|b| b.is_ascii_alphanumeric());
+        if !kind_ok {
+            return fail(format!("--kind {:?} must be UpperCamelCase letters and digits, such as WebApp", self.kind));
+        }
+        Ok(())
+    }
+
+    /// The resource name: the lowercase kind, pluralised as kubebuilder
+    /// does for regular English nouns (`Policy` → `policies`, `Class` →
+    /// `classes`).
+    pub fn plural(&self) -> String {
+        let lower = self.kind.to_lowercase();
+        if let Some(stem) = lower.strip_suffix('y')
+            && !stem.ends_with(['a', 'e', 'i', 'o', 'u'])
+        {
+            return format!("{stem}ies");
+        }
+        if lower.ends_with(['s', 'x', 'z']) || lower.ends_with("ch") || lower.ends_with("sh") {
+            return format!("{lower}es");
+        }
+        format!("{lower}s")
+    }
+
+    /// `WebApp` → `WEB_APP`.
+    fn constant(&self) -> String {
+        let mut out = String::new();
+        for (i, c) in self.kind.chars().enumerate() {
+            if i > 0 && c.is_ascii_uppercase() {
+                out.push('_');
+            }
+            out.push(c.to_ascii_uppercase());
+        }
+        out
+    }
+
+    /// Write the template's `Greeting` (`demo.operon.dev/v1alpha1`) as this
+    /// kind, in every spelling the templates use.
+    fn render(&self, text: &str) -> String {
+        let default = ParentKind::default();
+        if *self == default {
+            return text.to_string();
+        }
+        let plural = self.plural();
+        let mut title = plural.clone();
+        title.replace_range(..1, &self.kind[..1]);
+        text.replace(&default.group, &self.group)
+            .replace(&default.version, &self.version)
+            .replace("Greetings", &title)
+            .replace("greetings", &plural)
+            .replace("GREETING", &self.constant())
+            .replace("Greeting", &self.kind)
+            .replace("greeting", &self.kind.to_lowercase())
+    }
+}
 
 /// A project being written.
 pub struct Scaffold<'a> {
@@ -32,6 +139,8 @@ pub struct Scaffold<'a> {
     pub vendor: bool,
     /// More `{{key}}` substitutions, set by the language before it writes.
     pub vars: Vec<(&'static str, String)>,
+    /// The kind it reconciles.
+    pub parent: &'a ParentKind,
 }
 
 impl Scaffold<'_> {
@@ -41,9 +150,12 @@ impl Scaffold<'_> {
     }
 
     /// Replace `{{name}}`, `{{ident}}`, `{{lang}}`, `{{version}}` (the SDK
-    /// release this operon names) and the language's [`Scaffold::vars`].
+    /// release this operon names) and the language's [`Scaffold::vars`], and
+    /// write the template's `Greeting` as the project's kind.
     pub fn render(&self, text: &str) -> String {
-        let text = text
+        let text = self
+            .parent
+            .render(text)
             .replace("{{name}}", self.name)
             .replace("{{ident}}", &self.ident())
             .replace("{{lang}}", self.lang.as_str())
@@ -94,12 +206,23 @@ impl Scaffold<'_> {
 }
 
 /// Create a project for `lang` in `dir` (which must not exist or be empty),
-/// named `name` or after the directory; with `vendor`, the SDK's sources
-/// are copied into it rather than named as a dependency.
+/// named `name` or after the directory, reconciling `Greeting`; with
+/// `vendor`, the SDK's sources are copied into it rather than named as a
+/// dependency.
 ///
 /// # Errors
 /// [`Error::NotEmpty`], a name that is not a valid controller name, or I/O.
 pub fn scaffold(lang: Lang, dir: &Path, name: Option<&str>, vendor: bool) -> Result<(), Error> {
+    scaffold_kind(lang, dir, name, vendor, &ParentKind::default())
+}
+
+/// [`scaffold`] for a project reconciling `parent`.
+///
+/// # Errors
+/// As [`scaffold`], and a kind the API server would not take
+/// ([`ParentKind::check`]).
+pub fn scaffold_kind(lang: Lang, dir: &Path, name: Option<&str>, vendor: bool, parent: &ParentKind) -> Result<(), Error> {
+    parent.check(dir)?;
     if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
         return Err(Error::NotEmpty(dir.to_path_buf()));
     }
@@ -118,7 +241,7 @@ pub fn scaffold(lang: Lang, dir: &Path, name: Option<&str>, vendor: bool) -> Res
         });
     }
     std::fs::create_dir_all(dir).map_err(Error::io(dir))?;
-    let mut s = Scaffold { dir, name, lang, vendor, vars: Vec::new() };
+    let mut s = Scaffold { dir, name, lang, vendor, vars: Vec::new(), parent };
     s.write_dir(&COMMON, "", true)?;
     lang::scaffold(lang, &mut s)
 }
@@ -166,5 +289,33 @@ mod tests {
                 assert!(names_version, "{lang} vendor={vendor}: no file names the SDK release");
             }
         }
+    }
+
+    #[test]
+    fn a_kind_should_be_written_in_every_spelling_the_templates_use() {
+        let widget = ParentKind { group: "shop.example.com".into(), version: "v1".into(), kind: "WebApp".into() };
+        let text = "greetings.demo.operon.dev: Greeting (demo.operon.dev/v1alpha1), GREETING, GreetingReconciler, \
+                    hello-greeting, Greetings";
+        assert_eq!(
+            widget.render(text),
+            "webapps.shop.example.com: WebApp (shop.example.com/v1), WEB_APP, WebAppReconciler, hello-webapp, Webapps"
+        );
+        assert_eq!(ParentKind::default().render(text), text);
+    }
+
+    #[test]
+    fn plurals_and_checks_should_follow_the_api_servers_rules() {
+        let kind = |k: &str| ParentKind { kind: k.into(), ..ParentKind::default() };
+        assert_eq!(kind("Policy").plural(), "policies");
+        assert_eq!(kind("Gateway").plural(), "gateways");
+        assert_eq!(kind("Class").plural(), "classes");
+        assert_eq!(kind("Greeting").plural(), "greetings");
+        let dir = Path::new("x");
+        assert!(kind("webApp").check(dir).unwrap_err().to_string().contains("UpperCamelCase"));
+        let group = ParentKind { group: "nodots".into(), ..ParentKind::default() };
+        assert!(group.check(dir).unwrap_err().to_string().contains("--group"));
+        let version = ParentKind { version: "1".into(), ..ParentKind::default() };
+        assert!(version.check(dir).unwrap_err().to_string().contains("--version"));
+        assert!(ParentKind::default().check(dir).is_ok());
     }
 }

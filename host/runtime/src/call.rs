@@ -5,7 +5,7 @@
 //! through [`Slot::call`], so every call is bounded the same way.
 
 use super::error::CallError;
-use super::guest::{CallScope, Limiter, State, WasiState};
+use super::guest::{CallScope, State};
 use super::limits::{InstancePolicy, Limits};
 use super::pool::Pool;
 use super::stdio::GuestLog;
@@ -82,7 +82,7 @@ impl<W: World> Slot<W> {
             None => self.instantiate(calls, scope, &limits)?,
         };
         arm_deadline(&mut instance.store, calls.epoch_tick, limits.timeout);
-        instance.store.data_mut().limiter.exceeded = None;
+        instance.store.data_mut().begin_call();
         let result = f(&instance.bindings, &mut instance.store);
         if let Some(wasi) = instance.store.data_mut().wasi.as_mut() {
             wasi.flush();
@@ -98,11 +98,7 @@ impl<W: World> Slot<W> {
     }
 
     fn instantiate(&self, calls: &Calls, scope: Option<CallScope>, limits: &Limits) -> Result<Instance<W>, CallError> {
-        let state = State {
-            limiter: Limiter::new(limits.memory),
-            scope,
-            wasi: calls.uses_wasi.then(|| WasiState::new(&calls.stdio)),
-        };
+        let state = State::new(limits.memory, scope, calls.uses_wasi.then_some(&calls.stdio));
         let mut store = Store::new(&calls.engine, state);
         store.limiter(|s| &mut s.limiter);
         // Instantiation runs guest start functions: bound it like a call.

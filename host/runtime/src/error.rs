@@ -76,9 +76,17 @@ pub enum CallError {
         requested: u64,
     },
     /// The guest trapped: `unreachable`, a panic, a bad memory access, a
-    /// stack overflow.
-    #[error("trapped: {0}")]
-    Trap(String),
+    /// stack overflow. What the guest said last before it (its panic
+    /// message, exception or assertion, from stderr or an error-level log
+    /// line) comes first in the message: it is what its author needs.
+    #[error("trapped: {}", match said { Some(said) => format!("{said} — {trap}"), None => trap.clone() })]
+    Trap {
+        /// The trap and the guest's stack.
+        trap: String,
+        /// The line that explains it, bounded and sanitised (see
+        /// `stdio::last_words`), if the guest wrote one.
+        said: Option<String>,
+    },
     /// The outcome was not well-formed (invalid JSON, not an object, missing
     /// `apiVersion`/`kind`/`metadata.name`).
     #[error("returned a malformed outcome: {0}")]

@@ -2,7 +2,7 @@
 //! the `operon:reconciler/host` import, and conversions between generated
 //! and host types.
 
-use super::stdio::{GuestLog, GuestStream, Stream};
+use super::stdio::{GuestLog, GuestStream, Said, Stream};
 use crate::contract::{self as host_types, Gvk};
 use std::sync::Arc;
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
@@ -120,6 +120,25 @@ pub(crate) struct State {
     pub scope: Option<CallScope>,
     /// Present only for guests that import WASI.
     pub wasi: Option<WasiState>,
+    /// What the guest said during the current call (stderr, error logs),
+    /// for a trap's explanation.
+    pub said: Said,
+}
+
+impl State {
+    /// The state of a new store: `memory` caps it; a WASI context whose
+    /// output goes to `wasi_log` when the module imports WASI.
+    pub fn new(memory: u64, scope: Option<CallScope>, wasi_log: Option<&Arc<GuestLog>>) -> State {
+        let said = Said::default();
+        State { limiter: Limiter::new(memory), scope, wasi: wasi_log.map(|log| WasiState::new(log, &said)), said }
+    }
+
+    /// Reset what one call tracks, before the call: the memory cap's flag
+    /// and what the guest said (a pooled instance serves many calls).
+    pub fn begin_call(&mut self) {
+        self.limiter.exceeded = None;
+        self.said.clear();
+    }
 }
 
 /// Most `host.get`/`host.list` calls one guest call may make (the
@@ -154,9 +173,9 @@ pub(crate) struct WasiState {
 }
 
 impl WasiState {
-    pub fn new(log: &Arc<GuestLog>) -> WasiState {
+    pub fn new(log: &Arc<GuestLog>, said: &Said) -> WasiState {
         let stdout = GuestStream::new(log.clone(), Stream::Stdout);
-        let stderr = GuestStream::new(log.clone(), Stream::Stderr);
+        let stderr = GuestStream::new(log.clone(), Stream::Stderr).keeping(said.clone());
         // No preopens, no environment, no arguments, no sockets.
         let ctx = WasiCtx::builder()
             .stdout(stdout.clone())
@@ -236,7 +255,11 @@ impl wit_host::Host for State {
             wit_host::Level::Debug => tracing::debug!(target: "operon::guest", %fields, "{message}"),
             wit_host::Level::Info => tracing::info!(target: "operon::guest", %fields, "{message}"),
             wit_host::Level::Warn => tracing::warn!(target: "operon::guest", %fields, "{message}"),
-            wit_host::Level::Error => tracing::error!(target: "operon::guest", %fields, "{message}"),
+            wit_host::Level::Error => {
+                tracing::error!(target: "operon::guest", %fields, "{message}");
+                // A Rust guest's panic hook reports here before it traps.
+                self.said.push(&message);
+            }
         }
     }
 

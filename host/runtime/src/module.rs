@@ -283,10 +283,13 @@ pub(super) fn classify(error: wasmtime::Error, store: &Store<State>, limits: &Li
         return CallError::MemoryExceeded { limit: limits.memory, requested };
     }
     let backtrace = error.downcast_ref::<wasmtime::WasmBacktrace>();
+    let said = || store.data().said.last_words();
     match error.downcast_ref::<wasmtime::Trap>() {
         Some(wasmtime::Trap::Interrupt) => CallError::Timeout { limit: limits.timeout },
-        Some(trap) => CallError::Trap(describe_trap(&trap.to_string(), backtrace)),
-        None if backtrace.is_some() => CallError::Trap(describe_trap(&error.root_cause().to_string(), backtrace)),
+        Some(trap) => CallError::Trap { trap: describe_trap(&trap.to_string(), backtrace), said: said() },
+        None if backtrace.is_some() => {
+            CallError::Trap { trap: describe_trap(&error.root_cause().to_string(), backtrace), said: said() }
+        }
         None => CallError::Instantiate(error),
     }
 }

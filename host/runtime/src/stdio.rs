@@ -12,10 +12,18 @@
 //! A line longer than [`MAX_LINE`] bytes is logged in pieces of that size; a
 //! line the guest left unfinished is logged when the call returns.
 //!
+//! Besides the log, each instance keeps the last lines of its stderr (and of
+//! its error-level `host.log` lines: a Rust guest's panic hook reports there)
+//! during one call, bounded and sanitised ([`Said`]). When the call traps,
+//! [`Said::last_words`] picks the line that explains it (a panic message,
+//! an exception, an assertion), and the trap carries it to the parent's
+//! event, the Reconciler's rollback and `operon test`.
+//!
 //! [`Limits::log_lines_per_second`]: super::Limits::log_lines_per_second
 //! [`Limits::log_burst`]: super::Limits::log_burst
 
 use bytes::Bytes;
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -30,6 +38,121 @@ pub const MAX_LINE: usize = 4096;
 /// What one write may carry (the permit `check-write` grants); a guest
 /// writing more simply writes again.
 const WRITE_PERMIT: usize = 64 << 10;
+
+/// Lines of one call's stderr kept for [`Said::last_words`].
+const SAID_LINES: usize = 32;
+
+/// Longest line kept for [`Said::last_words`], in characters.
+pub const MAX_SAID: usize = 300;
+
+/// What one instance's guest said during the current call: the last
+/// [`SAID_LINES`] lines of its stderr and of its error-level log lines,
+/// each sanitised (no control characters or terminal escapes) and cut at
+/// [`MAX_SAID`] characters. Cleared when a call begins.
+#[derive(Clone, Default)]
+pub(crate) struct Said(Arc<Mutex<VecDeque<String>>>);
+
+impl Said {
+    /// Keep one line (sanitised; empty ones are not kept).
+    pub fn push(&self, line: &str) {
+        let line = sanitise(line);
+        if line.is_empty() {
+            return;
+        }
+        let mut lines = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if lines.len() == SAID_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    /// Forget what earlier calls said.
+    pub fn clear(&self) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    /// The line that best explains a trap, if the guest said anything.
+    pub fn last_words(&self) -> Option<String> {
+        let lines = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        last_words(&lines.iter().map(String::as_str).collect::<Vec<_>>())
+    }
+}
+
+/// The line of a guest's last output that explains why it stopped:
+///
+/// - Go's runtime writes `panic: MESSAGE` (or `fatal error: MESSAGE`) first,
+///   then the goroutines' stacks: the first such line;
+/// - Python writes a traceback that ends with the exception (and
+///   componentize-py its own panic after it): the first unindented line
+///   after the last `Traceback` line;
+/// - otherwise the last line that is not part of a stack trace (indented
+///   frames, `at ...`, SpiderMonkey's `name@file:line:column`) nor the
+///   runtime's own wrapping of it (componentize-js's variant error and
+///   abort): a JavaScript error as the TypeScript SDK logs it, a C
+///   assertion or message before `abort()`, the line a Rust guest's panic
+///   hook logged.
+pub(crate) fn last_words(lines: &[&str]) -> Option<String> {
+    if let Some(go) = lines.iter().find(|l| l.starts_with("panic: ") || l.starts_with("fatal error: ")) {
+        return Some(go.to_string());
+    }
+    let traceback = lines.iter().rposition(|l| l.starts_with("Traceback (most recent call last)"));
+    if let Some(exception) = traceback.and_then(|at| lines[at + 1..].iter().find(|l| !l.starts_with([' ', '\t']))) {
+        return Some(exception.to_string());
+    }
+    // SpiderMonkey's frames (componentize-js): `name@file:line:column`.
+    let js_frame = |l: &str| {
+        l.split_once('@').is_some_and(|(_, at)| {
+            let mut parts = at.rsplitn(3, ':');
+            let numeric = |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+            numeric(parts.next()) && numeric(parts.next())
+        })
+    };
+    let frame = |l: &str| {
+        l.starts_with([' ', '\t'])
+            || l.starts_with("at ")
+            || l.starts_with("goroutine ")
+            || l.starts_with("Stack:")
+            || l.starts_with("note: run with `RUST_BACKTRACE")
+            || l.starts_with('[') && l.ends_with(']')
+            || js_frame(l)
+            // componentize-js's own report of an exception it cannot map to the WIT result.
+            || l.starts_with("invalid variant tag value")
+            || l == "Redirecting call to abort() to mozalloc_abort"
+    };
+    lines.iter().rev().find(|l| !frame(l)).map(|l| l.to_string())
+}
+
+/// `line` without terminal escapes (`ESC [ ... letter`) and other control
+/// characters (a tab becomes a space), trimmed, at most [`MAX_SAID`]
+/// characters (`…` marks a cut).
+fn sanitise(line: &str) -> String {
+    let mut out = String::with_capacity(line.len().min(MAX_SAID + 4));
+    let mut chars = line.chars().peekable();
+    let mut kept = 0;
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ parameters... final letter; any other escape: ESC + one char.
+            if chars.next_if_eq(&'[').is_some() {
+                while chars.next().is_some_and(|p| !p.is_ascii_alphabetic()) {}
+            } else {
+                chars.next();
+            }
+            continue;
+        }
+        let c = if c == '\t' { ' ' } else { c };
+        if c.is_control() {
+            continue;
+        }
+        if kept == MAX_SAID {
+            out.push('…');
+            break;
+        }
+        out.push(c);
+        kept += 1;
+    }
+    // Leading indentation is kept: it tells stack frames from messages.
+    out.trim_end().to_string()
+}
 
 /// The log of one module's guests: the rate limit and the drop count, shared
 /// by every instance of the module.
@@ -150,11 +273,26 @@ pub(crate) struct GuestStream {
     log: Arc<GuestLog>,
     stream: Stream,
     partial: Arc<Mutex<Vec<u8>>>,
+    /// Where stderr's lines are kept for a trap's explanation.
+    said: Option<Said>,
 }
 
 impl GuestStream {
     pub fn new(log: Arc<GuestLog>, stream: Stream) -> GuestStream {
-        GuestStream { log, stream, partial: Arc::new(Mutex::new(Vec::new())) }
+        GuestStream { log, stream, partial: Arc::new(Mutex::new(Vec::new())), said: None }
+    }
+
+    /// Keep this stream's lines in `said` too (before the log's rate limit).
+    pub fn keeping(mut self, said: Said) -> GuestStream {
+        self.said = Some(said);
+        self
+    }
+
+    fn line(&self, line: &[u8]) {
+        if let Some(said) = &self.said {
+            said.push(&String::from_utf8_lossy(line));
+        }
+        self.log.line(self.stream, line);
     }
 
     fn write_bytes(&self, mut bytes: &[u8]) {
@@ -164,7 +302,7 @@ impl GuestStream {
             match bytes.iter().take(room).position(|&b| b == b'\n') {
                 Some(end) => {
                     partial.extend_from_slice(&bytes[..end]);
-                    self.log.line(self.stream, &partial);
+                    self.line(&partial);
                     partial.clear();
                     bytes = &bytes[end + 1..];
                 }
@@ -174,7 +312,7 @@ impl GuestStream {
                 }
                 None => {
                     partial.extend_from_slice(&bytes[..room]);
-                    self.log.line(self.stream, &partial);
+                    self.line(&partial);
                     partial.clear();
                     bytes = &bytes[room..];
                 }
@@ -186,7 +324,7 @@ impl GuestStream {
     pub fn finish_line(&self) {
         let mut partial = self.partial.lock().unwrap_or_else(|p| p.into_inner());
         if !partial.is_empty() {
-            self.log.line(self.stream, &partial);
+            self.line(&partial);
             partial.clear();
         }
     }
@@ -268,6 +406,58 @@ mod tests {
         assert_eq!(log.dropped(), 0, "three lines fit the burst");
         out.finish_line();
         assert_eq!(log.dropped(), 1, "the unfinished rest is the fourth line");
+    }
+
+    #[test]
+    fn stderr_lines_should_be_kept_even_beyond_the_rate_and_cleared_per_call() {
+        let log = Arc::new(GuestLog::new(0, 1));
+        let said = Said::default();
+        let err = GuestStream::new(log.clone(), Stream::Stderr).keeping(said.clone());
+        err.write_bytes(b"first\nsecond\nBUG: the \x1b[31mlast\x1b[0m\tline");
+        assert_eq!(log.dropped(), 1, "the log's rate still applies");
+        err.finish_line();
+        assert_eq!(said.last_words().as_deref(), Some("BUG: the last line"));
+        said.clear();
+        assert_eq!(said.last_words(), None);
+    }
+
+    #[test]
+    fn last_words_should_pick_the_line_that_explains_a_trap() {
+        let words = |text: &str| {
+            let said = Said::default();
+            text.lines().for_each(|l| said.push(l));
+            said.last_words()
+        };
+        // Go: the panic comes first, the goroutines' stacks after it.
+        let go = "panic: BUG: empty message\n\ngoroutine 1 [running]:\nmain.Greeter.Reconcile(...)\n\t/src/main.go:51 +0x3\nexit status 2";
+        assert_eq!(words(go).as_deref(), Some("panic: BUG: empty message"));
+        // Python: the exception closes the traceback, before componentize-py's own panic.
+        let componentized = "Traceback (most recent call last):\n  File \"/app.py\", line 9, in reconcile\nValueError: BUG: empty message\nthread '<unnamed>' panicked at src/lib.rs:1:1:\nPython function threw an unexpected exception\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace";
+        assert_eq!(words(componentized).as_deref(), Some("ValueError: BUG: empty message"));
+        let py = "Traceback (most recent call last):\n  File \"/app.py\", line 9, in reconcile\n    raise ValueError(\"BUG\")\nValueError: BUG: empty message";
+        assert_eq!(words(py).as_deref(), Some("ValueError: BUG: empty message"));
+        // JavaScript under componentize-js: the SDK's line, its frames, then the runtime's own report.
+        let componentize_js = "reconcile threw Error: BUG: empty message\nreconcile@component.js:465:26\n\
+            export_guest_0_1_0$reconcile@/tmp/x/initializer.js:602:29\n\
+            invalid variant tag value `undefined` (received `Error: BUG: empty message`) specified for `Failure`\n\
+            Stack:\n  export_guest_0_1_0$reconcile@/tmp/x/initializer.js:718:17\n\
+            Redirecting call to abort() to mozalloc_abort";
+        assert_eq!(words(componentize_js).as_deref(), Some("reconcile threw Error: BUG: empty message"));
+        // JavaScript: the error, then its frames.
+        let js = "Error: BUG: empty message\n    at reconcile (index.js:3:9)\n    at call (sdk.js:1:1)";
+        assert_eq!(words(js).as_deref(), Some("Error: BUG: empty message"));
+        // Rust std (a WASI guest): the message is on the line after the location.
+        let rust = "thread '<unnamed>' panicked at src/lib.rs:9:5:\nBUG: empty message\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace";
+        assert_eq!(words(rust).as_deref(), Some("BUG: empty message"));
+        // C: an assertion or a message before abort().
+        assert_eq!(
+            words("main.c:12: reconcile: Assertion `message' failed.").as_deref(),
+            Some("main.c:12: reconcile: Assertion `message' failed.")
+        );
+        assert_eq!(words(""), None);
+        let long = words(&"x".repeat(MAX_SAID * 2)).unwrap();
+        assert_eq!(long.chars().count(), MAX_SAID + 1, "cut, with a mark");
+        assert!(long.ends_with('…'));
     }
 
     #[test]

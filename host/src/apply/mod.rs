@@ -22,7 +22,9 @@
 pub mod events;
 mod validate;
 
-pub use validate::{Child, MAX_OBJECT_BYTES, Namespaces, Policy, ValidationError, owner_reference, reserved, validate};
+pub use validate::{
+    Child, MAX_OBJECT_BYTES, Namespaces, Policy, ValidationError, check_ownership, owner_reference, reserved, validate,
+};
 
 use crate::cache::{CachedObject, ObjectKey};
 pub use crate::client::describe;
@@ -93,41 +95,6 @@ impl Error {
             _ => None,
         }
     }
-}
-
-/// Refuse children that exist and are not ours to write: controlled by
-/// another owner (never taken over), or unowned without the adoption grant.
-/// `existing(kind, key)` looks an object up in the cache.
-///
-/// # Errors
-/// The first child that may not be written, and why.
-pub fn check_ownership(
-    parent: &CachedObject,
-    children: &[Child],
-    adopt: bool,
-    existing: impl Fn(&Gvk, &ObjectKey) -> Option<Arc<CachedObject>>,
-) -> Result<(), ValidationError> {
-    let parent_uid = parent.uid().unwrap_or_default();
-    for child in children {
-        let Some(current) = existing(&child.kind, &child.key) else { continue };
-        match current.controller_owner() {
-            Some(owner) if &*owner.uid == parent_uid => {}
-            Some(owner) => {
-                return Err(ValidationError(format!(
-                    "{} {} exists and is controlled by {} {}; it is never taken over (rename the child, or delete the other owner)",
-                    child.kind.kind, child.key, owner.kind, owner.name
-                )));
-            }
-            None if adopt => {}
-            None => {
-                return Err(ValidationError(format!(
-                    "{} {} exists without a controller owner; adopting it needs spec.grants.adopt: true (or delete it, or rename the child)",
-                    child.kind.kind, child.key
-                )));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Writes outcomes for one controller.

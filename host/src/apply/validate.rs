@@ -6,85 +6,18 @@
 //! alone.
 
 use crate::cache::{CachedObject, ObjectKey};
+use crate::contract::rules::{self, Existing, Parent};
 use crate::contract::{Gvk, Outcome};
-use serde_json::{Value, json};
-use std::collections::HashSet;
+use serde_json::Value;
+use std::sync::Arc;
+
+pub use crate::contract::rules::{Namespaces, Policy, reserved};
 
 /// Largest object the host will write (etcd's limit is 1.5 MiB).
 pub const MAX_OBJECT_BYTES: usize = 1 << 20;
 
 /// Why an outcome was refused before anything was written.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("outcome refused, nothing written: {0}")]
-pub struct ValidationError(pub String);
-
-/// Where children may be written, besides the parent's own namespace.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum Namespaces {
-    /// Only the parent's namespace (children of a cluster-scoped parent must
-    /// then be cluster-scoped).
-    #[default]
-    ParentOnly,
-    /// These namespaces (a ClusterReconciler's grant).
-    Only(Vec<String>),
-    /// Any namespace (standalone mode without a namespace flag).
-    Any,
-}
-
-impl Namespaces {
-    /// Whether a child may live in `ns`.
-    pub fn allows(&self, ns: &str) -> bool {
-        match self {
-            Namespaces::ParentOnly => false,
-            Namespaces::Only(list) => list.iter().any(|n| n == ns),
-            Namespaces::Any => true,
-        }
-    }
-}
-
-/// What one controller may write: decided by the host.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Policy {
-    /// Controller name, for messages.
-    pub controller: String,
-    /// Kinds children may have: the manifest's `owns`, each within the
-    /// grants.
-    pub owns: Vec<Gvk>,
-    /// Namespaces children may be written in, for cluster-scoped parents.
-    pub namespaces: Namespaces,
-    /// Whether cluster-scoped children are allowed.
-    pub cluster_scoped: bool,
-    /// Most objects in `desired`.
-    pub max_desired: usize,
-    /// Most events per outcome.
-    pub max_events: usize,
-}
-
-impl Policy {
-    /// Defaults no real reconciler meets: 500 children, 50 events.
-    pub const DEFAULT_MAX_DESIRED: usize = 500;
-    /// See [`Policy::DEFAULT_MAX_DESIRED`].
-    pub const DEFAULT_MAX_EVENTS: usize = 50;
-}
-
-/// Kinds no guest may ever write, whatever its grants: the host's own
-/// resources (Reconcilers, leases it elects with) would let a plugin take
-/// over its neighbours or the host.
-pub fn reserved(kind: &Gvk) -> Option<&'static str> {
-    if kind.group == "operon.dev" {
-        return Some("operon.dev kinds belong to the host");
-    }
-    if kind.group == "coordination.k8s.io" && kind.kind == "Lease" {
-        return Some("Leases carry leader election");
-    }
-    if kind.group == "rbac.authorization.k8s.io" {
-        return Some("RBAC objects would let a plugin grant itself rights");
-    }
-    if kind.group == "admissionregistration.k8s.io" {
-        return Some("webhook configurations are managed by the host");
-    }
-    None
-}
+pub type ValidationError = rules::Refused;
 
 /// A desired child after validation: its kind and the object to apply.
 #[derive(Debug, Clone, PartialEq)]
@@ -97,9 +30,20 @@ pub struct Child {
     pub object: Value,
 }
 
+fn parent_of(parent: &CachedObject) -> Parent<'_> {
+    Parent {
+        api_version: parent.api_version(),
+        kind: parent.kind(),
+        name: parent.name(),
+        namespace: parent.namespace(),
+        uid: parent.uid(),
+    }
+}
+
 /// Check a whole outcome against the policy and the parent, and build the
 /// children to apply. `namespaced(kind)` says whether an owned kind is
-/// namespaced (from discovery).
+/// namespaced (from discovery). The rules are [`operon_contract::rules`]'s,
+/// shared with `operon test` and every SDK's test runner.
 ///
 /// # Errors
 /// The first violation found, naming the offending object and the rule.
@@ -109,153 +53,58 @@ pub fn validate(
     outcome: &Outcome,
     namespaced: impl Fn(&Gvk) -> bool,
 ) -> Result<Vec<Child>, ValidationError> {
-    if outcome.desired.len() > policy.max_desired {
-        return Err(ValidationError(format!(
-            "{} desired objects exceed the limit of {} per outcome (the host's --max-children-per-outcome)",
-            outcome.desired.len(),
-            policy.max_desired
-        )));
-    }
-    if outcome.events.len() > policy.max_events {
-        return Err(ValidationError(format!(
-            "{} events exceed the limit of {} per outcome (the host's --max-events-per-outcome)",
-            outcome.events.len(),
-            policy.max_events
-        )));
-    }
-    let parent_ns = parent.namespace();
-    let owner = owner_reference(parent);
-    let mut seen = HashSet::new();
-    let mut children = Vec::with_capacity(outcome.desired.len());
-    for (i, desired) in outcome.desired.iter().enumerate() {
-        let kind = Gvk::of(desired).ok_or_else(|| ValidationError(format!("desired[{i}] lacks apiVersion or kind")))?;
-        let name = desired.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-        let what = format!("desired[{i}] ({kind} {name})");
-        if let Some(why) = reserved(&kind) {
-            return Err(ValidationError(format!("{what}: {kind} may never be written by a plugin ({why})")));
-        }
-        if !policy.owns.contains(&kind) {
-            let owns: Vec<String> = policy.owns.iter().map(ToString::to_string).collect();
-            return Err(ValidationError(format!(
-                "{what}: kind {kind} is not among the kinds {} may write ({})",
-                policy.controller,
-                if owns.is_empty() { "none".to_string() } else { owns.join(", ") }
-            )));
-        }
-        if !valid_name(name) {
-            return Err(ValidationError(format!(
-                "{what}: metadata.name must be a lowercase DNS subdomain (a-z, 0-9, '-', '.'; at most 253)"
-            )));
-        }
-        let child_ns = desired.pointer("/metadata/namespace").and_then(Value::as_str);
-        let ns = match (namespaced(&kind), parent_ns) {
-            (true, Some(parent_ns)) => match child_ns {
-                None => Some(parent_ns),
-                Some(ns) if ns == parent_ns => Some(parent_ns),
-                Some(ns) => {
-                    return Err(ValidationError(format!(
-                        "{what}: namespace {ns:?} differs from the parent's {parent_ns:?}; children live in their parent's namespace"
-                    )));
-                }
+    let reasons = outcome.events.iter().map(|e| e.reason.as_str());
+    let children = rules::check_outcome(policy, &parent_of(parent), &outcome.desired, reasons, namespaced)?;
+    Ok(children
+        .into_iter()
+        .map(|c| Child { key: ObjectKey { namespace: c.namespace, name: c.name }, kind: c.kind, object: c.object })
+        .collect())
+}
+
+/// Refuse to write a child over an object controlled by someone else, or
+/// over one without a controller unless `adopt`; `existing` finds the
+/// object a child would be written over (from the cache).
+///
+/// # Errors
+/// The first child that would take an object over.
+pub fn check_ownership(
+    parent: &CachedObject,
+    children: &[Child],
+    adopt: bool,
+    existing: impl Fn(&Gvk, &ObjectKey) -> Option<Arc<CachedObject>>,
+) -> Result<(), ValidationError> {
+    let children: Vec<rules::Child> = children
+        .iter()
+        .map(|c| rules::Child {
+            kind: c.kind.clone(),
+            namespace: c.key.namespace.clone(),
+            name: c.key.name.clone(),
+            object: Value::Null,
+        })
+        .collect();
+    rules::check_ownership(parent.uid().unwrap_or_default(), &children, adopt, |kind, namespace, name| {
+        let current = existing(kind, &ObjectKey::new(namespace, name))?;
+        Some(match current.controller_owner() {
+            Some(owner) => Existing::ControlledBy {
+                uid: owner.uid.to_string(),
+                kind: owner.kind.to_string(),
+                name: owner.name.to_string(),
             },
-            (true, None) => match child_ns {
-                Some(ns) if policy.namespaces.allows(ns) => Some(ns),
-                Some(ns) => {
-                    return Err(ValidationError(format!(
-                        "{what}: namespace {ns:?} is not granted to {} (spec.grants.namespaces)",
-                        policy.controller
-                    )));
-                }
-                None => {
-                    return Err(ValidationError(format!(
-                        "{what}: a namespaced child of a cluster-scoped parent needs metadata.namespace"
-                    )));
-                }
-            },
-            (false, Some(_)) => {
-                return Err(ValidationError(format!(
-                    "{what}: {kind} is cluster-scoped and cannot be owned by a namespaced parent"
-                )));
-            }
-            (false, None) if !policy.cluster_scoped => {
-                return Err(ValidationError(format!(
-                    "{what}: {kind} is cluster-scoped, and {} may not write cluster-scoped kinds (spec.grants.clusterScoped)",
-                    policy.controller
-                )));
-            }
-            (false, None) => None,
-        };
-        let key = ObjectKey::new(ns, name);
-        if !seen.insert((kind.clone(), key.clone())) {
-            return Err(ValidationError(format!("{what}: returned twice")));
-        }
-        let mut object = desired.clone();
-        prepare(&mut object, ns, &owner);
-        let size = json_len(&object);
-        if size > MAX_OBJECT_BYTES {
-            return Err(ValidationError(format!(
-                "{what}: {size} bytes exceeds the {MAX_OBJECT_BYTES}-byte object limit"
-            )));
-        }
-        children.push(Child { kind, key, object });
-    }
-    for (i, e) in outcome.events.iter().enumerate() {
-        if e.reason.is_empty() || e.reason.len() > 128 {
-            return Err(ValidationError(format!("events[{i}]: reason must be 1-128 characters")));
-        }
-    }
-    Ok(children)
-}
-
-/// The length of `v`'s JSON text, counted as it is written (no buffer).
-fn json_len(v: &Value) -> usize {
-    let mut len = 0;
-    match super::stream_json(v, |bytes| len += bytes.len()) {
-        Ok(()) => len,
-        Err(_) => usize::MAX,
-    }
-}
-
-/// DNS-1123 subdomain.
-fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
-}
-
-/// Set the namespace, replace ownerReferences with the controller reference,
-/// and drop server-owned metadata a guest may have echoed back.
-fn prepare(object: &mut Value, namespace: Option<&str>, owner: &Value) {
-    let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else { return };
-    for server_owned in
-        ["resourceVersion", "uid", "creationTimestamp", "managedFields", "generation", "selfLink", "deletionTimestamp"]
-    {
-        meta.remove(server_owned);
-    }
-    if let Some(ns) = namespace {
-        meta.insert("namespace".into(), ns.into());
-    }
-    meta.insert("ownerReferences".into(), json!([owner]));
+            None => Existing::Unowned,
+        })
+    })
 }
 
 /// The controller ownerReference children of `parent` carry.
 pub fn owner_reference(parent: &CachedObject) -> Value {
-    json!({
-        "apiVersion": parent.api_version(),
-        "kind": parent.kind(),
-        "name": parent.name(),
-        "uid": parent.uid(),
-        "controller": true,
-        "blockOwnerDeletion": true,
-    })
+    parent_of(parent).owner_reference()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::contract::Event;
+    use serde_json::json;
 
     fn policy() -> Policy {
         Policy {

@@ -20,8 +20,45 @@ pub struct Cli {
     /// Log format.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "OPERON_LOG_FORMAT")]
     pub log_format: LogFormat,
+    /// When to use colours and terminal escapes (log lines, `operon test`'s
+    /// verdicts and diffs, `operon dev`'s table redrawn in place): `auto`
+    /// only when the output is a terminal (and `NO_COLOR` is unset).
+    #[arg(long, global = true, value_enum, default_value_t = Color::Auto, env = "OPERON_COLOR")]
+    pub color: Color,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// `--color`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Color {
+    /// Only on a terminal, unless `NO_COLOR` is set.
+    Auto,
+    /// Always, even into a pipe or a file.
+    Always,
+    /// Never.
+    Never,
+}
+
+impl Color {
+    /// Whether output to a stream that `is_terminal` (or not) is coloured.
+    pub fn enabled(self, is_terminal: bool) -> bool {
+        match self {
+            Color::Always => true,
+            Color::Never => false,
+            Color::Auto => is_terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        }
+    }
+
+    /// For stdout.
+    pub fn stdout(self) -> bool {
+        self.enabled(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+    }
+
+    /// For stderr.
+    pub fn stderr(self) -> bool {
+        self.enabled(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+    }
 }
 
 /// Subcommands.
@@ -75,6 +112,17 @@ pub enum Command {
         /// the language's tools.
         #[arg(long)]
         vendor: bool,
+        /// The API group of the kind it reconciles (as kubebuilder's
+        /// `create api --group`, here the whole group: demo.example.com).
+        #[arg(long, default_value = "demo.operon.dev")]
+        group: String,
+        /// The API version of that kind.
+        #[arg(long = "version", default_value = "v1alpha1")]
+        api_version: String,
+        /// The kind (UpperCamelCase); the CRD, sample, fixtures and source
+        /// are written for it.
+        #[arg(long, default_value = "Greeting")]
+        kind: String,
     },
     /// Build the project in DIR (default: the current directory) into a
     /// component, with its language's toolchain.
@@ -461,10 +509,10 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     // `operon dev` shows a table; the host's info lines would bury it.
     let _telemetry = if matches!(cli.command, Command::Dev(_)) {
-        dev::init_logging();
+        dev::init_logging(cli.color.stderr());
         None
     } else {
-        match crate::telemetry::init(cli.log_format) {
+        match crate::telemetry::init(cli.log_format, Some(cli.color.stderr())) {
             Ok(guard) => Some(guard),
             Err(e) => {
                 eprintln!("warning: {e}");
@@ -491,7 +539,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             rt.block_on(run::run(*args))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Dev(args) => dev::run(args),
+        Command::Dev(args) => dev::run(args, cli.color),
         Command::Test { module, fixtures, project, update, mut limits } => {
             for warning in limits.resolve_deprecated() {
                 eprintln!("warning: {warning}");
@@ -510,11 +558,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let runtime = Runtime::new(runtime::Config::default())?;
             let module = load(&runtime, &module, limits.limits())?;
-            let report = crate::fixtures::run_dir(&module, &fixtures, update, &mut std::io::stdout())?;
+            let options = crate::fixtures::Options { update, color: cli.color.stdout() };
+            let report = crate::fixtures::run_dir_with(&module, &fixtures, options, &mut std::io::stdout())?;
             Ok(if report.failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        Command::New { lang, dir, name, vendor } => {
-            crate::project::scaffold(lang, &dir, name.as_deref(), vendor)?;
+        Command::New { lang, dir, name, vendor, group, api_version, kind } => {
+            let parent = crate::project::ParentKind { group, version: api_version, kind };
+            crate::project::scaffold_kind(lang, &dir, name.as_deref(), vendor, &parent)?;
             let sdk = crate::project::sdk::package(lang);
             println!("created a {lang} reconciler in {}", dir.display());
             if vendor {

@@ -71,7 +71,7 @@ impl From<&crate::runtime::CallError> for GuestErrorKind {
         match e {
             CallError::Timeout { .. } => GuestErrorKind::Timeout,
             CallError::MemoryExceeded { .. } => GuestErrorKind::Memory,
-            CallError::Trap(_) => GuestErrorKind::Trap,
+            CallError::Trap { .. } => GuestErrorKind::Trap,
             CallError::Malformed(_) => GuestErrorKind::Malformed,
             CallError::OutputTooLarge { .. } => GuestErrorKind::Oversized,
             CallError::Instantiate(_) => GuestErrorKind::Instantiate,

@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Kind", type_ = "string", json_path = ".status.kind", description = "The kind reconciled"),
     printcolumn(name = "Digest", type_ = "string", json_path = ".status.shortDigest", description = "The active module version"),
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(name = "Degraded", type_ = "string", json_path = ".status.conditions[?(@.type==\"Degraded\")].status", description = "True when a rollback or failing reconciles degrade it (the reason is in the condition)"),
     printcolumn(name = "Reconciles", type_ = "integer", json_path = ".status.reconciles"),
     printcolumn(name = "Errors", type_ = "integer", json_path = ".status.errors"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
@@ -60,6 +61,12 @@ pub struct ReconcilerSpec {
         description = "The active module version"
     ),
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(
+        name = "Degraded",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Degraded\")].status",
+        description = "True when a rollback or failing reconciles degrade it (the reason is in the condition)"
+    ),
     printcolumn(name = "Reconciles", type_ = "integer", json_path = ".status.reconciles"),
     printcolumn(name = "Errors", type_ = "integer", json_path = ".status.errors"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")

@@ -67,7 +67,9 @@ async fn call(webhooks: &Webhooks, route: &Route, hook: Hook, path: &str, review
         digest = %module.info().digest);
     let outcome = tokio::task::spawn_blocking(move || span.in_scope(|| run(&module, hook, &review, reader, deadline)))
         .await
-        .unwrap_or_else(|join| Err(CallError::Trap(format!("the admission call did not complete: {join}"))));
+        .unwrap_or_else(|join| {
+            Err(CallError::Trap { trap: format!("the admission call did not complete: {join}"), said: None })
+        });
     let response = match outcome {
         Ok(response) => response,
         Err(error) => {

@@ -35,6 +35,11 @@ impl Guest for Component {
 
     fn reconcile(request: Request) -> Result<Outcome, Failure> {
         if TRAP {
+            // What the Rust SDK's panic hook does: say why through the
+            // host's log (this guest has no stderr), then trap.
+            std::panic::set_hook(Box::new(|info| {
+                operon::reconciler::host::log(operon::reconciler::host::Level::Error, &info.to_string(), &[])
+            }));
             panic!("this version traps on every reconcile");
         }
         let parent: Value =

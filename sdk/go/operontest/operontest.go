@@ -7,7 +7,8 @@
 //	got, err := operontest.Reconcile(Greeter{}, cluster, req)
 //
 // A [Cluster] stands in for the host's cache (the objects Get and List
-// see). Unlike the host, it lets every kind be read: check Manifest.Reads
+// see, and the objects a child could be written over). Every outcome is
+// checked as the host checks it before writing ([CheckOutcome]). Unlike the host, it lets every kind be read: check Manifest.Reads
 // yourself.
 package operontest
 
@@ -241,7 +242,11 @@ func (f *Failure) Error() string {
 }
 
 // Reconcile runs r through operon.Run with cluster as the host (nil: an
-// empty one). The error is a *Failure.
+// empty one). The error is a *Failure, or a *Refused when the host would
+// refuse the outcome before writing anything (a kind the manifest does not
+// own, another namespace, a bad name, an oversized child, an object of the
+// cluster someone else owns): the checks operon test makes, see
+// [CheckOutcome].
 func Reconcile(r operon.Reconciler, cluster *Cluster, req *RequestBuilder) (*Result, error) {
 	if cluster == nil {
 		cluster = NewCluster()
@@ -251,6 +256,9 @@ func Reconcile(r operon.Reconciler, cluster *Cluster, req *RequestBuilder) (*Res
 	raw, failure := operon.Run(cluster, r, req.Build(r.Manifest()))
 	if failure != nil {
 		return nil, &Failure{Terminal: failure.Terminal, Message: failure.Message}
+	}
+	if refused := CheckOutcome(r.Manifest(), req.parent, req.children, cluster.objects, raw); refused != nil {
+		return nil, refused
 	}
 	result := &Result{Events: raw.Events, Finalized: raw.Finalized}
 	for _, text := range raw.Desired {

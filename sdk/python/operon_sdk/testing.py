@@ -2,7 +2,11 @@
 
 :func:`reconcile` goes through :func:`operon_sdk.run.reconcile`, the function
 the component's export calls, with a :class:`FakeCluster` standing in for the
-host's cache: what passes here passes in the component.
+host's cache: what passes here passes in the component. Every outcome is also
+checked as the host checks it before writing anything (:func:`check_outcome`:
+owned kinds, namespaces, names, sizes, ownership of the cluster's objects, as
+``operon test`` does); an outcome the host would refuse raises
+:class:`Refused`, naming the rule.
 
 >>> from operon_sdk import Gvk, Manifest, Outcome, Reconciler
 >>> class Mirror(Reconciler[dict]):
@@ -35,6 +39,150 @@ from .outcome import Event
 from .reconciler import Reconciler
 from .request import Metadata, RawRequest
 from .selector import Selector, SelectorError
+from ._rules import RULES
+
+
+class Refused(AssertionError):
+    """The host would refuse this outcome before writing anything; ``message``
+    names the object and the rule, as ``operon test`` says it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"outcome refused, nothing written: {message} (the host checks this before writing)")
+        self.message = message
+
+
+def _kind_matches(rule: dict, kind: Gvk) -> bool:
+    return rule["group"] == kind.group and rule.get("kind") in (None, kind.kind)
+
+
+def _valid_name(name: str) -> bool:
+    allowed = set("abcdefghijklmnopqrstuvwxyz0123456789-.")
+    return (
+        0 < len(name.encode()) <= RULES["maxNameBytes"]
+        and all(c in allowed for c in name)
+        and name[0].isalnum()
+        and name[-1].isalnum()
+    )
+
+
+def check_outcome(
+    manifest_name: str,
+    owns: list[Gvk],
+    parent: dict,
+    children: list[dict],
+    cluster: list[dict],
+    desired: list[dict],
+    reasons: list[str],
+) -> None:
+    """The host's checks of an outcome before it writes anything, with the policy
+    of ``operon run --module`` (what the manifest owns, any namespace,
+    cluster-scoped kinds allowed, no adoption): the rules and messages of
+    ``operon_contract::rules`` (``contract/rules/``). ``children`` are the
+    parent's own; ``cluster`` the other objects a child could be written over.
+
+    Raises:
+        Refused: naming the object and the rule.
+    """
+    if len(desired) > RULES["maxDesired"]:
+        raise Refused(
+            f"{len(desired)} desired objects exceed the limit of {RULES['maxDesired']} per outcome "
+            "(the host's --max-children-per-outcome)"
+        )
+    if len(reasons) > RULES["maxEvents"]:
+        raise Refused(
+            f"{len(reasons)} events exceed the limit of {RULES['maxEvents']} per outcome "
+            "(the host's --max-events-per-outcome)"
+        )
+    owned = ", ".join(str(k) for k in owns) or "none"
+    parent_meta = parent.get("metadata") or {}
+    parent_ns = parent_meta.get("namespace")
+    uid = parent_meta.get("uid")
+    owner = {
+        "apiVersion": parent.get("apiVersion"),
+        "kind": parent.get("kind"),
+        "name": parent_meta.get("name"),
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    seen: set[tuple[Gvk, str | None, str]] = set()
+    checked: list[tuple[Gvk, str | None, str]] = []
+    for i, obj in enumerate(desired):
+        kind = Gvk.of(obj)
+        if kind is None:
+            raise Refused(f"desired[{i}] lacks apiVersion or kind")
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+        what = f"desired[{i}] ({kind} {name})"
+        reserved = next((r for r in RULES["reserved"] if _kind_matches(r, kind)), None)
+        if reserved is not None:
+            raise Refused(f"{what}: {kind} may never be written by a plugin ({reserved['why']})")
+        if kind not in owns:
+            raise Refused(f"{what}: kind {kind} is not among the kinds {manifest_name} may write ({owned})")
+        if not _valid_name(name):
+            raise Refused(
+                f"{what}: metadata.name must be a lowercase DNS subdomain (a-z, 0-9, '-', '.'; at most 253)"
+            )
+        cluster_scoped = any(_kind_matches(r, kind) for r in RULES["clusterScoped"])
+        child_ns = meta.get("namespace")
+        if not cluster_scoped and parent_ns is not None:
+            if child_ns is not None and child_ns != parent_ns:
+                raise Refused(
+                    f'{what}: namespace "{child_ns}" differs from the parent\'s "{parent_ns}"; '
+                    "children live in their parent's namespace"
+                )
+            ns = parent_ns
+        elif not cluster_scoped:
+            if child_ns is None:
+                raise Refused(f"{what}: a namespaced child of a cluster-scoped parent needs metadata.namespace")
+            ns = child_ns
+        elif parent_ns is not None:
+            raise Refused(f"{what}: {kind} is cluster-scoped and cannot be owned by a namespaced parent")
+        else:
+            ns = None
+        if (kind, ns, name) in seen:
+            raise Refused(f"{what}: returned twice")
+        seen.add((kind, ns, name))
+        prepared = json.loads(json.dumps(obj))
+        prepared_meta = prepared.setdefault("metadata", {})
+        for field_name in (
+            "resourceVersion", "uid", "creationTimestamp", "managedFields", "generation", "selfLink", "deletionTimestamp"
+        ):
+            prepared_meta.pop(field_name, None)
+        if ns is not None:
+            prepared_meta["namespace"] = ns
+        prepared_meta["ownerReferences"] = [owner]
+        size = len(json.dumps(prepared, separators=(",", ":"), ensure_ascii=False).encode())
+        if size > RULES["maxObjectBytes"]:
+            raise Refused(f"{what}: {size} bytes exceeds the {RULES['maxObjectBytes']}-byte object limit")
+        checked.append((kind, ns, name))
+    for i, reason in enumerate(reasons):
+        if not reason or len(reason.encode()) > RULES["maxReasonBytes"]:
+            raise Refused(f"events[{i}]: reason must be 1-{RULES['maxReasonBytes']} characters")
+
+    def same(obj: dict, kind: Gvk, ns: str | None, name: str) -> bool:
+        meta = Metadata.of(obj)
+        return Gvk.of(obj) == kind and meta.name == name and (meta.namespace is None or meta.namespace == ns)
+
+    for kind, ns, name in checked:
+        if any(same(c, kind, ns, name) for c in children):
+            continue
+        existing = next((o for o in cluster if same(o, kind, ns, name)), None)
+        if existing is None:
+            continue
+        at = f"{ns}/{name}" if ns is not None else name
+        owners = (existing.get("metadata") or {}).get("ownerReferences") or []
+        controller = next((o for o in owners if o.get("controller") is True), None)
+        if controller is None:
+            raise Refused(
+                f"{kind.kind} {at} exists without a controller owner; adopting it needs spec.grants.adopt: true "
+                "(or delete it, or rename the child)"
+            )
+        if controller.get("uid") != uid:
+            raise Refused(
+                f"{kind.kind} {at} exists and is controlled by {controller.get('kind')} {controller.get('name')}; "
+                "it is never taken over (rename the child, or delete the other owner)"
+            )
 
 
 @dataclass
@@ -172,12 +320,23 @@ def reconcile(reconciler: Reconciler[Any], req: RequestBuilder, cluster: FakeClu
 
     Raises:
         Transient, Terminal: as the component would answer.
+        Refused: the host would refuse the outcome (see :func:`check_outcome`).
     """
     cluster = cluster or FakeCluster()
     if cluster.namespace is None:
         cluster.namespace = Metadata.of(req.object).namespace
-    raw = req.to_raw(run.manifest(reconciler).owns)
+    manifest = run.manifest(reconciler)
+    raw = req.to_raw(manifest.owns)
     out = run.reconcile(reconciler, cluster, raw)
+    check_outcome(
+        manifest.name,
+        manifest.owns,
+        req.object,
+        req.children,
+        cluster.objects,
+        [json.loads(o) for o in out.desired],
+        [e.reason for e in out.events],
+    )
     return Reconciled(
         desired=[json.loads(o) for o in out.desired],
         status=None if out.status is None else json.loads(out.status),
@@ -254,6 +413,8 @@ def _observed(reconciler: Reconciler[Any], fixture: dict) -> dict:
     visible = [req.object, *req.children, *req.related, *(fixture.get("cluster") or [])]
     try:
         out = reconcile(reconciler, req, FakeCluster(visible))
+    except Refused as refused:
+        return {"refused": str(refused)}
     except Failure as failure:
         return {"error": {"terminal" if isinstance(failure, Terminal) else "transient": failure.message}}
     return {
@@ -314,6 +475,9 @@ def check_fixtures(reconciler: Reconciler[Any], directory: str | Path) -> int:
             failures.append(f"{path.stem}: no expected file")
             continue
         observed = _observed(reconciler, yaml.load(path.read_text(), Loader=loader))
+        if "refused" in observed:
+            failures.append(f"{path.stem}: {observed['refused']}")
+            continue
         expected = _normalized(yaml.load(expected_path.read_text(), Loader=loader))
         if not _same(observed, expected):
             failures.append(
@@ -329,8 +493,10 @@ __all__ = [
     "FakeCluster",
     "LogLine",
     "Reconciled",
+    "Refused",
     "RequestBuilder",
     "check_fixtures",
+    "check_outcome",
     "mutate",
     "reconcile",
     "request",

@@ -19,11 +19,30 @@ pub struct Greeting {
     pub spec: GreetingSpec,
 }
 
-/// `spec` of a [`Greeting`].
-#[derive(Debug, Deserialize)]
+// The spec is also the kind's schema: natively, kube's `CustomResource`
+// derive makes `GreetingResource` from it (with `GreetingStatus`), whose CRD
+// `src/bin/crdgen.rs` prints and `operon build` writes to `crd.yaml`. The
+// component (wasm) links none of it. Doc comments become the schema's
+// descriptions (`kubectl explain greeting.spec`).
+
+/// What a Greeting asks for.
+#[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(Serialize, schemars::JsonSchema, kube::CustomResource))]
+#[cfg_attr(
+    not(target_arch = "wasm32"),
+    kube(
+        group = "demo.operon.dev",
+        version = "v1alpha1",
+        kind = "Greeting",
+        root = "GreetingResource",
+        namespaced,
+        status = "GreetingStatus",
+        printcolumn(name = "Message", type_ = "string", json_path = ".spec.message"),
+        printcolumn(name = "Published", type_ = "boolean", json_path = ".status.published")
+    )
+)]
 pub struct GreetingSpec {
-    /// The text to publish.
-    #[serde(default)]
+    /// The text to publish in the ConfigMap <name>-greeting.
     pub message: String,
 }
 
@@ -55,8 +74,9 @@ impl ObjectKind for ConfigMap {
     const KIND: &'static str = "ConfigMap";
 }
 
-/// `status` of a [`Greeting`].
-#[derive(Debug, Serialize)]
+/// What the reconciler reports about a Greeting.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(Deserialize, schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct GreetingStatus {
     /// The generation this status describes.

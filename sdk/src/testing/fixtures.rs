@@ -78,6 +78,9 @@ pub struct Fixture {
     pub request: raw::Request,
     /// The objects `get` and `list` see.
     pub cluster: FakeCluster,
+    /// The parent, its children, and the other objects (`cluster` and
+    /// `related`), for the host's checks of an outcome.
+    live: (Value, Vec<Value>, Vec<Value>),
 }
 
 impl Fixture {
@@ -94,6 +97,8 @@ impl Fixture {
         let request = file.request(&owns).map_err(|error| format!("{}: {error}", request_path.display()))?;
         let mut cluster = FakeCluster::new();
         cluster.objects = file.visible();
+        let others = file.cluster.iter().chain(&file.related).cloned().collect();
+        let live = (file.object.clone(), file.children.clone(), others);
         let request = raw::Request {
             object: request.object,
             children: request
@@ -105,7 +110,19 @@ impl Fixture {
             finalizing: request.finalizing,
             attempt: request.attempt,
         };
-        Ok(Fixture { name: case.name, request_path: case.path, expected_path: case.expected, request, cluster })
+        Ok(Fixture { name: case.name, request_path: case.path, expected_path: case.expected, request, cluster, live })
+    }
+
+    /// Whether the host would refuse `outcome` for this fixture (see
+    /// [`check_outcome`](super::check_outcome)): `operon test` fails such a
+    /// fixture whatever its expected file says, and so does [`check_dir`].
+    ///
+    /// # Errors
+    ///
+    /// The rule the outcome breaks.
+    pub fn check(&self, manifest: &raw::Manifest, outcome: &raw::Outcome) -> Result<(), super::Refused> {
+        let (parent, children, others) = &self.live;
+        super::check_outcome(manifest, parent, children, others, outcome)
     }
 
     /// Runs `R` on the request, through the same path as the component.
@@ -190,12 +207,22 @@ pub fn check_dir<R: Reconciler>(dir: impl AsRef<Path>) {
     let reviews = cases.reviews.iter().map(load).collect::<Result<Vec<_>, _>>().unwrap_or_else(|e| panic!("{e}"));
     let bless = std::env::var_os("OPERON_BLESS").is_some_and(|value| value == "1");
     let mut report = String::new();
+    let mut refused = Vec::new();
+    let mut reconciled = Vec::new();
+    for f in &fixtures {
+        let result = f.run::<R>();
+        match result.as_ref().map(|outcome| f.check(&manifest, outcome)) {
+            Ok(Err(refusal)) => refused.push((f.name.clone(), refusal)),
+            _ => reconciled.push((f.name.clone(), &f.expected_path, Kind::Reconcile, to_expected(&result))),
+        }
+    }
+    for (name, refusal) in &refused {
+        let _ = write!(report, "\n--- {name}: {refusal} (the host checks this before writing)");
+    }
     let runs = reviews
         .iter()
         .map(|f| (format!("{}/{}", fixture::ADMISSION_DIR, f.name), &f.expected_path, Kind::Admission, f.run::<R>()))
-        .chain(
-            fixtures.iter().map(|f| (f.name.clone(), &f.expected_path, Kind::Reconcile, to_expected(&f.run::<R>()))),
-        );
+        .chain(reconciled);
     for (name, expected, kind, actual) in runs {
         if bless {
             fixture::write_expected(kind, expected, &actual).unwrap_or_else(|error| panic!("{error}"));

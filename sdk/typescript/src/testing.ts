@@ -3,7 +3,11 @@
  *
  * {@link reconcile} goes through `run.reconcile`, the function the component's
  * export calls, with a {@link FakeCluster} standing in for the host's cache:
- * what passes here passes in the component.
+ * what passes here passes in the component. Every outcome is also checked
+ * as the host checks it before writing anything ({@link checkOutcome}: owned
+ * kinds, namespaces, names, sizes, ownership of the cluster's objects, as
+ * `operon test` does); an outcome the host would refuse throws
+ * {@link Refused}, naming the rule.
  *
  * ```ts
  * const out = reconcile(new GreetingReconciler(), request(greeting("hi")));
@@ -19,6 +23,7 @@ import type { Event } from "./outcome.js";
 import type { Reconciler } from "./reconciler.js";
 import { type KubeObject, metadataOf } from "./request.js";
 import * as run from "./run.js";
+import { RULES } from "./rules.js";
 import { Selector, SelectorError } from "./selector.js";
 import type { WitReview } from "./wit.js";
 
@@ -154,11 +159,22 @@ export class Reconciled {
 /**
  * Run `reconciler` on `req` through the component's code path.
  * @throws {Transient} {Terminal} as the component would answer.
+ * @throws {Refused} the host would refuse the outcome ({@link checkOutcome}).
  */
 export function reconcile<T>(reconciler: Reconciler<T>, req: TestRequest, cluster = new FakeCluster()): Reconciled {
   cluster.namespace ??= metadataOf(req.object).namespace;
-  const raw = toRaw(req, run.manifest(reconciler as Reconciler<unknown>).owns ?? []);
+  const manifest = run.manifest(reconciler as Reconciler<unknown>);
+  const raw = toRaw(req, manifest.owns ?? []);
   const out = run.reconcile(reconciler, cluster, raw);
+  checkOutcome(
+    manifest.name,
+    manifest.owns ?? [],
+    req.object,
+    req.children,
+    cluster.objects,
+    out.desired.map((o) => JSON.parse(o) as KubeObject),
+    out.events.map((e) => e.reason),
+  );
   return new Reconciled(
     out.desired.map((o) => JSON.parse(o) as KubeObject),
     out.status === undefined ? undefined : (JSON.parse(out.status) as KubeObject),
@@ -166,6 +182,164 @@ export function reconcile<T>(reconciler: Reconciler<T>, req: TestRequest, cluste
     out.requeueAfterMs,
     out.finalized,
   );
+}
+
+/** The host would refuse this outcome before writing anything: `message` names the object and the rule. */
+export class Refused extends Error {
+  constructor(readonly reason: string) {
+    super(`outcome refused, nothing written: ${reason} (the host checks this before writing)`);
+    this.name = "Refused";
+  }
+}
+
+interface KindRule {
+  group: string;
+  kind?: string;
+  why?: string;
+}
+
+const ruleMatches = (rule: KindRule, kind: Gvk) =>
+  rule.group === kind.group && (rule.kind === undefined || rule.kind === kind.kind);
+
+const utf8 = (text: string) => new TextEncoder().encode(text).length;
+
+function validName(name: string): boolean {
+  return (
+    name.length > 0 &&
+    utf8(name) <= RULES.maxNameBytes &&
+    /^[a-z0-9.-]+$/.test(name) &&
+    /^[a-z0-9]/.test(name) &&
+    /[a-z0-9]$/.test(name)
+  );
+}
+
+/**
+ * The host's checks of an outcome before it writes anything, with the policy
+ * of `operon run --module` (what the manifest owns, any namespace,
+ * cluster-scoped kinds allowed, no adoption): the rules and messages of
+ * `operon_contract::rules` (`contract/rules/`). `children` are the parent's
+ * own; `cluster` the other objects a child could be written over.
+ * @throws {Refused} naming the object and the rule.
+ */
+export function checkOutcome(
+  manifestName: string,
+  owns: Gvk[],
+  parent: KubeObject,
+  children: KubeObject[],
+  cluster: KubeObject[],
+  desired: KubeObject[],
+  reasons: string[],
+): void {
+  if (desired.length > RULES.maxDesired) {
+    throw new Refused(
+      `${desired.length} desired objects exceed the limit of ${RULES.maxDesired} per outcome (the host's --max-children-per-outcome)`,
+    );
+  }
+  if (reasons.length > RULES.maxEvents) {
+    throw new Refused(
+      `${reasons.length} events exceed the limit of ${RULES.maxEvents} per outcome (the host's --max-events-per-outcome)`,
+    );
+  }
+  const owned = owns.map(kindToString).join(", ") || "none";
+  const parentMeta = metadataOf(parent);
+  const parentNs = parentMeta.namespace;
+  const uid = (parent.metadata as { uid?: unknown } | undefined)?.uid;
+  const owner = {
+    apiVersion: parent.apiVersion,
+    kind: parent.kind,
+    name: parentMeta.name,
+    uid: typeof uid === "string" ? uid : null,
+    controller: true,
+    blockOwnerDeletion: true,
+  };
+  const seen = new Set<string>();
+  const checked: [Gvk, string | undefined, string][] = [];
+  desired.forEach((object, i) => {
+    const kind = kindOf(object);
+    if (!kind) throw new Refused(`desired[${i}] lacks apiVersion or kind`);
+    const meta = metadataOf(object);
+    const name = meta.name;
+    const what = `desired[${i}] (${kindToString(kind)} ${name})`;
+    const reserved = (RULES.reserved as KindRule[]).find((r) => ruleMatches(r, kind));
+    if (reserved) throw new Refused(`${what}: ${kindToString(kind)} may never be written by a plugin (${reserved.why})`);
+    if (!owns.some((k) => sameKind(k, kind))) {
+      throw new Refused(`${what}: kind ${kindToString(kind)} is not among the kinds ${manifestName} may write (${owned})`);
+    }
+    if (!validName(name)) {
+      throw new Refused(`${what}: metadata.name must be a lowercase DNS subdomain (a-z, 0-9, '-', '.'; at most 253)`);
+    }
+    const clusterScoped = (RULES.clusterScoped as KindRule[]).some((r) => ruleMatches(r, kind));
+    let ns: string | undefined;
+    if (!clusterScoped && parentNs !== undefined) {
+      if (meta.namespace !== undefined && meta.namespace !== parentNs) {
+        throw new Refused(
+          `${what}: namespace "${meta.namespace}" differs from the parent's "${parentNs}"; children live in their parent's namespace`,
+        );
+      }
+      ns = parentNs;
+    } else if (!clusterScoped) {
+      if (meta.namespace === undefined) {
+        throw new Refused(`${what}: a namespaced child of a cluster-scoped parent needs metadata.namespace`);
+      }
+      ns = meta.namespace;
+    } else if (parentNs !== undefined) {
+      throw new Refused(`${what}: ${kindToString(kind)} is cluster-scoped and cannot be owned by a namespaced parent`);
+    }
+    const key = JSON.stringify([kindToString(kind), ns ?? null, name]);
+    if (seen.has(key)) throw new Refused(`${what}: returned twice`);
+    seen.add(key);
+    const prepared = JSON.parse(JSON.stringify(object)) as KubeObject & { metadata?: Record<string, unknown> };
+    const preparedMeta = (prepared.metadata ??= {});
+    for (const field of [
+      "resourceVersion",
+      "uid",
+      "creationTimestamp",
+      "managedFields",
+      "generation",
+      "selfLink",
+      "deletionTimestamp",
+    ]) {
+      delete preparedMeta[field];
+    }
+    if (ns !== undefined) preparedMeta.namespace = ns;
+    preparedMeta.ownerReferences = [owner];
+    const size = utf8(JSON.stringify(prepared));
+    if (size > RULES.maxObjectBytes) {
+      throw new Refused(`${what}: ${size} bytes exceeds the ${RULES.maxObjectBytes}-byte object limit`);
+    }
+    checked.push([kind, ns, name]);
+  });
+  reasons.forEach((reason, i) => {
+    if (reason.length === 0 || utf8(reason) > RULES.maxReasonBytes) {
+      throw new Refused(`events[${i}]: reason must be 1-${RULES.maxReasonBytes} characters`);
+    }
+  });
+  const same = (o: KubeObject, kind: Gvk, ns: string | undefined, name: string) => {
+    const k = kindOf(o);
+    const m = metadataOf(o);
+    return k !== undefined && sameKind(k, kind) && m.name === name && (m.namespace === undefined || m.namespace === ns);
+  };
+  for (const [kind, ns, name] of checked) {
+    if (children.some((c) => same(c, kind, ns, name))) continue;
+    const existing = cluster.find((o) => same(o, kind, ns, name));
+    if (!existing) continue;
+    const at = ns !== undefined ? `${ns}/${name}` : name;
+    const owners = ((existing.metadata as { ownerReferences?: unknown } | undefined)?.ownerReferences ?? []) as Record<
+      string,
+      unknown
+    >[];
+    const controller = owners.find((o) => o.controller === true);
+    if (!controller) {
+      throw new Refused(
+        `${kind.kind} ${at} exists without a controller owner; adopting it needs spec.grants.adopt: true (or delete it, or rename the child)`,
+      );
+    }
+    if (controller.uid !== owner.uid) {
+      throw new Refused(
+        `${kind.kind} ${at} exists and is controlled by ${controller.kind} ${controller.name}; it is never taken over (rename the child, or delete the other owner)`,
+      );
+    }
+  }
 }
 
 /** An admission review of `object` (its kind, namespace and name read from it). */

@@ -6,6 +6,13 @@
 //! sources change. `--once` turns it into a check: every sample parent
 //! Ready, or a non-zero exit that says why.
 //!
+//! **Nothing is silent.** A project's fixtures run before it is loaded (a
+//! project whose fixtures fail is shown and held back until they pass); an
+//! object of a loaded kind outside the namespaces its Reconciler acts in is
+//! named, with the namespace that would act; the table shows `Degraded`
+//! and rollbacks with their reason; the kubectl hint names the kinds
+//! actually loaded.
+//!
 //! Everything runs in-process so that one Ctrl-C stops all of it, the
 //! control plane included.
 
@@ -68,16 +75,17 @@ fn timeout(text: &str) -> Result<Duration, String> {
 
 /// Log lines of the host below warnings only (RUST_LOG overrides): the
 /// table is what `operon dev` shows.
-pub fn init_logging() {
+pub fn init_logging(ansi: bool) {
     // The client's own errors while the control plane starts (its probes
     // before the API server listens) are noise; the host reports what fails.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new("warn,kube_client::client::builder=off,kube_client::client::tls=off")
     });
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).try_init();
 }
 
-/// One guest project loaded into the cluster.
+/// One guest project built for the cluster: loaded as a Reconciler, or
+/// held back while its fixtures fail.
 pub(crate) struct Loaded {
     pub project: Project,
     /// The namespace of its Reconciler and sample parents.
@@ -87,12 +95,27 @@ pub(crate) struct Loaded {
     pub module_path: PathBuf,
     pub manifest: Manifest,
     /// Names of the sample parents applied into the namespace.
-    pub samples: Vec<String>,
+    pub samples: std::sync::Mutex<Vec<String>>,
+    /// Why it is not loaded (its fixtures failed), or `None` once its
+    /// Reconciler is applied.
+    pub held: std::sync::Mutex<Option<String>>,
+}
+
+impl Loaded {
+    /// Why the project is not loaded, if it is not.
+    pub fn held(&self) -> Option<String> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The sample parents' names.
+    pub fn samples(&self) -> Vec<String> {
+        self.samples.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
 }
 
 /// Run `operon dev`.
-pub fn run(args: Args) -> Result<ExitCode> {
-    let ui = Ui::new();
+pub fn run(args: Args, color: crate::cli::Color) -> Result<ExitCode> {
+    let ui = Ui::new(color);
     let rt = tokio::runtime::Runtime::new()?;
     let roots = project_dirs(&args.dirs)?;
     // Operon's CRDs and every project's parent kind (its crd.yaml).
@@ -133,15 +156,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
                     operon_envtest::ControlPlane::start(options)
                 })?;
             ui.line(format!("cluster: {}", plane.server()));
-            ui.line(format!(
-                "  kubectl: KUBECONFIG={} kubectl get webapps,deployments -A",
-                plane.kubeconfig_path().display()
-            ));
             let config = plane.config();
             (Some(plane), config)
         }
     };
-    let result = rt.block_on(dev(&ui, &args, &roots, &crds, kube_config));
+    let kubeconfig = match (&plane, &args.kubeconfig) {
+        (Some(plane), _) => Some(plane.kubeconfig_path().to_path_buf()),
+        (None, given) => given.clone(),
+    };
+    let result = rt.block_on(dev(&ui, &args, &roots, &crds, kube_config, kubeconfig.as_deref()));
     ui.release_table();
     // The control plane stops here, after everything that talks to it.
     drop(rt);
@@ -159,6 +182,7 @@ async fn dev(
     roots: &[PathBuf],
     crds: &[CustomResourceDefinition],
     kube_config: kube::Config,
+    kubeconfig: Option<&Path>,
 ) -> Result<ExitCode> {
     let client = kube::Client::try_from(kube_config.clone()).context("building the Kubernetes client")?;
 
@@ -200,8 +224,30 @@ async fn dev(
         std::fs::copy(&built.path, &module_path)
             .with_context(|| format!("copying {} to {}", built.path.display(), module_path.display()))?;
         let module = crate::cli::load(&runtime, &module_path, Limits::default())?;
+        // The fixtures gate the first load as they gate every swap.
+        let held = match tokio::task::block_in_place(|| watch::fixtures(&project, &module))? {
+            watch::Verdict::Passed { passed, .. } => {
+                ui.line(format!("✓ {name}: {passed} fixtures passed"));
+                None
+            }
+            watch::Verdict::FixturesFailed { failed, output } => {
+                ui.line(format!(
+                    "✗ {name}: fixtures failed: {}; not loaded until they pass\n{}",
+                    failed.join(", "),
+                    output.trim_end()
+                ));
+                Some(format!("fixtures failed: {}", failed.join(", ")))
+            }
+        };
         let manifest = (**module.manifest()).clone();
-        loaded.push(Loaded { namespace: format!("dev-{name}"), project, module_path, manifest, samples: Vec::new() });
+        loaded.push(Loaded {
+            namespace: format!("dev-{name}"),
+            project,
+            module_path,
+            manifest,
+            samples: Default::default(),
+            held: std::sync::Mutex::new(held),
+        });
     }
     for s in &skipped {
         ui.line(format!("skipped {s}"));
@@ -209,24 +255,18 @@ async fn dev(
     if loaded.is_empty() {
         bail!("no project was built, so there is nothing to run");
     }
+    let held: Vec<String> =
+        loaded.iter().filter_map(|l| l.held().map(|why| format!("{}: {why}", l.project.name()))).collect();
+    if args.once && held.len() == loaded.len() {
+        ui.line(format!("nothing loaded:\n  {}", held.join("\n  ")));
+        return Ok(ExitCode::FAILURE);
+    }
 
     // 4. One namespace per project: its Reconciler and the sample parents.
-    for l in &mut loaded {
-        apply_namespace(&client, &l.namespace).await?;
-        apply_reconciler(&client, l).await?;
-        ui.line(format!(
-            "Reconciler {}/{} ← {} ({} {})",
-            l.namespace,
-            l.project.name(),
-            l.module_path.display(),
-            l.manifest.for_kind.kind,
-            l.manifest.for_kind.group
-        ));
-        if !args.no_examples {
-            l.samples = apply_samples(&client, l).await?;
-            ui.line(format!("  samples in {}: {}", l.namespace, l.samples.join(", ")));
-        }
+    for l in loaded.iter().filter(|l| l.held().is_none()) {
+        load_project(ui, &client, l, !args.no_examples).await?;
     }
+    ui.line(kubectl_hint(&client, &loaded, kubeconfig).await);
 
     // 5. The manager and the Reconciler lifecycle.
     let config = manager::Config {
@@ -267,7 +307,10 @@ async fn dev(
     // 6-8. The table, the watcher, and --once's verdict.
     let loaded = std::sync::Arc::new(loaded);
     let mut status = table::Status::new(client.clone(), loaded.clone());
-    let watcher = (!args.once).then(|| tokio::spawn(watch::run(ui.clone(), runtime.clone(), loaded.clone())));
+    let watcher = (!args.once).then(|| {
+        let loader = watch::Loader { client: client.clone(), examples: !args.no_examples };
+        tokio::spawn(watch::run(ui.clone(), runtime.clone(), loaded.clone(), loader))
+    });
     if !args.once {
         ui.line("watching the projects' sources; Ctrl-C stops");
     }
@@ -300,6 +343,11 @@ async fn dev(
     }
     match outcome {
         None => Ok(ExitCode::SUCCESS),
+        Some(Ok(summary)) if !held.is_empty() => {
+            ui.line(format!("ready: {summary}"));
+            ui.line(format!("not loaded:\n  {}", held.join("\n  ")));
+            Ok(ExitCode::FAILURE)
+        }
         Some(Ok(summary)) => {
             ui.line(format!("ready: {summary}"));
             Ok(ExitCode::SUCCESS)
@@ -309,6 +357,46 @@ async fn dev(
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// Apply a project's namespace, its Reconciler and (with `examples`) its
+/// sample parents, and say so.
+pub(crate) async fn load_project(ui: &Ui, client: &kube::Client, l: &Loaded, examples: bool) -> Result<()> {
+    apply_namespace(client, &l.namespace).await?;
+    apply_reconciler(client, l).await?;
+    ui.line(format!(
+        "Reconciler {}/{} ← {} ({} {})",
+        l.namespace,
+        l.project.name(),
+        l.module_path.display(),
+        l.manifest.for_kind.kind,
+        l.manifest.for_kind.group
+    ));
+    if examples {
+        let samples = apply_samples(client, l).await?;
+        ui.line(format!("  samples in {}: {}", l.namespace, samples.join(", ")));
+        *l.samples.lock().unwrap_or_else(|p| p.into_inner()) = samples;
+    }
+    *l.held.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    Ok(())
+}
+
+/// `kubectl get` of the Reconcilers and of the kinds the projects
+/// reconcile and own, as the API server names them.
+async fn kubectl_hint(client: &kube::Client, loaded: &[Loaded], kubeconfig: Option<&Path>) -> String {
+    let mut names = vec!["reconcilers.operon.dev".to_string()];
+    for l in loaded {
+        for kind in std::iter::once(&l.manifest.for_kind).chain(&l.manifest.owns) {
+            let key = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
+            let Ok((ar, _)) = kube::discovery::pinned_kind(client, &key).await else { continue };
+            let name = if ar.group.is_empty() { ar.plural } else { format!("{}.{}", ar.plural, ar.group) };
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    let env = kubeconfig.map(|k| format!("KUBECONFIG={} ", k.display())).unwrap_or_default();
+    format!("  kubectl: {env}kubectl get {} -A", names.join(","))
 }
 
 /// The Reconciler and ClusterReconciler CRDs.

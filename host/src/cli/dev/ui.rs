@@ -27,9 +27,10 @@ struct Table {
 }
 
 impl Ui {
-    /// Output to stdout, redrawn in place when stdout is a terminal.
-    pub fn new() -> Ui {
-        Ui { terminal: std::io::stdout().is_terminal(), table: Arc::default() }
+    /// Output to stdout, redrawn in place when stdout is a terminal (`color`:
+    /// whether escapes may be written, see `--color`).
+    pub fn new(color: crate::cli::Color) -> Ui {
+        Ui { terminal: color.enabled(std::io::stdout().is_terminal()), table: Arc::default() }
     }
 
     /// Whether stdout is a terminal.

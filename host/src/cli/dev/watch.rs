@@ -2,7 +2,9 @@
 //! change rebuild, run the project's fixtures (what `operon test` runs),
 //! and only when they pass replace the module file the Reconciler loads.
 //! The Reconciler's path source then swaps the new version in; a build or
-//! fixture failure leaves the running version alone.
+//! fixture failure leaves the running version alone. A project held back
+//! at start because its fixtures failed is loaded by its first build whose
+//! fixtures pass.
 //!
 //! Polling mtimes rather than inotify: portable, no extra dependency, and
 //! a second's latency is nothing next to a build.
@@ -24,8 +26,15 @@ const IGNORED_DIRS: &[&str] = &["target", "node_modules", "__pycache__", "dist",
 /// Every source file's modification time.
 type Fingerprint = BTreeMap<PathBuf, SystemTime>;
 
+/// What the watcher needs to load a project held back at start.
+pub(crate) struct Loader {
+    pub client: kube::Client,
+    /// Apply the sample parents too.
+    pub examples: bool,
+}
+
 /// Watch every project until aborted.
-pub(crate) async fn run(ui: Ui, runtime: Runtime, loaded: Arc<Vec<Loaded>>) {
+pub(crate) async fn run(ui: Ui, runtime: Runtime, loaded: Arc<Vec<Loaded>>, loader: Loader) {
     let mut prints = Vec::new();
     for l in loaded.iter() {
         prints.push(fingerprint_of(&l.project.dir).await);
@@ -45,7 +54,12 @@ pub(crate) async fn run(ui: Ui, runtime: Runtime, loaded: Arc<Vec<Loaded>>) {
                 .take(3)
                 .collect();
             ui.line(format!("{}: changed {}; rebuilding", l.project.name(), changed.join(", ")));
-            rebuild(&ui, &runtime, l).await;
+            if rebuild(&ui, &runtime, l).await
+                && l.held().is_some()
+                && let Err(e) = super::load_project(&ui, &loader.client, l, loader.examples).await
+            {
+                ui.line(format!("✗ {}: could not load it: {e:#}", l.project.name()));
+            }
             // What the build itself wrote (generated bindings) is not a change.
             *print = fingerprint_of(&l.project.dir).await;
         }
@@ -83,8 +97,9 @@ fn collect(dir: &Path, print: &mut Fingerprint) {
     }
 }
 
-/// Build, test, and swap one project, printing what happened.
-async fn rebuild(ui: &Ui, runtime: &Runtime, l: &Loaded) {
+/// Build, test, and swap one project, printing what happened; whether the
+/// new version passed and was put in place.
+async fn rebuild(ui: &Ui, runtime: &Runtime, l: &Loaded) -> bool {
     let name = l.project.name().to_string();
     let staged = l.module_path.with_extension("next.wasm");
     let started = Instant::now();
@@ -94,7 +109,8 @@ async fn rebuild(ui: &Ui, runtime: &Runtime, l: &Loaded) {
     match result {
         Ok(Ok(Verdict::Passed { passed, digest })) => match std::fs::rename(&staged, &l.module_path) {
             Ok(()) => {
-                ui.line(format!("✓ {name}: built and {passed} fixtures passed in {secs:.1}s; swapped in {digest}"))
+                ui.line(format!("✓ {name}: built and {passed} fixtures passed in {secs:.1}s; swapped in {digest}"));
+                return true;
             }
             Err(e) => ui.line(format!("✗ {name}: could not replace {}: {e}", l.module_path.display())),
         },
@@ -108,9 +124,11 @@ async fn rebuild(ui: &Ui, runtime: &Runtime, l: &Loaded) {
         Ok(Err(e)) => ui.line(format!("✗ {name}: build failed ({secs:.1}s): {e:#}; the running version stays")),
         Err(e) => ui.line(format!("✗ {name}: the build panicked: {e}")),
     }
+    false
 }
 
-enum Verdict {
+/// What a project's fixtures said.
+pub(crate) enum Verdict {
     Passed { passed: usize, digest: String },
     FixturesFailed { failed: Vec<String>, output: String },
 }
@@ -120,8 +138,13 @@ fn build_and_test(project: &Project, runtime: &Runtime, out: &Path) -> anyhow::R
     let options = project::BuildOptions { output: Some(out.to_path_buf()), verbose: false };
     let built = project::build(project, &options, &mut |_| {})?;
     let module = crate::cli::load(runtime, &built.path, Limits::default())?;
+    fixtures(project, &module)
+}
+
+/// Run the project's fixtures through `module` (what `operon test` runs).
+pub(crate) fn fixtures(project: &Project, module: &crate::runtime::Module) -> anyhow::Result<Verdict> {
     let mut output = Vec::new();
-    let report = crate::fixtures::run_dir(&module, &project.fixtures(), false, &mut output)?;
+    let report = crate::fixtures::run_dir(module, &project.fixtures(), false, &mut output)?;
     if report.failed.is_empty() {
         Ok(Verdict::Passed { passed: report.passed, digest: module.info().digest.clone() })
     } else {

@@ -9,6 +9,9 @@
 //! that grants nothing should yield envCount 0 and both errors set. Otherwise
 //! a well-behaved reconcile: no children, finalizes when asked.
 //!
+//! With `spec.panic: MESSAGE` it panics with that message (Rust std writes
+//! it to stderr) and so traps.
+//!
 //! With `spec.flood: N` it first writes N bytes of 100-byte lines to stdout,
 //! a 10 KB line without a newline to stderr, then one last line; a failing
 //! write panics (as `println!` does), so the call traps if the host ever
@@ -40,6 +43,10 @@ impl Guest for Component {
 
     fn reconcile(request: Request) -> Result<Outcome, Failure> {
         let object: serde_json::Value = serde_json::from_str(&request.object).unwrap_or_default();
+        if let Some(message) = object.pointer("/spec/panic").and_then(serde_json::Value::as_str) {
+            // Rust std writes the panic to stderr, then the guest traps.
+            panic!("{message}");
+        }
         let flood = object.pointer("/spec/flood").and_then(serde_json::Value::as_u64).unwrap_or(0);
         if flood > 0 {
             use std::io::Write;
