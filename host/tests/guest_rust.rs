@@ -87,7 +87,7 @@ fn a_new_rust_project_should_depend_on_the_sdk_crate_build_and_pass_its_fixtures
     let lock = std::fs::read_to_string(project.join("Cargo.lock")).unwrap();
     assert!(lock.contains(&format!("name = \"operon-sdk\"\nversion = \"{VERSION}\"")), "{lock}");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let metadata = run(in_project(&cargo, &project).args(["metadata", "--format-version=1", "--offline"]));
+    let metadata = run(in_project(&cargo, &project).args(["metadata", "--format-version=1"]));
     let sdk_path = scratch.path().join(format!("crates/operon-sdk-{VERSION}/Cargo.toml"));
     assert!(metadata.contains(&sdk_path.display().to_string()), "operon-sdk does not come from the packaged crate");
 }

@@ -96,7 +96,11 @@ pub fn python_venv(scratch: &Path, requirement: &str) -> Vec<(String, String)> {
 /// first, then the machine's module cache as a proxy (for the SDK's own
 /// dependencies, already downloaded), with a module cache of the test's own
 /// so that no copy of an earlier SDK build is used. No network; `go.sum`
-/// as `operon new` wrote it checks what comes from the proxy.
+/// as `operon new` wrote it checks what comes from the proxy. controller-gen
+/// (`go run …@version`) is outside `go.sum`, and the go command asks the
+/// checksum database through a proxy that serves it (proxy.golang.org), never
+/// a `file://` one: `GOSUMDB=off` here, for modules the machine's own cache
+/// verified when they were first downloaded.
 pub fn go_env(scratch: &Path) -> Vec<(String, String)> {
     let go_env = |key: &str| run(Command::new("go").args(["env", key])).trim().to_string();
     let proxy = format!("file://{},file://{}/cache/download", package("goproxy").display(), go_env("GOMODCACHE"));
@@ -104,6 +108,7 @@ pub fn go_env(scratch: &Path) -> Vec<(String, String)> {
         ("GOPROXY".into(), proxy),
         ("GOMODCACHE".into(), scratch.join("gomodcache").display().to_string()),
         ("GOFLAGS".into(), format!("{} -modcacherw", go_env("GOFLAGS")).trim().to_string()),
+        ("GOSUMDB".into(), "off".into()),
     ]
 }
 
