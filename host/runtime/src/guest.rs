@@ -59,6 +59,23 @@ pub enum ReadError {
         /// The namespaces it may read.
         scope: String,
     },
+    /// A cluster-scoped kind, read by a controller whose scope holds no
+    /// cluster-scoped objects (a namespaced Reconciler, or a
+    /// ClusterReconciler without `spec.grants.clusterScoped`).
+    #[error(
+        "{0} is cluster-scoped, and this controller reads only in its namespaces: a Reconciler acts in its own \
+         namespace (use a ClusterReconciler with spec.grants.clusterScoped to read cluster-scoped kinds)"
+    )]
+    ClusterScoped(Gvk),
+    /// A kind no plugin may read (the host's own and the cluster's access
+    /// control).
+    #[error("{kind} may not be read by any plugin ({why})")]
+    Reserved {
+        /// The kind asked for.
+        kind: Gvk,
+        /// Why it is reserved.
+        why: String,
+    },
     /// A list across every namespace by a controller that may not read them all.
     #[error("listing a namespaced kind across all namespaces is outside this controller's namespaces")]
     AllNamespaces,
@@ -99,7 +116,31 @@ pub trait ObjectReader: Send + Sync {
     /// [`ReadError`] when the read is outside what the reader may answer.
     fn list(&self, kind: &Gvk, namespace: Option<&str>, label_selector: Option<&str>)
     -> Result<Vec<String>, ReadError>;
+
+    /// [`ObjectReader::list`] within `max_bytes` of JSON: a reader that can
+    /// stop early (the cache) refuses as soon as the objects exceed it,
+    /// before copying the rest. The default lists, then checks.
+    ///
+    /// # Errors
+    /// As `list`, and [`ReadError::Budget`] past `max_bytes`.
+    fn list_within(
+        &self,
+        kind: &Gvk,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+        max_bytes: usize,
+    ) -> Result<Vec<String>, ReadError> {
+        let found = self.list(kind, namespace, label_selector)?;
+        if found.iter().map(String::len).sum::<usize>() > max_bytes {
+            return Err(ReadError::Budget(READ_BUDGET_SPENT));
+        }
+        Ok(found)
+    }
 }
+
+/// What a guest is told when its reads pass [`MAX_READ_BYTES`] in one call.
+pub const READ_BUDGET_SPENT: &str = "host.get/host.list returned more than 64 MiB in one call (the host's limit); \
+                                     narrow the reads with a namespace or a label selector";
 
 /// A reader that sees nothing: for the load-time smoke call and for tools.
 pub struct NoObjects;
@@ -286,7 +327,8 @@ impl wit_host::Host for State {
             let kind = Gvk::from(kind);
             self.charge(1, 0)?;
             let scope = self.readable(&kind)?;
-            let found = scope.reader.list(&kind, namespace.as_deref(), label_selector.as_deref())?;
+            let left = MAX_READ_BYTES.saturating_sub(scope.reads.1);
+            let found = scope.reader.list_within(&kind, namespace.as_deref(), label_selector.as_deref(), left)?;
             self.charge(0, found.iter().map(String::len).sum())?;
             Ok(found)
         };
@@ -310,10 +352,7 @@ impl State {
             ));
         }
         if *read > MAX_READ_BYTES {
-            return Err(ReadError::Budget(
-                "host.get/host.list returned more than 64 MiB in one call (the host's limit); narrow the reads \
-                 with a namespace or a label selector",
-            ));
+            return Err(ReadError::Budget(READ_BUDGET_SPENT));
         }
         Ok(())
     }

@@ -183,11 +183,20 @@ impl Applier {
     }
 
     /// Apply validated children, prune `existing` children not among them,
-    /// write the status, record events.
+    /// write the status, record events. `adopt`: whether an object without
+    /// a controller may be taken over (the grants' `adopt`).
+    ///
+    /// A child that is not among `existing` (the parent's children as the
+    /// cache saw them) and was not applied here before is looked up live
+    /// first: the cache may not yet hold an object created moments ago, and
+    /// server-side apply would silently adopt it. Its ownership is checked
+    /// again on what the API server answers, and the apply is pinned to
+    /// that resourceVersion.
     ///
     /// # Errors
-    /// The first failed API call, or [`Error::NotLeading`] as soon as the
-    /// fence closes; earlier writes stay (the next reconcile converges,
+    /// The first failed API call, a child whose live object may not be
+    /// taken over ([`Error::Invalid`]), or [`Error::NotLeading`] as soon as
+    /// the fence closes; earlier writes stay (the next reconcile converges,
     /// since everything here is idempotent).
     pub async fn apply(
         &self,
@@ -195,6 +204,7 @@ impl Applier {
         children: &[Child],
         existing: &[(Gvk, Arc<CachedObject>)],
         outcome: &Outcome,
+        adopt: bool,
         fence: &Fence,
     ) -> Result<Report, Error> {
         let mut report = Report::default();
@@ -216,11 +226,17 @@ impl Applier {
                 continue;
             }
             let requests = Self::requests(&resource, namespaced, child.key.namespace.as_deref());
+            let mut object = std::borrow::Cow::Borrowed(&child.object);
+            if current_rv.is_none() && last.is_none() {
+                if let Some(rv) = self.live_ownership(parent, child, &requests, adopt).await? {
+                    object.to_mut()["metadata"]["resourceVersion"] = Value::String(rv);
+                }
+            }
             fence.check()?;
-            let written = self
-                .send(requests.patch(&child.key.name, &params, &Patch::Apply(&child.object)), "patch")
-                .await
-                .map_err(|source| Error::Api { operation: "apply", target: target(&child.kind, &child.key), source })?;
+            let written =
+                self.send(requests.patch(&child.key.name, &params, &Patch::Apply(&*object)), "patch").await.map_err(
+                    |source| Error::Api { operation: "apply", target: target(&child.kind, &child.key), source },
+                )?;
             if let Some(rv) = written.metadata.resource_version {
                 let mut applied = self.applied.lock().unwrap_or_else(|p| p.into_inner());
                 // Children the garbage collector removed never leave this map;
@@ -267,6 +283,44 @@ impl Applier {
             self.event(parent, e.warning, &e.reason, &e.message, fence).await;
         }
         Ok(report)
+    }
+
+    /// The live object a new child would be written over: `None` when there
+    /// is none; its resourceVersion when it may be written (ours already,
+    /// or unowned and `adopt`).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when it belongs to another controller, or is
+    /// unowned without `adopt`; the lookup's API error.
+    async fn live_ownership(
+        &self,
+        parent: &CachedObject,
+        child: &Child,
+        requests: &kube::core::Request,
+        adopt: bool,
+    ) -> Result<Option<String>, Error> {
+        let request =
+            requests.get(&child.key.name, &kube::api::GetParams::default()).map_err(kube::Error::BuildRequest);
+        let live = match request {
+            Ok(mut request) => {
+                request.extensions_mut().insert("get");
+                self.client.request::<DynamicObject>(request).await
+            }
+            Err(e) => Err(e),
+        };
+        let live = match live {
+            Ok(live) => live,
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(None),
+            Err(source) => {
+                return Err(Error::Api { operation: "get", target: target(&child.kind, &child.key), source });
+            }
+        };
+        let live = Arc::new(
+            CachedObject::from_value(serde_json::to_value(&live).unwrap_or_default())
+                .map_err(|e| crate::contract::rules::Refused(format!("{} {}: {e}", child.kind.kind, child.key)))?,
+        );
+        check_ownership(parent, std::slice::from_ref(child), adopt, |_, _| Some(live.clone()))?;
+        Ok(live.resource_version().map(str::to_string))
     }
 
     async fn write_status(&self, parent: &CachedObject, status: &Value, fence: &Fence) -> Result<(), Error> {

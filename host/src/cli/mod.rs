@@ -325,6 +325,22 @@ pub struct RunArgs {
     /// under a ceiling) is refused with `InvalidSpec`.
     #[arg(long, default_value = "2", value_parser = cpu_quantity)]
     pub max_guest_cpu: f64,
+    /// Guest CPU every plugin's calls may use together, as a CPU quantity
+    /// (`0` for no host-wide limit): no tenant's share, however many
+    /// Reconcilers it has, can take the host's cores from the others.
+    #[arg(long, default_value = "2", value_parser = cpu_quantity)]
+    pub max_guest_cpu_total: f64,
+    /// Guest linear memory every instance together may hold, as a quantity
+    /// (`768Mi`, `2Gi`; `0` for no limit). Each call reserves its module's
+    /// whole memory limit up front; idle pooled instances hold what they
+    /// grew to and are dropped first when memory is short. The default fits
+    /// the chart's 1Gi pod limit, leaving 256Mi to the host.
+    #[arg(long, default_value = "768Mi", value_parser = memory_quantity)]
+    pub max_guest_memory_total: u64,
+    /// Guest calls in flight at once, reconciles and admission webhooks of
+    /// every plugin together (`0` for no limit).
+    #[arg(long, default_value_t = 16)]
+    pub max_guest_calls: usize,
     /// Retries per second per controller (controller-runtime's overall
     /// bucket); 0 for no limit.
     #[arg(long, default_value_t = 10.0)]
@@ -727,6 +743,17 @@ fn version(json: bool) -> anyhow::Result<String> {
 /// `--guest-cpu`: a Kubernetes CPU quantity.
 fn cpu_quantity(text: &str) -> Result<f64, BadCpu> {
     crate::pipeline::parse_cpu(text).ok_or_else(|| BadCpu(text.to_string()))
+}
+
+/// A flag that is not a memory quantity.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not a memory quantity such as 768Mi, 2Gi or 0")]
+pub struct BadMemory(String);
+
+/// `--max-guest-memory-total`: a Kubernetes memory quantity (binary
+/// suffixes), in bytes.
+fn memory_quantity(text: &str) -> Result<u64, BadMemory> {
+    crate::reconciler::settings::parse_quantity(text).ok_or_else(|| BadMemory(text.to_string()))
 }
 
 #[cfg(test)]

@@ -18,7 +18,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let kube_config =
         kube::Config::infer().await.context("connecting to Kubernetes (set KUBECONFIG, or run in a pod)")?;
     let client = kube::Client::try_from(kube_config.clone()).context("building the Kubernetes client")?;
-    let runtime = Runtime::new(runtime::Config { max_memory: args.max_guest_memory_mib << 20, ..Default::default() })?;
+    let gate = runtime::GateLimits {
+        memory: if args.max_guest_memory_total == 0 { u64::MAX } else { args.max_guest_memory_total },
+        calls: if args.max_guest_calls == 0 { usize::MAX } else { args.max_guest_calls },
+    };
+    let runtime =
+        Runtime::new(runtime::Config { max_memory: args.max_guest_memory_mib << 20, gate, ..Default::default() })?;
     let mut builder = Manager::builder(client).config(manager_config(&args)?).runtime(runtime);
     let webhooks = parse_addr(&args.webhook_bind_address)?;
     if let Some(bind) = webhooks {
@@ -88,6 +93,10 @@ fn manager_config(args: &RunArgs) -> anyhow::Result<manager::Config> {
         guest_cpu: args.guest_cpu,
         guest_cpu_burst: args.guest_cpu_burst,
         guest_cpu_max: args.max_guest_cpu,
+        // The host's own budget: a burst of a few calls' worth, like a
+        // controller's.
+        host_cpu: pipeline::Budget::new(args.max_guest_cpu_total, args.guest_cpu_burst, args.limits.guest_timeout)
+            .map(std::sync::Arc::new),
         max_desired: args.max_children_per_outcome,
         max_events: args.max_events_per_outcome,
         ..Default::default()

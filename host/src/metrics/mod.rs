@@ -99,6 +99,15 @@ pub struct Metrics {
     /// `operon_guest_throttled_seconds_total{controller}`: time reconciles
     /// waited because the controller's guest calls used their CPU budget.
     pub guest_throttled_seconds_total: CounterVec,
+    /// `operon_host_limited_seconds_total{controller,limit}`: time guest calls
+    /// waited for a limit the whole host shares (`cpu`, `calls`, `memory`).
+    pub host_limited_seconds_total: CounterVec,
+    /// `operon_host_guest_memory_bytes{state}`: guest memory the host's gate
+    /// has reserved (`reserved`) and may reserve (`limit`).
+    pub host_guest_memory_bytes: GaugeVec,
+    /// `operon_host_guest_calls{state}`: guest calls in flight
+    /// (`in_flight`) and the most there may be (`limit`).
+    pub host_guest_calls: GaugeVec,
     /// `operon_module_swaps_total{controller,result}`: swapped, refused,
     /// rolled_back.
     pub module_swaps_total: IntCounterVec,
@@ -283,6 +292,9 @@ impl Metrics {
             let _ = vec.remove_label_values(&[controller]);
         }
         let _ = self.guest_throttled_seconds_total.remove_label_values(&[controller]);
+        for limit in ["cpu", "calls", "memory"] {
+            let _ = self.host_limited_seconds_total.remove_label_values(&[controller, limit]);
+        }
         for result in ["swapped", "refused", "rolled_back"] {
             let _ = self.module_swaps_total.remove_label_values(&[controller, result]);
         }
@@ -381,6 +393,22 @@ impl Metrics {
     /// A reconcile waited `wait` for the controller's guest CPU budget.
     pub fn guest_throttled(&self, controller: &str, wait: Duration) {
         self.guest_throttled_seconds_total.with_label_values(&[controller]).inc_by(wait.as_secs_f64());
+    }
+
+    /// A guest call waited `wait` for the host-wide `limit` (`cpu`, `calls`,
+    /// `memory`).
+    pub fn host_limited(&self, controller: &str, limit: &str, wait: Duration) {
+        self.host_limited_seconds_total.with_label_values(&[controller, limit]).inc_by(wait.as_secs_f64());
+    }
+
+    /// How much of the host's guest gate is in use.
+    pub fn host_usage(&self, usage: crate::runtime::Usage) {
+        let bytes = |b: u64| if b == u64::MAX { f64::INFINITY } else { b as f64 };
+        let calls = |c: usize| if c == usize::MAX { f64::INFINITY } else { c as f64 };
+        self.host_guest_memory_bytes.with_label_values(&["reserved"]).set(bytes(usage.memory_reserved));
+        self.host_guest_memory_bytes.with_label_values(&["limit"]).set(bytes(usage.memory_limit));
+        self.host_guest_calls.with_label_values(&["in_flight"]).set(calls(usage.calls_in_flight));
+        self.host_guest_calls.with_label_values(&["limit"]).set(calls(usage.calls_limit));
     }
 
     /// A requeue-after was lengthened by the requeue budget.

@@ -50,6 +50,14 @@ impl ModuleController {
         self.reconciler().budget.as_ref().filter(|b| b.throttled_within(window)).map(|b| b.cpu())
     }
 
+    /// Whether a reconcile waited for a host-wide limit within `window`,
+    /// and which (the last one).
+    pub fn host_limited(&self, window: Duration) -> Option<super::HostLimit> {
+        let p = self.reconciler();
+        let last = *p.host_limited.lock().unwrap_or_else(|e| e.into_inner());
+        last.filter(|(at, _)| at.elapsed() <= window).map(|(_, limit)| limit)
+    }
+
     /// Every informer this controller reads from (its candidate's too).
     pub fn informers(&self) -> Vec<Arc<Informer>> {
         Reconcile::informers(&**self.reconciler())

@@ -29,6 +29,7 @@ pub mod crd;
 pub mod grants;
 mod lifecycle;
 pub mod loader;
+mod peers;
 pub mod plan;
 mod release;
 pub mod settings;

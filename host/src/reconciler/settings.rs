@@ -198,7 +198,9 @@ fn parse_duration(text: &str) -> Option<Duration> {
 }
 
 /// `64Mi`, `1Gi`, `512Ki`, `1048576`.
-fn parse_quantity(text: &str) -> Option<u64> {
+/// A memory quantity as Kubernetes writes it with binary suffixes (`64Mi`,
+/// `1Gi`, `512Ki`, or bytes), in bytes.
+pub fn parse_quantity(text: &str) -> Option<u64> {
     let (digits, shift) = match text {
         t if t.ends_with("Ki") => (&t[..t.len() - 2], 10),
         t if t.ends_with("Mi") => (&t[..t.len() - 2], 20),

@@ -6,7 +6,7 @@ use super::review::{self, Response};
 use super::{FailurePolicy, Hook, Route, Webhooks};
 use crate::contract::Review;
 use crate::metrics::GuestErrorKind;
-use crate::runtime::{CallError, Module, ObjectReader};
+use crate::runtime::{Admitted, CallError, ObjectReader};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -65,11 +65,22 @@ async fn call(webhooks: &Webhooks, route: &Route, hook: Hook, path: &str, review
     let span = tracing::debug_span!("admission", webhook = %path, uid = %uid, operation = %review.operation,
         object = %format_args!("{}/{}", review.namespace.as_deref().unwrap_or(""), review.name),
         digest = %module.info().digest);
-    let outcome = tokio::task::spawn_blocking(move || span.in_scope(|| run(&module, hook, &review, reader, deadline)))
-        .await
-        .unwrap_or_else(|join| {
-            Err(CallError::Trap { trap: format!("the admission call did not complete: {join}"), said: None })
-        });
+    // The host's gate (call slots and guest memory, shared with every
+    // reconcile) admits the call without holding a thread, within the
+    // webhook's deadline.
+    let outcome = match tokio::time::timeout(deadline, module.admit()).await {
+        Ok(admitted) => {
+            tokio::task::spawn_blocking(move || span.in_scope(|| run(admitted, hook, &review, reader, deadline)))
+                .await
+                .unwrap_or_else(|join| {
+                    Err(CallError::Trap { trap: format!("the admission call did not complete: {join}"), said: None })
+                })
+        }
+        Err(_) => {
+            tracing::warn!(webhook = %path, "the host's guest calls were all busy for the webhook's whole deadline");
+            Err(CallError::Timeout { limit: deadline })
+        }
+    };
     let response = match outcome {
         Ok(response) => response,
         Err(error) => {
@@ -83,7 +94,7 @@ async fn call(webhooks: &Webhooks, route: &Route, hook: Hook, path: &str, review
 
 /// The guest's answer as a response; `Err` when the sandbox stopped it.
 fn run(
-    module: &Module,
+    module: Admitted,
     hook: Hook,
     review: &Review,
     reader: Arc<dyn ObjectReader>,
