@@ -1,6 +1,8 @@
 //! The `operon` command line: `run`, `test`, `new`, `build`, `inspect`.
 
 pub mod dev;
+#[cfg(test)]
+mod knobs;
 pub mod reference;
 mod run;
 
