@@ -48,8 +48,9 @@ impl Host {
             .try_init();
         let client = plane().client().await;
         let ns = operon_envtest::create_namespace(&client, prefix).await.unwrap();
-        let runtime = operon::runtime::Runtime::new(operon::runtime::Config { artifact_dir: None, ..Default::default() })
-            .unwrap();
+        let runtime =
+            operon::runtime::Runtime::new(operon::runtime::Config { artifact_dir: None, ..Default::default() })
+                .unwrap();
         let manager = Manager::builder(client.clone())
             .config(manager::Config { server_addr: None, ..Default::default() })
             .runtime(runtime)
@@ -206,11 +207,16 @@ async fn a_plugins_events_are_written_as_its_service_account() {
 
     // The Role allows the status (written as the ServiceAccount), not events.
     host.thing("t", 3).await;
-    eventually("the outcome applied as the ServiceAccount", WAIT, || async { host.applied("t", 3).await.then_some(()) })
-        .await;
+    eventually("the outcome applied as the ServiceAccount", WAIT, || async {
+        host.applied("t", 3).await.then_some(())
+    })
+    .await;
     eventually("the events refused as the ServiceAccount's, and counted", WAIT, || async {
         let written = host.chatty_events().await.get("t").copied().unwrap_or(0);
-        assert_eq!(written, 0, "the plugin's events were written although its ServiceAccount may not: the host's identity");
+        assert_eq!(
+            written, 0,
+            "the plugin's events were written although its ServiceAccount may not: the host's identity"
+        );
         (host.dropped("forbidden") >= 3.0).then_some(())
     })
     .await;

@@ -70,7 +70,8 @@ fn guest_lines(log: &str) -> Vec<&str> {
 #[test]
 fn a_flood_of_host_log_is_held_to_the_modules_rate_cut_and_cannot_forge_lines() {
     let limits = Limits::default();
-    let (log, took, dropped) = reconcile(serde_json::json!({"mode": "log", "lines": 20000, "size": 65536}), limits.clone());
+    let (log, took, dropped) =
+        reconcile(serde_json::json!({"mode": "log", "lines": 20000, "size": 65536}), limits.clone());
     let lines = guest_lines(&log);
     eprintln!("20000 messages of 64 KiB: {} lines logged, {dropped} dropped, in {took:?}", lines.len());
     let allowed = f64::from(limits.log_burst) + f64::from(limits.log_lines_per_second) * took.as_secs_f64() + 1.0;

@@ -64,8 +64,12 @@ impl Replica {
         let cache = tempfile::tempdir().unwrap();
         let log = std::env::temp_dir().join(format!("operon-sources-{ns}.log"));
         let mut cmd = Command::new(operon_bin());
-        cmd.args(["run", "--reconcilers", "--reconciler-selector", &format!("operon.dev/test={ns}")])
-            .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}"), "--health-probe-bind-address", "0"]);
+        cmd.args(["run", "--reconcilers", "--reconciler-selector", &format!("operon.dev/test={ns}")]).args([
+            "--metrics-bind-address",
+            &format!("127.0.0.1:{metrics}"),
+            "--health-probe-bind-address",
+            "0",
+        ]);
         if supports("--metrics-secure") {
             cmd.arg("--metrics-secure=false");
         }
@@ -226,10 +230,8 @@ async fn server(bind: std::net::IpAddr, answer: Arc<dyn Fn() -> Answer + Send + 
                         let _ = socket.write_all(head.as_bytes()).await;
                     }
                     Answer::Bytes(bytes) => {
-                        let head = format!(
-                            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                            bytes.len()
-                        );
+                        let head =
+                            format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", bytes.len());
                         let _ = socket.write_all(head.as_bytes()).await;
                         let _ = socket.write_all(&bytes).await;
                     }
@@ -293,8 +295,11 @@ async fn a_redirect_to_plain_http_elsewhere_is_refused_and_no_digest_shows() {
     let target = format!("http://{}:{internal}/latest/meta-data", outside_address());
     let (redirector, _) = server([127, 0, 0, 1].into(), answer(Answer::Redirect(target.clone()))).await;
     let href = format!("http://127.0.0.1:{redirector}/module.wasm");
-    c.reconciler("bounced", json!({"module": {"url": {"href": href, "sha256": "0".repeat(64)}}, "grants": stamp_grants()}))
-        .await;
+    c.reconciler(
+        "bounced",
+        json!({"module": {"url": {"href": href, "sha256": "0".repeat(64)}}, "grants": stamp_grants()}),
+    )
+    .await;
 
     let (status, reason, message) = c.settled("bounced").await;
     eprintln!("bounced: {status} {reason}: {message}");
@@ -326,8 +331,11 @@ async fn an_oversized_module_is_refused_at_the_cap_and_the_host_does_not_grow() 
     let endless = 256 << 20;
     let (port, _) = server([127, 0, 0, 1].into(), answer(Answer::Endless(endless))).await;
     let href = format!("http://127.0.0.1:{port}/module.wasm");
-    c.reconciler("endless", json!({"module": {"url": {"href": href, "sha256": "0".repeat(64)}}, "grants": stamp_grants()}))
-        .await;
+    c.reconciler(
+        "endless",
+        json!({"module": {"url": {"href": href, "sha256": "0".repeat(64)}}, "grants": stamp_grants()}),
+    )
+    .await;
 
     operon::install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
@@ -382,13 +390,19 @@ async fn stalled_sources_time_out_while_another_reconciler_loads() {
     let stalled = ["silent-a", "silent-b", "trickle", "silent-oci"];
     for (name, port) in [("silent-a", silent), ("silent-b", silent), ("trickle", trickle)] {
         let href = format!("http://127.0.0.1:{port}/{name}.wasm");
-        c.reconciler(name, json!({"module": {"url": {"href": href, "sha256": "0".repeat(64)}}, "grants": stamp_grants()}))
-            .await;
+        c.reconciler(
+            name,
+            json!({"module": {"url": {"href": href, "sha256": "0".repeat(64)}}, "grants": stamp_grants()}),
+        )
+        .await;
     }
     let oci = format!("127.0.0.1:{silent}/operon/silent:v1");
     let digest = format!("sha256:{}", "1".repeat(64));
-    c.reconciler("silent-oci", json!({"module": {"oci": {"reference": oci, "digest": digest}}, "grants": stamp_grants()}))
-        .await;
+    c.reconciler(
+        "silent-oci",
+        json!({"module": {"oci": {"reference": oci, "digest": digest}}, "grants": stamp_grants()}),
+    )
+    .await;
     // Give the stalled fetches the lifecycle's workers first.
     tokio::time::sleep(Duration::from_secs(2)).await;
 

@@ -179,7 +179,8 @@ async fn dry_run(api: &Api<DynamicObject>, name: &str, annotations: Value) -> Re
 /// the refusal into the webhook's failure policy.
 #[tokio::test]
 async fn calls_over_the_plugins_cap_are_refused_at_once_and_counted() {
-    let p = Plugin::start("wh-cap", "admission-misbehave", webhook::Config::default(), Duration::from_secs(4), 0.0).await;
+    let p =
+        Plugin::start("wh-cap", "admission-misbehave", webhook::Config::default(), Duration::from_secs(4), 0.0).await;
     p.wait_active().await;
     let started = Instant::now();
     let calls: Vec<_> = (0..10).map(|_| p.call(true)).collect();
@@ -252,8 +253,8 @@ async fn a_plugin_past_its_cpu_budget_is_refused_until_repaid() {
 /// printed, not asserted.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_flood_leaves_a_neighbours_reconciles_alone() {
-    let p =
-        Plugin::start("wh-flood", "admission-misbehave", webhook::Config::default(), Duration::from_secs(4), 0.25).await;
+    let p = Plugin::start("wh-flood", "admission-misbehave", webhook::Config::default(), Duration::from_secs(4), 0.25)
+        .await;
     // The neighbour: rust-webapp reconciling WebApps in its own namespace.
     let client = plane().client().await;
     let ns = operon_envtest::create_namespace(&client, "wh-neighbour").await.unwrap();
@@ -286,7 +287,8 @@ async fn a_webhook_flood_leaves_a_neighbours_reconciles_alone() {
             let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
             eventually(&format!("the neighbour's {batch} WebApps to converge"), WAIT, || async {
                 let list = deployments.list(&Default::default()).await.ok()?;
-                let n = list.items.iter().filter(|d| d.metadata.name.as_deref().unwrap_or("").starts_with(batch)).count();
+                let n =
+                    list.items.iter().filter(|d| d.metadata.name.as_deref().unwrap_or("").starts_with(batch)).count();
                 (n == 10).then_some(())
             })
             .await;
@@ -296,7 +298,8 @@ async fn a_webhook_flood_leaves_a_neighbours_reconciles_alone() {
     let calm = converge("calm").await;
 
     let flooding = Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let (ran, refused) = (Arc::new(std::sync::atomic::AtomicUsize::new(0)), Arc::new(std::sync::atomic::AtomicUsize::new(0)));
+    let (ran, refused) =
+        (Arc::new(std::sync::atomic::AtomicUsize::new(0)), Arc::new(std::sync::atomic::AtomicUsize::new(0)));
     let p = Arc::new(p);
     let flood_started = Instant::now();
     let flood: Vec<_> = (0..32)
@@ -319,7 +322,8 @@ async fn a_webhook_flood_leaves_a_neighbours_reconciles_alone() {
         f.await.unwrap();
     }
     let lasted = flood_started.elapsed();
-    let (ran, refused) = (ran.load(std::sync::atomic::Ordering::Relaxed), refused.load(std::sync::atomic::Ordering::Relaxed));
+    let (ran, refused) =
+        (ran.load(std::sync::atomic::Ordering::Relaxed), refused.load(std::sync::atomic::Ordering::Relaxed));
     eprintln!(
         "neighbour: 10 WebApps converged in {calm:?} calm, {flooded:?} under the flood ({:.2}x); the flood: \
          {ran} calls ran the guest, {refused} were refused, over {lasted:?}",
@@ -408,4 +412,3 @@ async fn a_rotated_ca_reaches_the_configurations_and_the_new_certificate_is_serv
     p.wait_active().await;
     p.stop().await;
 }
-

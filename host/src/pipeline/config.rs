@@ -122,6 +122,11 @@ pub struct Config {
     pub max_desired: usize,
     /// Most events per outcome.
     pub max_events: usize,
+    /// Events per second the controller may record (`--event-qps`); `0`
+    /// for no limit.
+    pub event_qps: f64,
+    /// Events it may record at once (`--event-burst`).
+    pub event_burst: u32,
 }
 
 impl Default for Config {
@@ -141,6 +146,8 @@ impl Default for Config {
             grants: Grants::default(),
             max_desired: Policy::DEFAULT_MAX_DESIRED,
             max_events: Policy::DEFAULT_MAX_EVENTS,
+            event_qps: crate::apply::events::Budget::DEFAULT_QPS,
+            event_burst: crate::apply::events::Budget::DEFAULT_BURST,
         }
     }
 }
