@@ -113,7 +113,7 @@ impl<W: World> Slot<W> {
     }
 
     fn instantiate(&self, calls: &Calls, scope: Option<CallScope>, limits: &Limits) -> Result<Instance<W>, CallError> {
-        let state = State::new(limits.memory, scope, calls.uses_wasi.then_some(&calls.stdio));
+        let state = State::new(limits.memory, scope, &calls.stdio, calls.uses_wasi);
         let mut store = Store::new(&calls.engine, state);
         store.limiter(|s| &mut s.limiter);
         store.set_hostcall_fuel(limits.max_output.saturating_add(CROSSING_MARGIN));

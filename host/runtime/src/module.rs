@@ -68,7 +68,7 @@ pub(super) struct Inner {
 pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Module, LoadError> {
     if limits.memory > runtime.config().max_memory {
         return Err(LoadError::Limits(format!(
-            "memory limit {} exceeds the host's maximum of {} bytes (operon --max-guest-memory)",
+            "memory limit {} (spec.limits.memory) exceeds the host's maximum of {} bytes (--max-guest-memory-mib)",
             limits.memory,
             runtime.config().max_memory
         )));

@@ -30,7 +30,8 @@ use crate::cache::{CachedObject, ObjectKey};
 pub use crate::client::describe;
 use crate::contract::{Gvk, Outcome};
 use crate::leader::{Fence, NotLeading};
-use events::{EventType, Recorder};
+use crate::metrics::Metrics;
+use events::{Author, EventType, Recorder};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
@@ -125,16 +126,26 @@ pub struct Report {
 impl Applier {
     /// An applier for controller `name` (field manager `operon/<name>`).
     /// `client` makes the writes (it may impersonate the Reconciler's
-    /// ServiceAccount); `events` records events (the host's own identity).
+    /// ServiceAccount), the events an outcome asks for included; `events`
+    /// records the host's own events about reconciles (the host's
+    /// identity).
     pub fn new(client: kube::Client, events: kube::Client, controller: &str, instance: Option<String>) -> Applier {
         let instance = instance.unwrap_or_else(|| "operon".into());
         Applier {
-            recorder: Recorder::new(events, &events::reporting_controller(controller), &instance),
+            recorder: Recorder::new(events, &events::reporting_controller(controller), &instance)
+                .with_plugin(client.clone()),
             client,
             field_manager: format!("operon/{controller}"),
             resources: Mutex::new(HashMap::new()),
             applied: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Record events within `budget`, counting what is dropped in
+    /// `metrics` under `controller`.
+    pub fn with_event_budget(mut self, budget: events::Budget, metrics: Arc<Metrics>, controller: &str) -> Applier {
+        self.recorder = self.recorder.with_budget(budget, metrics, controller);
+        self
     }
 
     /// The field manager used for every write.
@@ -227,10 +238,11 @@ impl Applier {
             }
             let requests = Self::requests(&resource, namespaced, child.key.namespace.as_deref());
             let mut object = std::borrow::Cow::Borrowed(&child.object);
-            if current_rv.is_none() && last.is_none() {
-                if let Some(rv) = self.live_ownership(parent, child, &requests, adopt).await? {
-                    object.to_mut()["metadata"]["resourceVersion"] = Value::String(rv);
-                }
+            if current_rv.is_none()
+                && last.is_none()
+                && let Some(rv) = self.live_ownership(parent, child, &requests, adopt).await?
+            {
+                object.to_mut()["metadata"]["resourceVersion"] = Value::String(rv);
             }
             fence.check()?;
             let written =
@@ -280,7 +292,7 @@ impl Applier {
             }
         }
         for e in &outcome.events {
-            self.event(parent, e.warning, &e.reason, &e.message, fence).await;
+            self.event_as(Author::Plugin, parent, e.warning, &e.reason, &e.message, fence).await;
         }
         Ok(report)
     }
@@ -386,9 +398,22 @@ impl Applier {
         Ok((requests, body, key))
     }
 
-    /// Record an event on the parent. Failures are logged, never fatal: an
-    /// event is worth less than the reconcile that produced it.
+    /// Record an event of the host's on the parent. Failures are counted
+    /// and logged, never fatal: an event is worth less than the reconcile
+    /// that produced it.
     pub async fn event(&self, parent: &CachedObject, warning: bool, reason: &str, message: &str, fence: &Fence) {
+        self.event_as(Author::Host, parent, warning, reason, message, fence).await;
+    }
+
+    async fn event_as(
+        &self,
+        author: Author,
+        parent: &CachedObject,
+        warning: bool,
+        reason: &str,
+        message: &str,
+        fence: &Fence,
+    ) {
         let reference = ObjectReference {
             api_version: Some(parent.api_version().to_string()),
             kind: Some(parent.kind().to_string()),
@@ -399,11 +424,9 @@ impl Applier {
             field_path: None,
         };
         let type_ = if warning { EventType::Warning } else { EventType::Normal };
-        match self.recorder.publish(&reference, type_, reason, "Reconcile", message, fence).await {
-            Ok(()) => {}
-            Err(events::Error::NotLeading(_)) => {}
-            Err(e @ events::Error::Throttled { .. }) => tracing::debug!(object = %parent.key(), reason, "{e}"),
-            Err(e) => tracing::warn!(object = %parent.key(), reason, "could not record event: {e}"),
+        // Drops are counted and logged (rate-limited) by the recorder.
+        if let Err(e) = self.recorder.publish_as(author, &reference, type_, reason, "Reconcile", message, fence).await {
+            tracing::debug!(object = %parent.key(), reason, "event not recorded: {e}");
         }
     }
 }

@@ -54,7 +54,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         status_period: Duration::from_secs(5),
         path_poll: MODULE_POLL,
         instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "operon".into()),
-        ..Default::default()
+        bounds: reconciler::source::Bounds {
+            max_bytes: usize::try_from(args.max_module_size).unwrap_or(usize::MAX),
+            timeout: args.module_fetch_timeout,
+        },
+        max_output: args.max_guest_output,
     };
     let manager = builder.add(Reconcilers::component(config, files)).build().await?;
     manager.run(shutdown_signal()).await.map_err(Into::into)
@@ -99,6 +103,8 @@ fn manager_config(args: &RunArgs) -> anyhow::Result<manager::Config> {
             .map(std::sync::Arc::new),
         max_desired: args.max_children_per_outcome,
         max_events: args.max_events_per_outcome,
+        event_qps: args.event_qps,
+        event_burst: args.event_burst,
         ..Default::default()
     };
     Ok(manager::Config {
@@ -120,7 +126,13 @@ fn webhook_config(args: &RunArgs, bind: SocketAddr) -> anyhow::Result<webhook::C
         (None, Some(host)) => webhook::Endpoint::url(host)?,
         (None, None) => webhook::Endpoint::default(),
     };
-    Ok(webhook::Config { bind, cert_dir: args.webhook_cert_dir.clone(), endpoint })
+    Ok(webhook::Config {
+        bind,
+        cert_dir: args.webhook_cert_dir.clone(),
+        endpoint,
+        max_concurrent: args.webhook_max_concurrent.max(1),
+        max_concurrent_per_plugin: args.webhook_max_concurrent_per_plugin.max(1),
+    })
 }
 
 /// `host:port`, `:port`, or `0` for "do not serve".

@@ -209,6 +209,18 @@ impl Metrics {
                  (timeout, memory, trap, malformed, oversized, instantiate) and the failure policy that answered",
                 &["webhook", "kind", "failure_policy"],
             ),
+            webhook_refused_total: counter(
+                "operon_webhook_refused_total",
+                "Total number of admission calls refused before the guest ran, per webhook and reason \
+                 (plugin_concurrency, total_concurrency, cpu_budget); the API server applies the failure policy",
+                &["webhook", "reason"],
+            ),
+            events_dropped_total: counter(
+                "operon_events_dropped_total",
+                "Total number of events not recorded, per controller and reason (object_budget, \
+                 controller_budget, forbidden, refused, unreachable)",
+                &["controller", "reason"],
+            ),
             module_digests: Mutex::new(HashMap::new()),
             families: Vec::new(),
             registry: r,

@@ -162,6 +162,15 @@ pub struct Metrics {
     /// `operon_guest_errors_total`), answered by the failure policy: `Fail`
     /// denied them, `Ignore` allowed them.
     pub webhook_guest_failures_total: IntCounterVec,
+    /// `operon_webhook_refused_total{webhook,reason}`: admission calls
+    /// refused before the guest ran (`plugin_concurrency`,
+    /// `total_concurrency`, `cpu_budget`), answered with HTTP 429 so the
+    /// API server applies the webhook's failure policy.
+    pub webhook_refused_total: IntCounterVec,
+    /// `operon_events_dropped_total{controller,reason}`: events not
+    /// recorded (`object_budget`, `controller_budget`, `forbidden`,
+    /// `refused`, `unreachable`).
+    pub events_dropped_total: IntCounterVec,
     /// The digest each controller's `operon_module_info` series carries, so a
     /// swap replaces the series instead of adding one.
     module_digests: Mutex<HashMap<String, String>>,
@@ -260,6 +269,9 @@ impl Metrics {
             vec.with_label_values(&[controller]);
         }
         self.guest_throttled_seconds_total.with_label_values(&[controller]);
+        for reason in EVENT_DROPS {
+            self.events_dropped_total.with_label_values(&[controller, reason]);
+        }
         for kind in GuestErrorKind::ALL {
             self.guest_errors_total.with_label_values(&[controller, kind.label()]);
         }
@@ -294,6 +306,9 @@ impl Metrics {
         let _ = self.guest_throttled_seconds_total.remove_label_values(&[controller]);
         for limit in ["cpu", "calls", "memory"] {
             let _ = self.host_limited_seconds_total.remove_label_values(&[controller, limit]);
+        }
+        for reason in EVENT_DROPS {
+            let _ = self.events_dropped_total.remove_label_values(&[controller, reason]);
         }
         for result in ["swapped", "refused", "rolled_back"] {
             let _ = self.module_swaps_total.remove_label_values(&[controller, result]);
@@ -487,10 +502,23 @@ impl Metrics {
         self.webhook_guest_failures_total.with_label_values(&[webhook, kind.label(), failure_policy]).inc();
     }
 
+    /// An admission call to `webhook` was refused before its guest ran.
+    pub fn webhook_refused(&self, webhook: &str, reason: &str) {
+        self.webhook_refused_total.with_label_values(&[webhook, reason]).inc();
+    }
+
+    /// An event of `controller` was not recorded.
+    pub fn event_dropped(&self, controller: &str, reason: &str) {
+        self.events_dropped_total.with_label_values(&[controller, reason]).inc();
+    }
+
     /// A webhook was registered: creates its series at zero, so rates and
     /// alerts work before its first request.
     pub fn webhook_added(&self, webhook: &str, failure_policy: &str) {
         self.webhook_requests_in_flight.with_label_values(&[webhook]).set(0);
+        for reason in WEBHOOK_REFUSALS {
+            self.webhook_refused_total.with_label_values(&[webhook, reason]);
+        }
         for kind in GuestErrorKind::ALL {
             self.webhook_guest_failures_total.with_label_values(&[webhook, kind.label(), failure_policy]);
         }
@@ -500,7 +528,10 @@ impl Metrics {
     pub fn webhook_removed(&self, webhook: &str) {
         let _ = self.webhook_latency_seconds.remove_label_values(&[webhook]);
         let _ = self.webhook_requests_in_flight.remove_label_values(&[webhook]);
-        for code in [200, 400, 404, 405, 413, 415, 500] {
+        for reason in WEBHOOK_REFUSALS {
+            let _ = self.webhook_refused_total.remove_label_values(&[webhook, reason]);
+        }
+        for code in [200, 400, 404, 405, 413, 415, 429, 500] {
             let _ = self.webhook_requests_total.remove_label_values(&[webhook, &code.to_string()]);
         }
         for kind in GuestErrorKind::ALL {
@@ -516,6 +547,11 @@ impl Metrics {
         self.module_digests.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
+
+/// The `reason` labels of `operon_webhook_refused_total`.
+const WEBHOOK_REFUSALS: [&str; 3] = ["plugin_concurrency", "total_concurrency", "cpu_budget"];
+/// The `reason` labels of `operon_events_dropped_total`.
+const EVENT_DROPS: [&str; 5] = ["object_budget", "controller_budget", "forbidden", "refused", "unreachable"];
 
 mod families;
 mod guards;

@@ -36,7 +36,10 @@ impl Default for Grants {
 /// another plugin's grants and ServiceAccount). The lookup answers why an
 /// object is protected. Cheap to clone; by default nothing is.
 #[derive(Clone, Default)]
-pub struct Protected(Option<Arc<dyn Fn(&Gvk, &ObjectKey) -> Option<String> + Send + Sync>>);
+pub struct Protected(Option<Arc<ProtectedLookup>>);
+
+/// Why an object is protected (`None`: it is not).
+type ProtectedLookup = dyn Fn(&Gvk, &ObjectKey) -> Option<String> + Send + Sync;
 
 impl Protected {
     /// Objects for which `lookup` says why they are protected.
@@ -157,6 +160,11 @@ pub struct Config {
     /// The host's guest CPU budget, shared by every controller
     /// (`--max-guest-cpu-total`); `None` for no host-wide limit.
     pub host_cpu: Option<Arc<super::Budget>>,
+    /// Events per second the controller may record (`--event-qps`); `0`
+    /// for no limit.
+    pub event_qps: f64,
+    /// Events it may record at once (`--event-burst`).
+    pub event_burst: u32,
 }
 
 impl Default for Config {
@@ -178,6 +186,8 @@ impl Default for Config {
             max_events: Policy::DEFAULT_MAX_EVENTS,
             protected: Protected::default(),
             host_cpu: None,
+            event_qps: crate::apply::events::Budget::DEFAULT_QPS,
+            event_burst: crate::apply::events::Budget::DEFAULT_BURST,
         }
     }
 }

@@ -58,6 +58,20 @@ impl ModuleController {
         last.filter(|(at, _)| at.elapsed() <= window).map(|(_, limit)| limit)
     }
 
+    /// Admit one guest call made outside a reconcile (an admission call)
+    /// against the guest CPU budget its reconciles spend, so webhooks are
+    /// no way around `spec.limits.cpu`: `Ok(None)` without a budget,
+    /// `Err(wait)` while it is in debt. Charge the ticket with the call's
+    /// time.
+    pub fn admit_guest_call(&self) -> Result<Option<GuestTicket>, Duration> {
+        self.reconciler().budget.as_ref().map(|b| b.admit()).transpose()
+    }
+
+    /// The guest CPU budget, in CPUs (`None`: no limit).
+    pub fn guest_cpu(&self) -> Option<f64> {
+        self.reconciler().budget.as_ref().map(|b| b.cpu())
+    }
+
     /// Every informer this controller reads from (its candidate's too).
     pub fn informers(&self) -> Vec<Arc<Informer>> {
         Reconcile::informers(&**self.reconciler())

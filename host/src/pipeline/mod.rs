@@ -19,6 +19,7 @@ mod reader;
 mod request;
 mod shadow;
 
+pub use budget::Ticket as GuestTicket;
 pub use budget::{Budget, parse_cpu};
 pub use config::{Config, Grants, Probation, Protected, Scope};
 pub use handle::SwapError;
@@ -175,7 +176,11 @@ pub fn build(
     let budget = budget::Budget::new(config.guest_cpu, config.guest_cpu_burst, module.limits().timeout).map(Arc::new);
     let triggers = triggers(&config, &manifest, &parents, &reads);
     let pipeline = Pipeline {
-        applier: Applier::new(client, events, &name, config.instance.clone()),
+        applier: Applier::new(client, events, &name, config.instance.clone()).with_event_budget(
+            apply::events::Budget::for_controller(config.max_events, config.event_qps, config.event_burst),
+            metrics.clone(),
+            &name,
+        ),
         name: name.clone(),
         versions: RwLock::new(Versions {
             active: Version { module, reads },

@@ -103,7 +103,7 @@ impl Peers {
             .filter(|h| namespaces_meet(h.namespaces.as_deref(), claim.namespaces))
             .filter(|h| !disjoint(h.selector.as_ref(), claim.selector))
             .collect();
-        older.sort_by(|a, b| order(a.created.as_ref(), &a.key).cmp(&order(b.created.as_ref(), &b.key)));
+        older.sort_by_key(|h| order(h.created.as_ref(), &h.key));
         let h = older.into_iter().next()?;
         let where_ = match &h.namespaces {
             None => "every namespace".to_string(),

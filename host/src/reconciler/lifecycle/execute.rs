@@ -27,6 +27,7 @@ impl Lifecycle {
             kube_config: self.config.kube_config.as_ref(),
             pipeline: &self.pipeline,
             require_service_account: self.config.require_service_account,
+            max_output: self.config.max_output,
         };
         let derived: Result<Settings, InvalidSpec> = observed.spec.clone().and_then(|spec| {
             let mut s = settings::derive(key, &spec, &host)?;
@@ -371,6 +372,7 @@ impl Lifecycle {
                 kube_config: self.config.kube_config.as_ref(),
                 pipeline: &self.pipeline,
                 require_service_account: self.config.require_service_account,
+                max_output: self.config.max_output,
             };
             if let Ok(s) = settings::derive(key, spec, &host) {
                 for f in &finalizers {
