@@ -201,7 +201,13 @@ async fn calls_over_the_plugins_cap_are_refused_at_once_and_counted() {
     // failurePolicy Fail: the request is denied with the reason.
     let looping: Vec<_> = (0..4).map(|_| p.call(true)).collect();
     let (results, denied) = tokio::join!(futures::future::join_all(looping), async {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Once all four hold their places (a fixed pause loses the race on
+        // a loaded machine: the dry run would take a place itself).
+        let started = Instant::now();
+        while p.metric("controller_runtime_webhook_requests_in_flight", "") < 4.0 {
+            assert!(started.elapsed() < WAIT, "the four looping calls never were in flight together");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         dry_run(&p.webapps(), "over-cap", json!({})).await
     });
     eprintln!("in flight: {:?}", results.iter().map(|r| r.0).collect::<Vec<_>>());

@@ -140,6 +140,12 @@ pub struct Pipeline {
     budget: Option<Arc<budget::Budget>>,
     /// When a reconcile last waited for a host-wide limit, and which.
     host_limited: Mutex<Option<(Instant, HostLimit)>>,
+    /// Held while one of this controller's calls waits at the host's gate:
+    /// the gate queues first come, first served, so a controller with 64
+    /// workers would otherwise queue 64 calls ahead of every neighbour's.
+    /// One waiting call per controller makes the gate take controllers in
+    /// turn.
+    at_gate: tokio::sync::Mutex<()>,
     /// Parents already warned about a requeue-after below the floor (one
     /// event per parent, not one per reconcile).
     warned_requeue: Mutex<HashSet<ObjectKey>>,
@@ -194,6 +200,7 @@ pub fn build(
         metrics: metrics.clone(),
         budget,
         host_limited: Mutex::new(None),
+        at_gate: tokio::sync::Mutex::new(()),
         warned_requeue: Mutex::new(HashSet::new()),
         notices: tokio::sync::broadcast::channel(64).0,
         shadow: shadow::Counters::default(),
@@ -348,6 +355,7 @@ impl Pipeline {
     /// Wait for the host's gate to admit a call of `module`: a call slot and
     /// its memory (`--max-guest-calls`, `--max-guest-memory-total`).
     async fn admit(&self, module: &Module) -> crate::runtime::Admitted {
+        let _turn = self.at_gate.lock().await;
         match module.admissible() {
             Ok(()) => module.admit().await,
             Err(short) => {

@@ -63,8 +63,15 @@ struct Plugin {
     admission: Option<String>,
     admission_refused: Option<String>,
     problem: Option<(Reason, String)>,
-    /// Decisions of this replica not yet seen in the status.
+    /// Decisions of this replica not yet seen in the status. Only a step of
+    /// this plugin writes it (one at a time): it clears what it wrote once
+    /// the status holds it.
     local: Vec<Record>,
+    /// What the controller's notices decided (probation passed or failed)
+    /// since the last step, which moves it into `local` before it reads the
+    /// record: a notice arriving while a step writes the status is kept
+    /// for the next step, never cleared with what that write held.
+    inbox: Vec<Record>,
     last_swap: Option<Time>,
     notices: Option<AbortHandle>,
     config_map: Option<(ObjectKey, Arc<Informer>, AbortHandle)>,

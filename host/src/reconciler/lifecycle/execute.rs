@@ -58,6 +58,8 @@ impl Lifecycle {
         let cleared = observed.retry.is_some() && observed.retry != observed.status.retry;
         let (inputs_owned, live) = {
             let mut p = plugin.lock().unwrap_or_else(|e| e.into_inner());
+            let inbox = std::mem::take(&mut p.inbox);
+            p.local.extend(inbox);
             if cleared && p.retry != observed.retry {
                 p.local.retain(|r| !matches!(r, Record::Refuse(_)));
                 p.retry = observed.retry.clone();
