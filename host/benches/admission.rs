@@ -84,6 +84,7 @@ async fn run(plane: &operon_envtest::ControlPlane, creates: usize, calls: usize)
         bind: ([127, 0, 0, 1], 0).into(),
         cert_dir: None,
         endpoint: webhook::Endpoint::Url { host: "127.0.0.1".into(), port: None },
+        ..Default::default()
     };
     let mgr = Manager::builder(client.clone())
         .config(manager::Config { server_addr: None, ..Default::default() })

@@ -12,6 +12,15 @@
 //! the Deployment showing it (seen by a watch), throughput is changes
 //! converged per second of a round. The attack: `--hostile` Things (10) in
 //! the mode, with `max_concurrent_reconciles` 1 as `operon run` has it.
+//!
+//! The `tenants` scenario is two tenants on one host with the host-wide
+//! limits `operon run` has by default (768 MiB of guest memory, 16 guest
+//! calls, 2 CPUs of guest time): tenant A's controller has 64 workers and
+//! a 400 MiB memory limit, and each of its 64 Things grows its instance
+//! until the limit stops it — 25 GiB if nothing bounded the host — while
+//! a Reconciler of tenant A waits on a registry that accepts connections
+//! and never answers. Tenant B is the neighbour. Besides the ratios it
+//! prints the process's peak resident memory.
 
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
@@ -44,9 +53,9 @@ fn modes() -> Vec<String> {
     let argv: Vec<String> = std::env::args().collect();
     match argv.iter().position(|a| a == "--modes").and_then(|i| argv.get(i + 1)) {
         Some(list) => list.split(',').map(str::to_string).collect(),
-        None => {
-            ["loop", "memory", "trap", "giant", "flood", "requeue", "read-secret", "escape"].map(String::from).to_vec()
-        }
+        None => ["loop", "memory", "trap", "giant", "flood", "requeue", "read-secret", "escape", "tenants"]
+            .map(String::from)
+            .to_vec(),
     }
 }
 
@@ -162,18 +171,40 @@ async fn main() {
         .await
         .unwrap();
 
-    let rt = Runtime::new(runtime::Config { artifact_dir: None, ..Default::default() }).unwrap();
+    // The host-wide limits of `operon run`'s defaults.
+    let gate = runtime::GateLimits { memory: 768 << 20, calls: 16 };
+    let rt = Runtime::new(runtime::Config { artifact_dir: None, max_memory: 512 << 20, gate, ..Default::default() })
+        .unwrap();
+    let host_cpu = operon::pipeline::Budget::new(2.0, Duration::from_secs(2), Duration::from_secs(1)).map(Arc::new);
+    let pipeline = operon::pipeline::Config { namespace: Some(NAMESPACE.into()), host_cpu, ..Default::default() };
     let mgr = Manager::builder(client.clone())
-        .config(manager::Config {
-            pipeline: operon::pipeline::Config { namespace: Some(NAMESPACE.into()), ..Default::default() },
-            server_addr: None,
-            ..Default::default()
-        })
+        .config(manager::Config { pipeline: pipeline.clone(), server_addr: None, ..Default::default() })
+        .runtime(rt.clone())
         .build()
         .await
         .unwrap();
     mgr.add(rt.load(&guest("rust-webapp"), Limits::default()).unwrap());
     mgr.add(rt.load(&guest("hostile"), Limits::default()).unwrap());
+    // Tenant A of the `tenants` scenario: 64 workers, 400 MiB per instance,
+    // in its own namespace.
+    for ns in [TENANT_A] {
+        let ns: k8s_openapi::api::core::v1::Namespace =
+            serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+        Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
+    }
+    let greedy = Limits { memory: 400 << 20, ..Limits::default() };
+    let tenant_a = operon::pipeline::Config {
+        name: Some("tenant-a".into()),
+        namespace: Some(TENANT_A.into()),
+        scope: operon::pipeline::Scope::namespace(TENANT_A),
+        controller: operon::controller::Config { max_concurrent_reconciles: 64, ..Default::default() },
+        ..pipeline
+    };
+    mgr.add_controller(rt.load(&guest("hostile"), greedy).unwrap(), tenant_a, None).unwrap();
+    let stalled = stalled_registry().await;
     let _host = tokio::spawn(mgr.run(std::future::pending()));
 
     // The neighbour's Deployments, as a watch sees them.
@@ -232,7 +263,12 @@ async fn main() {
         "attack", "p99 calm", "p99 hostile", "ratio", "thr calm", "thr hostile", "ratio"
     );
     let mut rows = Vec::new();
+    let tenant_things = tenant_a_things(&client).await;
     for mode in modes() {
+        if mode == "tenants" {
+            rows.push(tenants(&webapps, &seen, count, rounds, &mut next, &tenant_things, &stalled, &client).await);
+            continue;
+        }
         let set = |mode: &str| {
             let things = things.clone();
             let mode = mode.to_string();
@@ -275,6 +311,104 @@ async fn main() {
     println!("written: target/bench/hostile.json");
     drop(plane);
     std::process::exit(0);
+}
+
+const TENANT_A: &str = "tenant-a";
+/// Tenant A's Things.
+const TENANT_THINGS: usize = 64;
+
+async fn tenant_a_things(client: &kube::Client) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.operon.dev", "v1alpha1", "Thing"));
+    let things: Api<DynamicObject> = Api::namespaced_with(client.clone(), TENANT_A, &ar);
+    for i in 0..TENANT_THINGS {
+        let obj = serde_json::from_value(json!({"apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
+            "metadata": {"name": format!("greedy-{i}")}, "spec": hostile_spec("calm", i)}))
+        .unwrap();
+        things.create(&PostParams::default(), &obj).await.unwrap();
+    }
+    things
+}
+
+/// A registry that accepts connections and never answers: the address.
+async fn stalled_registry() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    addr
+}
+
+/// The process's peak resident memory (VmHWM), in MiB.
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0)
+}
+
+/// The two-tenant scenario: calm, then tenant A attacking; the neighbour's
+/// figures and the peak memory.
+#[allow(clippy::too_many_arguments)]
+async fn tenants(
+    webapps: &Api<DynamicObject>,
+    seen: &Seen,
+    count: usize,
+    rounds: usize,
+    next: &mut i32,
+    things: &Api<DynamicObject>,
+    stalled: &str,
+    client: &kube::Client,
+) -> Value {
+    let set = |mode: &'static str| async move {
+        for i in 0..TENANT_THINGS {
+            let patch = json!({"spec": hostile_spec(mode, i)});
+            things.patch(&format!("greedy-{i}"), &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+        }
+    };
+    set("calm").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let calm = neighbour_phase(webapps, seen, count, rounds, next).await;
+    let rss_calm = peak_rss_mib();
+    // The stalled source: tenant A's plugin pulled from a registry that
+    // never answers (fetched by the host's source workers, off the
+    // reconcile path).
+    let source = operon::reconciler::crd::OciSource {
+        reference: format!("{stalled}/tenant-a/plugin:v1"),
+        digest: format!("sha256:{}", "0".repeat(64)),
+    };
+    let pulling = tokio::spawn(async move {
+        operon::reconciler::source::from_oci(&source, operon::reconciler::source::Bounds::default()).await
+    });
+    set("memory").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let attacked = neighbour_phase(webapps, seen, count, rounds, next).await;
+    let rss_attacked = peak_rss_mib();
+    set("calm").await;
+    pulling.abort();
+    let _ = client;
+    let p99 = attacked.p(0.99).as_secs_f64() / calm.p(0.99).as_secs_f64();
+    let thr = attacked.throughput / calm.throughput;
+    println!(
+        "{:<12} {:>9.1}ms {:>9.1}ms {:>8.2} {:>9.1}/s {:>9.1}/s {:>8.2}   peak RSS {:.0} MiB calm, {:.0} MiB attacked",
+        "tenants",
+        calm.p(0.99).as_secs_f64() * 1e3,
+        attacked.p(0.99).as_secs_f64() * 1e3,
+        p99,
+        calm.throughput,
+        attacked.throughput,
+        thr,
+        rss_calm,
+        rss_attacked
+    );
+    json!({"attack": "tenants", "p99CalmMs": calm.p(0.99).as_secs_f64() * 1e3, "p99HostileMs": attacked.p(0.99).as_secs_f64() * 1e3,
+        "p99Ratio": p99, "throughputCalm": calm.throughput, "throughputHostile": attacked.throughput, "throughputRatio": thr,
+        "peakRssCalmMiB": rss_calm, "peakRssAttackedMiB": rss_attacked})
 }
 
 async fn set_calm(things: &Api<DynamicObject>, hostile: usize) {

@@ -87,6 +87,7 @@ impl Setup {
             bind: ([127, 0, 0, 1], 0).into(),
             cert_dir: None,
             endpoint: webhook::Endpoint::Url { host: "127.0.0.1".into(), port: None },
+            ..Default::default()
         };
         let mgr = Manager::builder(client.clone())
             .config(manager::Config {
@@ -399,6 +400,7 @@ async fn a_reconciler_with_spec_admission_should_serve_its_webhooks_until_delete
             bind: ([127, 0, 0, 1], 0).into(),
             cert_dir: None,
             endpoint: webhook::Endpoint::Url { host: "127.0.0.1".into(), port: None },
+            ..Default::default()
         })
         .add(reconciler::Reconcilers::component(
             reconciler::Config {
@@ -486,7 +488,7 @@ async fn a_reconciler_with_spec_admission_should_serve_its_webhooks_until_delete
 async fn bad_requests_should_get_a_clear_answer_and_leave_the_server_running() {
     let setup = Setup::start("admission-garbage", "rust-webapp", FailurePolicy::Fail, false).await;
     operon::install_crypto_provider();
-    let ca = reqwest::Certificate::from_pem(setup.webhooks.ca_bundle().unwrap()).unwrap();
+    let ca = reqwest::Certificate::from_pem(&setup.webhooks.ca_bundle().unwrap()).unwrap();
     // Trust the self-generated CA only: what the API server does with caBundle.
     let http = reqwest::Client::builder().tls_certs_only([ca]).build().unwrap();
     let base = format!("https://127.0.0.1:{}", setup.webhooks.local_addr().port());

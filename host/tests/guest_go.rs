@@ -84,7 +84,19 @@ fn a_new_go_kind_should_get_its_crd_from_its_types_served_by_the_api_server_and_
     let scratch = tempfile::tempdir().unwrap();
     operon(
         scratch.path(),
-        &["new", "--vendor", "--lang", "go", "--group", "shop.example.com", "--version", "v1beta1", "--kind", "Widget", "widgets"],
+        &[
+            "new",
+            "--vendor",
+            "--lang",
+            "go",
+            "--group",
+            "shop.example.com",
+            "--version",
+            "v1beta1",
+            "--kind",
+            "Widget",
+            "widgets",
+        ],
     );
     let project = scratch.path().join("widgets");
     operon(&project, &["build"]);

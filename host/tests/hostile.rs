@@ -51,27 +51,55 @@ impl Host {
     }
 
     async fn start_on(client: kube::Client, namespace: String) -> Host {
+        Host::start_gated(client, namespace, runtime::GateLimits::default(), None).await
+    }
+
+    /// [`Host::start_on`] under the host-wide `gate`, with `tenant` (a
+    /// namespace) running another `hostile` controller: 64 workers, 400 MiB
+    /// per instance, the whole host's CPU budget shared.
+    async fn start_gated(
+        client: kube::Client,
+        namespace: String,
+        gate: runtime::GateLimits,
+        tenant: Option<&str>,
+    ) -> Host {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
             .with_test_writer()
             .try_init();
-        let rt = Runtime::new(runtime::Config { artifact_dir: None, ..Default::default() }).unwrap();
+        let rt = Runtime::new(runtime::Config { artifact_dir: None, gate, ..Default::default() }).unwrap();
         let port = free_port();
+        let pipeline = operon::pipeline::Config {
+            namespace: Some(namespace.clone()),
+            controller: operon::controller::Config { max_concurrent_reconciles: 2, ..Default::default() },
+            host_cpu: operon::pipeline::Budget::new(2.0, Duration::from_secs(2), Duration::from_secs(1))
+                .filter(|_| tenant.is_some())
+                .map(std::sync::Arc::new),
+            ..Default::default()
+        };
         let mgr = Manager::builder(client.clone())
             .config(manager::Config {
-                pipeline: operon::pipeline::Config {
-                    namespace: Some(namespace.clone()),
-                    controller: operon::controller::Config { max_concurrent_reconciles: 2, ..Default::default() },
-                    ..Default::default()
-                },
+                pipeline: pipeline.clone(),
                 server_addr: Some(([127, 0, 0, 1], port).into()),
                 ..Default::default()
             })
+            .runtime(rt.clone())
             .build()
             .await
             .unwrap();
         mgr.add(rt.load(&guest("hostile"), Limits::default()).unwrap());
         mgr.add(rt.load(&guest("rust-webapp"), Limits::default()).unwrap());
+        if let Some(tenant) = tenant {
+            let greedy = Limits { memory: 400 << 20, ..Limits::default() };
+            let config = operon::pipeline::Config {
+                name: Some("tenant-a".into()),
+                namespace: Some(tenant.into()),
+                scope: operon::pipeline::Scope::namespace(tenant),
+                controller: operon::controller::Config { max_concurrent_reconciles: 64, ..Default::default() },
+                ..pipeline
+            };
+            mgr.add_controller(rt.load(&guest("hostile"), greedy).unwrap(), config, None).unwrap();
+        }
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(mgr.run(async move {
             let _ = stopped.await;
@@ -195,6 +223,71 @@ impl Host {
 
 // ---------------------------------------------------------------------------
 // Hostile plugins
+
+/// Two tenants on one host under the host-wide limits `operon run` has by
+/// default: tenant A's 64 workers each grow a 400 MiB instance (25 GiB if
+/// nothing bounded them together) while tenant B's WebApps keep converging.
+/// The host stays up, never reserves more guest memory than its limit, and
+/// says tenant A waited for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_tenants_share_the_host_and_the_greedy_one_waits_for_its_share() {
+    let client = plane().client().await;
+    let namespace = operon_envtest::create_namespace(&client, "tenant-b").await.unwrap();
+    let tenant = operon_envtest::create_namespace(&client, "tenant-a").await.unwrap();
+    let gate = runtime::GateLimits { memory: 768 << 20, calls: 16 };
+    let h = Host::start_gated(client.clone(), namespace, gate, Some(&tenant)).await;
+    h.neighbours(1).await;
+    let things = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        &tenant,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk("example.operon.dev", "v1alpha1", "Thing")),
+    );
+    for i in 0..64 {
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing", "metadata": {"name": format!("greedy-{i}")},
+            "spec": {"mode": "memory"}
+        }))
+        .unwrap();
+        things.create(&PostParams::default(), &obj).await.unwrap();
+    }
+    // Sample the gate while tenant A hoards and tenant B works.
+    let sampled = {
+        let metrics = h.metrics.clone();
+        tokio::spawn(async move {
+            let mut most = 0.0f64;
+            for _ in 0..100 {
+                if let Ok(r) = reqwest::get(format!("{metrics}/metrics")).await
+                    && let Ok(text) = r.text().await
+                {
+                    let reserved = text
+                        .lines()
+                        .find_map(|l| l.strip_prefix("operon_host_guest_memory_bytes{state=\"reserved\"} "))
+                        .and_then(|v| v.trim().parse::<f64>().ok())
+                        .unwrap_or(0.0);
+                    most = most.max(reserved);
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            most
+        })
+    };
+    for replicas in [2, 3] {
+        h.neighbours_follow(replicas).await;
+    }
+    let most = sampled.await.unwrap();
+    assert!(most > 0.0, "the gate was never seen holding memory");
+    assert!(most <= (768u64 << 20) as f64, "reserved {most} bytes, over the host's 768 MiB");
+    let waited = eventually("tenant A counted waiting for the host's memory", WAIT, || async {
+        let text = h.scrape().await;
+        text.lines()
+            .filter(|l| l.starts_with("operon_host_limited_seconds_total{controller=\"tenant-a\""))
+            .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+            .find(|v| *v > 0.0)
+    })
+    .await;
+    eprintln!("tenants: peak reservation {:.0} MiB; tenant A waited {waited:.1} s", most / f64::from(1 << 20));
+    h.stop().await;
+}
 
 #[tokio::test]
 async fn an_infinite_loop_is_cut_off_at_its_deadline_while_the_neighbour_keeps_up() {

@@ -98,8 +98,12 @@ impl Replica {
         let (metrics, webhooks) = (free_port(), free_port());
         let log = std::env::temp_dir().join(format!("operon-lifecycle-{ns}-{name}.log"));
         let mut cmd = Command::new(operon_bin());
-        cmd.args(["run", "--reconcilers", "--reconciler-selector", &format!("operon.dev/test={ns}")])
-            .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}"), "--health-probe-bind-address", "0"]);
+        cmd.args(["run", "--reconcilers", "--reconciler-selector", &format!("operon.dev/test={ns}")]).args([
+            "--metrics-bind-address",
+            &format!("127.0.0.1:{metrics}"),
+            "--health-probe-bind-address",
+            "0",
+        ]);
         if secure_by_default() {
             cmd.arg("--metrics-secure=false");
         }

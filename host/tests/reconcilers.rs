@@ -7,6 +7,8 @@
 //! (`Plugins`), watching its own namespace.
 
 mod common;
+#[path = "common/plugins.rs"]
+mod plugins;
 #[path = "common/serve.rs"]
 mod serve;
 
@@ -19,9 +21,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
 };
-use operon::manager::{self, Manager};
 use operon::reconciler;
-use operon::runtime::{self, Runtime};
+use operon::runtime;
+use plugins::{Host, config_map_module, stamp_grants};
 use serde_json::{Value, json};
 use serve::serve_module;
 use std::time::{Duration, Instant};
@@ -43,152 +45,15 @@ fn plane() -> &'static operon_envtest::ControlPlane {
     })
 }
 
-/// A manager with the Reconciler controller, acting on the Reconcilers
-/// labelled for this test only (tests run side by side on one plane).
-struct Host {
-    client: kube::Client,
-    ns: String,
-    label: String,
-    manager: Manager,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
-    runtime: Runtime,
-    _artifacts: tempfile::TempDir,
-}
-
 impl Host {
     async fn start(prefix: &str) -> Host {
-        Host::start_with(prefix, false).await
+        Host::start_on(plane(), prefix, false).await
     }
 
     /// `allow_module_paths`: accept `spec.module.path` (as `operon dev` does).
     async fn start_with(prefix: &str, allow_module_paths: bool) -> Host {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-            .with_test_writer()
-            .try_init();
-        let client = plane().client().await;
-        let ns = operon_envtest::create_namespace(&client, prefix).await.unwrap();
-        let artifacts = tempfile::tempdir().unwrap();
-        let runtime =
-            Runtime::new(runtime::Config { artifact_dir: Some(artifacts.path().to_path_buf()), ..Default::default() })
-                .unwrap();
-        let pipeline = operon::pipeline::Config {
-            controller: operon::controller::Config { max_concurrent_reconciles: 4, ..Default::default() },
-            ..Default::default()
-        };
-        let manager = Manager::builder(client.clone())
-            .config(manager::Config { pipeline, server_addr: None, ..Default::default() })
-            .runtime(runtime.clone())
-            .add(reconciler::Reconcilers::component(
-                reconciler::Config {
-                    kube_config: Some(plane().config()),
-                    selector: Some(format!("operon.dev/test={ns}")),
-                    allow_module_paths,
-                    status_period: Duration::from_millis(500),
-                    path_poll: Duration::from_millis(500),
-                    instance: "test".into(),
-                    ..Default::default()
-                },
-                Vec::new(),
-            ))
-            .build()
-            .await
-            .unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let mgr = manager.clone();
-        let task = tokio::spawn(async move {
-            mgr.run(async move {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-        });
-        Host { client, label: ns.clone(), ns, manager, stop: Some(stop), task, runtime, _artifacts: artifacts }
+        Host::start_on(plane(), prefix, allow_module_paths).await
     }
-
-    async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(60), &mut self.task).await;
-    }
-
-    fn things(&self) -> Api<DynamicObject> {
-        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.operon.dev", "v1alpha1", "Thing"));
-        Api::namespaced_with(self.client.clone(), &self.ns, &ar)
-    }
-
-    fn reconcilers(&self) -> Api<reconciler::crd::Reconciler> {
-        Api::namespaced(self.client.clone(), &self.ns)
-    }
-
-    async fn module_config_map(&self, name: &str, bytes: &[u8]) {
-        let cm = ConfigMap {
-            metadata: kube::api::ObjectMeta { name: Some(name.into()), ..Default::default() },
-            binary_data: Some([("module.wasm".to_string(), ByteString(bytes.to_vec()))].into()),
-            ..Default::default()
-        };
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.ns);
-        api.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&cm)).await.unwrap();
-    }
-
-    async fn reconciler(&self, name: &str, spec: Value) {
-        self.reconciler_in(&self.ns, name, spec).await;
-    }
-
-    async fn reconciler_in(&self, ns: &str, name: &str, spec: Value) {
-        let r: reconciler::crd::Reconciler = serde_json::from_value(json!({
-            "apiVersion": "operon.dev/v1alpha1", "kind": "Reconciler",
-            "metadata": {"name": name, "labels": {"operon.dev/test": self.label}}, "spec": spec
-        }))
-        .unwrap();
-        let api: Api<reconciler::crd::Reconciler> = Api::namespaced(self.client.clone(), ns);
-        api.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&r)).await.unwrap();
-    }
-
-    async fn thing(&self, name: &str, value: Value) {
-        let t: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
-            "metadata": {"name": name}, "spec": {"value": value}
-        }))
-        .unwrap();
-        self.things().patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&t)).await.unwrap();
-    }
-
-    /// `(version, value)` of a Thing's status.
-    async fn stamped(&self, name: &str) -> Option<(String, Value)> {
-        let t = self.things().get_opt(name).await.ok()??;
-        let s = t.data.get("status")?;
-        Some((s.get("version")?.as_str()?.to_string(), s.get("value")?.clone()))
-    }
-
-    /// The condition `type_` of a Reconciler: `(status, reason, message)`.
-    async fn condition(&self, name: &str, type_: &str) -> Option<(String, String, String)> {
-        let r = self.reconcilers().get_opt(name).await.ok()??;
-        let c = r.status?.conditions.into_iter().find(|c| c.type_ == type_)?;
-        Some((c.status, c.reason, c.message))
-    }
-
-    async fn events(&self, regarding: &str) -> Vec<(String, String)> {
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &self.ns);
-        api.list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(regarding))
-            .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
-            .collect()
-    }
-}
-
-fn stamp_grants() -> Value {
-    json!({"for": [{"group": "example.operon.dev", "kind": "Thing"}], "owns": [{"group": "", "kind": "ConfigMap"}]})
-}
-
-fn config_map_module(name: &str) -> Value {
-    json!({"configMap": {"name": name}})
 }
 
 fn digest(bytes: &[u8]) -> String {
@@ -718,14 +583,21 @@ async fn deleting_a_reconciler_stops_its_controller_and_no_other() {
     let host = Host::start("rec-delete").await;
     host.module_config_map("stamp", &guest("stamp-v1")).await;
     host.module_config_map("echo", &guest("echo")).await;
-    host.reconciler("stamp", json!({"module": config_map_module("stamp"), "grants": stamp_grants()})).await;
-    // echo reconciles Things too: give it its own label-free work through a
-    // second kind of write — a status count — so both run side by side.
+    // echo reconciles Things too: the two share the kind by disjoint
+    // selectors (two controllers on one parent are refused as overlapping),
+    // so both run side by side.
+    host.reconciler(
+        "stamp",
+        json!({"module": config_map_module("stamp"), "grants": stamp_grants(),
+            "selector": {"matchLabels": {"side": "stamp"}}}),
+    )
+    .await;
     host.reconciler(
         "counter",
         json!({"module": config_map_module("echo"), "grants": {
             "for": [{"group": "example.operon.dev", "kind": "Thing"}],
-            "owns": [{"group": "", "kind": "ConfigMap"}, {"group": "apps", "kind": "Deployment"}, {"group": "", "kind": "Service"}]}}),
+            "owns": [{"group": "", "kind": "ConfigMap"}, {"group": "apps", "kind": "Deployment"}, {"group": "", "kind": "Service"}]},
+            "selector": {"matchLabels": {"side": "counter"}}}),
     )
     .await;
     let stamp_name = format!("{}/stamp", host.ns);
@@ -735,7 +607,8 @@ async fn deleting_a_reconciler_stops_its_controller_and_no_other() {
             .then_some(())
     })
     .await;
-    host.thing("a", json!(1)).await;
+    host.thing_labelled("a", json!(1), json!({"side": "stamp"})).await;
+    host.thing_labelled("b", json!(1), json!({"side": "counter"})).await;
     eventually("reconciled", WAIT, || async { host.stamped("a").await }).await;
     let counter = host.manager.controller(&counter_name).unwrap();
     host.reconcilers().delete("stamp", &DeleteParams::default()).await.unwrap();
@@ -744,9 +617,11 @@ async fn deleting_a_reconciler_stops_its_controller_and_no_other() {
         host.manager.controller(&stamp_name).is_none().then_some(())
     })
     .await;
-    // The other controller keeps reconciling during and after the deletion.
+    // The other controller keeps reconciling during and after the deletion;
+    // the deleted one's parent is reconciled by nobody.
     for v in 2..6 {
-        host.thing("a", json!(v)).await;
+        host.thing_labelled("a", json!(v), json!({"side": "stamp"})).await;
+        host.thing_labelled("b", json!(v), json!({"side": "counter"})).await;
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     eventually("the other controller still reconciles", WAIT, || async {
@@ -783,8 +658,11 @@ async fn modules_from_a_url_or_a_registry_load_only_with_their_pinned_digest() {
 
     // URL: the right digest loads; a wrong one is refused, nothing loaded.
     let href = serve_module(module.clone()).await;
-    host.reconciler("by-url", json!({"module": {"url": {"href": href, "sha256": sha}}, "grants": stamp_grants()}))
-        .await;
+    // Each its own parents (disjoint selectors): two controllers of one
+    // kind may not share a parent.
+    let by_url = json!({"module": {"url": {"href": href, "sha256": sha}}, "grants": stamp_grants(),
+        "selector": {"matchLabels": {"source": "url"}}});
+    host.reconciler("by-url", by_url).await;
     let ready = eventually("by-url Ready", WAIT, || async {
         host.condition("by-url", "Ready").await.filter(|c| c.1 != "Loading")
     })
@@ -792,7 +670,8 @@ async fn modules_from_a_url_or_a_registry_load_only_with_their_pinned_digest() {
     assert_eq!(ready.0, "True", "{ready:?}");
     host.reconciler(
         "bad-url",
-        json!({"module": {"url": {"href": href, "sha256": "0".repeat(64)}}, "grants": stamp_grants()}),
+        json!({"module": {"url": {"href": href, "sha256": "0".repeat(64)}}, "grants": stamp_grants(),
+            "selector": {"matchLabels": {"source": "bad-url"}}}),
     )
     .await;
     let refused = eventually("bad-url refused", WAIT, || async {
@@ -822,7 +701,7 @@ async fn modules_from_a_url_or_a_registry_load_only_with_their_pinned_digest() {
     host.reconciler(
         "by-oci",
         json!({"module": {"oci": {"reference": format!("{}/operon/stamp:v1", registry.addr()), "digest": manifest_digest}},
-            "grants": stamp_grants()}),
+            "grants": stamp_grants(), "selector": {"matchLabels": {"source": "oci"}}}),
     )
     .await;
     let ready = eventually("by-oci Ready", WAIT, || async {
@@ -835,7 +714,7 @@ async fn modules_from_a_url_or_a_registry_load_only_with_their_pinned_digest() {
     host.reconciler(
         "bad-oci",
         json!({"module": {"oci": {"reference": format!("{}/operon/stamp:v1", registry.addr()), "digest": format!("sha256:{}", "1".repeat(64))}},
-            "grants": stamp_grants()}),
+            "grants": stamp_grants(), "selector": {"matchLabels": {"source": "bad-oci"}}}),
     )
     .await;
     eventually("bad-oci refused", WAIT, || async {

@@ -120,6 +120,21 @@ fn a_guest_that_returns_too_much_is_oversized() {
     }
 }
 
+/// The outcome cap holds at the crossing: wasmtime's hostcall fuel stops a
+/// 20 MiB outcome while it is lifted, so the host never holds more than the
+/// cap (and a small margin) of it.
+#[test]
+fn an_oversized_outcome_is_refused_before_the_host_holds_it() {
+    let rt = runtime();
+    let module = rt.load(&guest("misbehave-oversized"), Limits { memory: 128 << 20, ..limits() }).unwrap();
+    match call(&module, &thing()).unwrap_err() {
+        CallError::OutputTooLarge { size, limit } => {
+            assert!(size < limit + (1 << 20), "the host lifted {size} bytes of a 20 MiB outcome before refusing it");
+        }
+        other => panic!("expected oversized, got: {other}"),
+    }
+}
+
 #[test]
 fn a_component_of_another_world_is_refused_at_load() {
     let rt = runtime();
@@ -369,4 +384,58 @@ fn a_go_guest_should_answer_thousands_of_calls_on_one_pooled_instance() {
         let outcome = call(&module, &req).unwrap_or_else(|e| panic!("call {i} failed: {e}"));
         assert!(outcome.is_ok(), "call {i}: {outcome:?}");
     }
+}
+
+/// A reader whose `host.get` takes a while and counts how many calls are
+/// inside it at once: how many guest calls run together.
+#[derive(Default)]
+struct Concurrency {
+    inside: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+}
+
+impl runtime::ObjectReader for Concurrency {
+    fn get(&self, _: &runtime::Gvk, _: Option<&str>, _: &str) -> Result<Option<String>, runtime::ReadError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = self.inside.fetch_add(1, SeqCst) + 1;
+        self.most.fetch_max(now, SeqCst);
+        std::thread::sleep(Duration::from_millis(100));
+        self.inside.fetch_sub(1, SeqCst);
+        Ok(None)
+    }
+    fn list(&self, _: &runtime::Gvk, _: Option<&str>, _: Option<&str>) -> Result<Vec<String>, runtime::ReadError> {
+        Ok(Vec::new())
+    }
+}
+
+/// Eight calls at once of the intruder guest (one `host.get` each) on
+/// `gate`, each instance allowed `memory`: how many ran together.
+fn most_at_once(gate: runtime::GateLimits, memory: u64) -> usize {
+    let rt = Runtime::new(runtime::Config { artifact_dir: None, gate, ..Default::default() }).unwrap();
+    let module =
+        rt.load(&guest("intruder"), Limits { memory, timeout: Duration::from_secs(10), ..Limits::default() }).unwrap();
+    let reader = Arc::new(Concurrency::default());
+    let req = request(serde_json::json!({"apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
+        "metadata": {"name": "t", "namespace": "default"},
+        "spec": {"mode": "read", "read": {"group": "", "version": "v1", "kind": "Namespace", "name": "x"}}}));
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            let (module, reader, req) = (module.clone(), reader.clone(), req.clone());
+            s.spawn(move || {
+                let outcome = module.reconcile(&req, reader).expect("sandbox").expect("reconcile");
+                assert_eq!(outcome.status.unwrap()["read"], 0);
+            });
+        }
+    });
+    reader.most.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+#[test]
+fn the_host_gate_bounds_guest_memory_and_calls_across_every_caller() {
+    // 800 MiB for the host, 400 MiB per instance: two calls at a time, not eight (3.2 GiB).
+    assert_eq!(most_at_once(runtime::GateLimits { memory: 800 << 20, calls: 100 }, 400 << 20), 2);
+    // Three call slots, whatever the memory.
+    assert_eq!(most_at_once(runtime::GateLimits { memory: u64::MAX, calls: 3 }, 64 << 20), 3);
+    // No limits: all eight together (the test can tell).
+    assert_eq!(most_at_once(runtime::GateLimits::default(), 64 << 20), 8);
 }

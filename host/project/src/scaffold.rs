@@ -221,7 +221,13 @@ pub fn scaffold(lang: Lang, dir: &Path, name: Option<&str>, vendor: bool) -> Res
 /// # Errors
 /// As [`scaffold`], and a kind the API server would not take
 /// ([`ParentKind::check`]).
-pub fn scaffold_kind(lang: Lang, dir: &Path, name: Option<&str>, vendor: bool, parent: &ParentKind) -> Result<(), Error> {
+pub fn scaffold_kind(
+    lang: Lang,
+    dir: &Path,
+    name: Option<&str>,
+    vendor: bool,
+    parent: &ParentKind,
+) -> Result<(), Error> {
     parent.check(dir)?;
     if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
         return Err(Error::NotEmpty(dir.to_path_buf()));

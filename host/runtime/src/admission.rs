@@ -9,7 +9,7 @@
 
 use super::error::CallError;
 use super::guest::{CallScope, ObjectReader, State, admission_world};
-use super::module::Module;
+use super::module::{Admitted, Module};
 use super::{WIT_PACKAGE, WIT_VERSION};
 use crate::contract::{Denial, IMMUTABLE_BY_MUTATE, Operation, Review};
 use serde_json::Value;
@@ -44,24 +44,7 @@ impl Module {
         reader: Arc<dyn ObjectReader>,
         deadline: Duration,
     ) -> Result<Result<Vec<String>, Denial>, CallError> {
-        let answer = self.call_admission(
-            reader,
-            deadline,
-            |bindings, store, review| bindings.operon_reconciler_admission().call_validate(store, review),
-            review,
-        )?;
-        let max = self.inner.calls.limits.max_output;
-        match answer {
-            Ok(warnings) => {
-                let size: usize = warnings.iter().map(String::len).sum();
-                check_size(size, max)?;
-                Ok(Ok(warnings))
-            }
-            Err(denial) => {
-                check_size(denial.message.len(), max)?;
-                Ok(Err(Denial { message: denial.message, code: denial.code }))
-            }
-        }
+        self.admit_blocking().validate(review, reader, deadline)
     }
 
     /// Call `mutate`. `Ok(Ok(None))`: leave the object as it is;
@@ -80,13 +63,58 @@ impl Module {
         reader: Arc<dyn ObjectReader>,
         deadline: Duration,
     ) -> Result<Result<Option<Value>, Denial>, CallError> {
+        self.admit_blocking().mutate(review, reader, deadline)
+    }
+}
+
+impl Admitted {
+    /// [`Module::validate`], admitted.
+    ///
+    /// # Errors
+    /// As [`Module::validate`].
+    pub fn validate(
+        mut self,
+        review: &Review,
+        reader: Arc<dyn ObjectReader>,
+        deadline: Duration,
+    ) -> Result<Result<Vec<String>, Denial>, CallError> {
+        let answer = self.call_admission(
+            reader,
+            deadline,
+            |bindings, store, review| bindings.operon_reconciler_admission().call_validate(store, review),
+            review,
+        )?;
+        let max = self.module.inner.calls.limits.max_output;
+        match answer {
+            Ok(warnings) => {
+                let size: usize = warnings.iter().map(String::len).sum();
+                check_size(size, max)?;
+                Ok(Ok(warnings))
+            }
+            Err(denial) => {
+                check_size(denial.message.len(), max)?;
+                Ok(Err(Denial { message: denial.message, code: denial.code }))
+            }
+        }
+    }
+
+    /// [`Module::mutate`], admitted.
+    ///
+    /// # Errors
+    /// As [`Module::mutate`].
+    pub fn mutate(
+        mut self,
+        review: &Review,
+        reader: Arc<dyn ObjectReader>,
+        deadline: Duration,
+    ) -> Result<Result<Option<Value>, Denial>, CallError> {
         let answer = self.call_admission(
             reader,
             deadline,
             |bindings, store, review| bindings.operon_reconciler_admission().call_mutate(store, review),
             review,
         )?;
-        let max = self.inner.calls.limits.max_output;
+        let max = self.module.inner.calls.limits.max_output;
         match answer {
             Ok(None) => Ok(Ok(None)),
             Ok(Some(text)) => {
@@ -103,13 +131,13 @@ impl Module {
     /// Call the admission world through the module's one call path, under
     /// the smaller of the module's timeout and `deadline`.
     fn call_admission<R>(
-        &self,
+        &mut self,
         reader: Arc<dyn ObjectReader>,
         deadline: Duration,
         f: impl FnOnce(&ReconcilerWithAdmission, &mut Store<State>, &wit::Review) -> wasmtime::Result<R>,
         review: &Review,
     ) -> Result<R, CallError> {
-        let inner = &self.inner;
+        let inner = &self.module.inner;
         let Some(slot) = &inner.admission else {
             return Err(CallError::Instantiate(wasmtime::Error::msg(format!(
                 "the module does not export {WIT_PACKAGE}/admission@{WIT_VERSION}; build it for the \
@@ -118,7 +146,9 @@ impl Module {
         };
         let scope = CallScope::new(reader, Some(inner.manifest.clone()));
         let wit_review = to_wit(review);
-        slot.call(&inner.calls, Some(scope), Some(deadline), |bindings, store| f(bindings, store, &wit_review))
+        slot.call(&inner.calls, &mut self.pass, Some(scope), Some(deadline), |bindings, store| {
+            f(bindings, store, &wit_review)
+        })
     }
 }
 

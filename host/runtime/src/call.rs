@@ -1,10 +1,13 @@
-//! The one way into a guest: take an instance (a pooled one, or a fresh one
-//! from the pre-linked template) → arm the deadline → call → flush its
-//! output → record its memory → classify what went wrong → give a clean
-//! instance back. `reconcile`, `manifest`, `validate` and `mutate` all go
-//! through [`Slot::call`], so every call is bounded the same way.
+//! The one way into a guest: a [`Pass`] of the host's gate (a call slot and
+//! the instance's memory, reserved up front) → take an instance (a pooled
+//! one, or a fresh one from the pre-linked template) → arm the deadline →
+//! call → flush its output → record its memory → classify what went wrong
+//! → give a clean instance back, keeping the reservation of the memory it
+//! holds. `reconcile`, `manifest`, `validate` and `mutate` all go through
+//! [`Slot::call`], so every call is bounded the same way.
 
 use super::error::CallError;
+use super::gate::{Gate, Pass};
 use super::guest::{CallScope, State};
 use super::limits::{InstancePolicy, Limits};
 use super::pool::Pool;
@@ -39,7 +42,15 @@ pub(crate) struct Calls {
     pub stdio: Arc<GuestLog>,
     /// The most linear memory one instance has had, in bytes.
     pub peak_memory: AtomicU64,
+    /// The host's share of memory and call slots.
+    pub gate: Gate,
 }
+
+/// Data a guest may hand the host in one crossing beyond its outcome cap
+/// (the record around the outcome; a log line, the arguments of a read):
+/// wasmtime's hostcall fuel is set to the cap plus this, so an outcome over
+/// the cap is refused while it is lifted, before the host holds it.
+const CROSSING_MARGIN: usize = 64 << 10;
 
 /// The template and the idle instances of one world of a module.
 pub(crate) struct Slot<W: World> {
@@ -49,14 +60,15 @@ pub(crate) struct Slot<W: World> {
 
 impl<W: World> Slot<W> {
     /// A slot pooling instances when the module's policy says so.
-    pub fn new(pre: W::Pre, limits: &Limits) -> Slot<W> {
-        let pool = (limits.instance_policy == InstancePolicy::Pooled).then(|| Pool::new(limits.pool_size));
+    pub fn new(pre: W::Pre, limits: &Limits, gate: &Gate) -> Slot<W> {
+        let pool = (limits.instance_policy == InstancePolicy::Pooled).then(|| Pool::new(limits.pool_size, gate));
         Slot { pre, pool }
     }
 
     /// Call `f` on an instance, with `scope` as what the guest may read,
     /// under the module's limits and at most `deadline` (`None`: the
-    /// module's timeout).
+    /// module's timeout), admitted by `pass` (at least the module's memory
+    /// limit reserved).
     ///
     /// Blocks the calling thread for at most the deadline.
     ///
@@ -66,6 +78,7 @@ impl<W: World> Slot<W> {
     pub fn call<R>(
         &self,
         calls: &Calls,
+        pass: &mut Pass,
         scope: Option<CallScope>,
         deadline: Option<Duration>,
         f: impl FnOnce(&W, &mut Store<State>) -> wasmtime::Result<R>,
@@ -89,18 +102,21 @@ impl<W: World> Slot<W> {
         }
         calls.peak_memory.fetch_max(instance.store.data().limiter.used, Ordering::Relaxed);
         let result = result.map_err(|e| super::module::classify(e, &instance.store, &limits));
-        // A trapped instance may be in any state: only clean ones go back.
+        // A trapped instance may be in any state: only clean ones go back,
+        // keeping the reservation of what they hold.
         if let (Some(pool), Ok(_)) = (&self.pool, &result) {
             instance.store.data_mut().scope = None;
-            pool.give(instance);
+            let kept = pass.keep(instance.store.data().limiter.used);
+            pool.give(instance, kept);
         }
         result
     }
 
     fn instantiate(&self, calls: &Calls, scope: Option<CallScope>, limits: &Limits) -> Result<Instance<W>, CallError> {
-        let state = State::new(limits.memory, scope, calls.uses_wasi.then_some(&calls.stdio));
+        let state = State::new(limits.memory, scope, &calls.stdio, calls.uses_wasi);
         let mut store = Store::new(&calls.engine, state);
         store.limiter(|s| &mut s.limiter);
+        store.set_hostcall_fuel(limits.max_output.saturating_add(CROSSING_MARGIN));
         // Instantiation runs guest start functions: bound it like a call.
         arm_deadline(&mut store, calls.epoch_tick, limits.timeout);
         let bindings = W::instantiate(&self.pre, &mut store).map_err(|e| super::module::classify(e, &store, limits))?;

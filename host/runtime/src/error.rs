@@ -93,7 +93,8 @@ pub enum CallError {
     Malformed(String),
     /// The outcome carried more bytes than allowed.
     #[error(
-        "returned an oversized outcome of {size} bytes (limit: {limit}; raise spec.limits.maxOutput or return less)"
+        "returned an oversized outcome of {size} bytes (limit: {limit}; raise spec.limits.maxOutput, up to the host's \
+         --max-guest-output, or return less)"
     )]
     OutputTooLarge {
         /// Bytes returned.

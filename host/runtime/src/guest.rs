@@ -59,6 +59,23 @@ pub enum ReadError {
         /// The namespaces it may read.
         scope: String,
     },
+    /// A cluster-scoped kind, read by a controller whose scope holds no
+    /// cluster-scoped objects (a namespaced Reconciler, or a
+    /// ClusterReconciler without `spec.grants.clusterScoped`).
+    #[error(
+        "{0} is cluster-scoped, and this controller reads only in its namespaces: a Reconciler acts in its own \
+         namespace (use a ClusterReconciler with spec.grants.clusterScoped to read cluster-scoped kinds)"
+    )]
+    ClusterScoped(Gvk),
+    /// A kind no plugin may read (the host's own and the cluster's access
+    /// control).
+    #[error("{kind} may not be read by any plugin ({why})")]
+    Reserved {
+        /// The kind asked for.
+        kind: Gvk,
+        /// Why it is reserved.
+        why: String,
+    },
     /// A list across every namespace by a controller that may not read them all.
     #[error("listing a namespaced kind across all namespaces is outside this controller's namespaces")]
     AllNamespaces,
@@ -99,7 +116,31 @@ pub trait ObjectReader: Send + Sync {
     /// [`ReadError`] when the read is outside what the reader may answer.
     fn list(&self, kind: &Gvk, namespace: Option<&str>, label_selector: Option<&str>)
     -> Result<Vec<String>, ReadError>;
+
+    /// [`ObjectReader::list`] within `max_bytes` of JSON: a reader that can
+    /// stop early (the cache) refuses as soon as the objects exceed it,
+    /// before copying the rest. The default lists, then checks.
+    ///
+    /// # Errors
+    /// As `list`, and [`ReadError::Budget`] past `max_bytes`.
+    fn list_within(
+        &self,
+        kind: &Gvk,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+        max_bytes: usize,
+    ) -> Result<Vec<String>, ReadError> {
+        let found = self.list(kind, namespace, label_selector)?;
+        if found.iter().map(String::len).sum::<usize>() > max_bytes {
+            return Err(ReadError::Budget(READ_BUDGET_SPENT));
+        }
+        Ok(found)
+    }
 }
+
+/// What a guest is told when its reads pass [`MAX_READ_BYTES`] in one call.
+pub const READ_BUDGET_SPENT: &str = "host.get/host.list returned more than 64 MiB in one call (the host's limit); \
+                                     narrow the reads with a namespace or a label selector";
 
 /// A reader that sees nothing: for the load-time smoke call and for tools.
 pub struct NoObjects;
@@ -123,21 +164,28 @@ pub(crate) struct State {
     /// What the guest said during the current call (stderr, error logs),
     /// for a trap's explanation.
     pub said: Said,
+    /// The module's log: `host.log` lines go there, within its rate.
+    log: Arc<GuestLog>,
+    /// `host.log` calls made in the current call.
+    logged: u32,
 }
 
 impl State {
-    /// The state of a new store: `memory` caps it; a WASI context whose
-    /// output goes to `wasi_log` when the module imports WASI.
-    pub fn new(memory: u64, scope: Option<CallScope>, wasi_log: Option<&Arc<GuestLog>>) -> State {
+    /// The state of a new store: `memory` caps it; `host.log` (and, with
+    /// `wasi`, a WASI context's stdout and stderr) go to `log`.
+    pub fn new(memory: u64, scope: Option<CallScope>, log: &Arc<GuestLog>, wasi: bool) -> State {
         let said = Said::default();
-        State { limiter: Limiter::new(memory), scope, wasi: wasi_log.map(|log| WasiState::new(log, &said)), said }
+        let wasi = wasi.then(|| WasiState::new(log, &said));
+        State { limiter: Limiter::new(memory), scope, wasi, said, log: log.clone(), logged: 0 }
     }
 
-    /// Reset what one call tracks, before the call: the memory cap's flag
-    /// and what the guest said (a pooled instance serves many calls).
+    /// Reset what one call tracks, before the call: the memory cap's flag,
+    /// what the guest said and how often it logged (a pooled instance
+    /// serves many calls).
     pub fn begin_call(&mut self) {
         self.limiter.exceeded = None;
         self.said.clear();
+        self.logged = 0;
     }
 }
 
@@ -248,19 +296,23 @@ pub(crate) fn linker(engine: &wasmtime::Engine, with_wasi: bool) -> wasmtime::Re
 impl wit::Host for State {}
 
 impl wit_host::Host for State {
+    /// Within the module's log rate and the call's budget of lines, made
+    /// plain and bounded (`stdio.rs`).
     fn log(&mut self, level: wit_host::Level, message: String, fields: Vec<(String, String)>) {
-        let fields = Fields(&fields);
-        match level {
-            wit_host::Level::Trace => tracing::trace!(target: "operon::guest", %fields, "{message}"),
-            wit_host::Level::Debug => tracing::debug!(target: "operon::guest", %fields, "{message}"),
-            wit_host::Level::Info => tracing::info!(target: "operon::guest", %fields, "{message}"),
-            wit_host::Level::Warn => tracing::warn!(target: "operon::guest", %fields, "{message}"),
+        self.logged = self.logged.saturating_add(1);
+        let level = match level {
+            wit_host::Level::Trace => tracing::Level::TRACE,
+            wit_host::Level::Debug => tracing::Level::DEBUG,
+            wit_host::Level::Info => tracing::Level::INFO,
+            wit_host::Level::Warn => tracing::Level::WARN,
             wit_host::Level::Error => {
-                tracing::error!(target: "operon::guest", %fields, "{message}");
-                // A Rust guest's panic hook reports here before it traps.
+                // A Rust guest's panic hook reports here before it traps
+                // (kept bounded and sanitised, whatever the log drops).
                 self.said.push(&message);
+                tracing::Level::ERROR
             }
-        }
+        };
+        self.log.message(level, &message, &fields, self.logged);
     }
 
     // The WIT's `result<_, string>`: the guest reads the message.
@@ -286,7 +338,8 @@ impl wit_host::Host for State {
             let kind = Gvk::from(kind);
             self.charge(1, 0)?;
             let scope = self.readable(&kind)?;
-            let found = scope.reader.list(&kind, namespace.as_deref(), label_selector.as_deref())?;
+            let left = MAX_READ_BYTES.saturating_sub(scope.reads.1);
+            let found = scope.reader.list_within(&kind, namespace.as_deref(), label_selector.as_deref(), left)?;
             self.charge(0, found.iter().map(String::len).sum())?;
             Ok(found)
         };
@@ -310,10 +363,7 @@ impl State {
             ));
         }
         if *read > MAX_READ_BYTES {
-            return Err(ReadError::Budget(
-                "host.get/host.list returned more than 64 MiB in one call (the host's limit); narrow the reads \
-                 with a namespace or a label selector",
-            ));
+            return Err(ReadError::Budget(READ_BUDGET_SPENT));
         }
         Ok(())
     }
@@ -339,21 +389,6 @@ fn readable_kinds(m: &host_types::Manifest) -> String {
         .collect();
     kinds.dedup();
     kinds.join(", ")
-}
-
-/// `k=v k=v` for log lines.
-struct Fields<'a>(&'a [(String, String)]);
-
-impl std::fmt::Display for Fields<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for (i, (k, v)) in self.0.iter().enumerate() {
-            if i > 0 {
-                f.write_str(" ")?;
-            }
-            write!(f, "{k}={v:?}")?;
-        }
-        Ok(())
-    }
 }
 
 impl From<wit::Gvk> for Gvk {

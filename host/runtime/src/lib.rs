@@ -17,6 +17,7 @@ mod admission;
 mod artifacts;
 mod call;
 mod error;
+mod gate;
 mod guest;
 mod limits;
 mod module;
@@ -24,11 +25,12 @@ mod pool;
 mod stdio;
 
 pub use error::{CallError, LoadError};
-pub use guest::{NoObjects, ObjectReader, ReadError};
+pub use gate::{Gate, GateLimits, Pass, Usage};
+pub use guest::{NoObjects, ObjectReader, READ_BUDGET_SPENT, ReadError};
 pub use limits::{InstancePolicy, Limits, POOLED_ABOVE_BYTES};
 #[doc(hidden)]
 pub use module::fuzz_outcome;
-pub use module::{Module, ModuleInfo};
+pub use module::{Admitted, Module, ModuleInfo, Shortage};
 // The contract's vocabulary, re-exported: it is the runtime's API too.
 pub use crate::contract::{Denial, Event, Failure, Gvk, Manifest, Mapping, Outcome, Request, Review, Watch};
 
@@ -53,6 +55,9 @@ pub struct Config {
     pub epoch_tick: Duration,
     /// Where compiled artifacts are cached, or `None` to compile every time.
     pub artifact_dir: Option<PathBuf>,
+    /// The host's share of guest memory and call slots, across every
+    /// module ([`Gate`]); by default none.
+    pub gate: GateLimits,
 }
 
 impl Default for Config {
@@ -62,6 +67,7 @@ impl Default for Config {
             max_memory: 512 << 20,
             epoch_tick: Duration::from_millis(2),
             artifact_dir: default_artifact_dir(),
+            gate: GateLimits::default(),
         }
     }
 }
@@ -98,6 +104,7 @@ struct Inner {
     wasi_linker: wasmtime::component::Linker<guest::State>,
     artifacts: Option<artifacts::ArtifactCache>,
     config: Config,
+    gate: Gate,
     ticker_stop: Arc<AtomicBool>,
 }
 
@@ -117,7 +124,8 @@ impl Runtime {
         let artifacts = config.artifact_dir.clone().map(|dir| artifacts::ArtifactCache::new(dir, &engine));
         let ticker_stop = Arc::new(AtomicBool::new(false));
         spawn_epoch_ticker(&engine, config.epoch_tick, ticker_stop.clone());
-        Ok(Runtime { inner: Arc::new(Inner { engine, linker, wasi_linker, artifacts, config, ticker_stop }) })
+        let gate = Gate::new(config.gate);
+        Ok(Runtime { inner: Arc::new(Inner { engine, linker, wasi_linker, artifacts, config, gate, ticker_stop }) })
     }
 
     /// Load a module from its bytes: digest → compile (or load the cached
@@ -150,6 +158,11 @@ impl Runtime {
     /// The engine's settings.
     pub fn config(&self) -> &Config {
         &self.inner.config
+    }
+
+    /// The host's gate: every guest call of every module is admitted by it.
+    pub fn gate(&self) -> &Gate {
+        &self.inner.gate
     }
 
     pub(crate) fn engine(&self) -> &wasmtime::Engine {

@@ -3,6 +3,7 @@
 
 use super::call::{Calls, Slot};
 use super::error::{CallError, LoadError};
+use super::gate::Pass;
 use super::guest::{self, CallScope, ObjectReader, ReconcilerPre, State, admission_world, wit};
 use super::limits::Limits;
 use super::stdio::GuestLog;
@@ -67,7 +68,7 @@ pub(super) struct Inner {
 pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Module, LoadError> {
     if limits.memory > runtime.config().max_memory {
         return Err(LoadError::Limits(format!(
-            "memory limit {} exceeds the host's maximum of {} bytes (operon --max-guest-memory)",
+            "memory limit {} (spec.limits.memory) exceeds the host's maximum of {} bytes (--max-guest-memory-mib)",
             limits.memory,
             runtime.config().max_memory
         )));
@@ -99,7 +100,7 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
     let admission_export = format!("{WIT_PACKAGE}/admission@");
     let admission = if export_names.iter().any(|e| e.starts_with(&admission_export)) {
         let pre = admission_world::ReconcilerWithAdmissionPre::new(instance_pre.clone()).map_err(LoadError::Link)?;
-        Some(Slot::new(pre, &limits))
+        Some(Slot::new(pre, &limits, runtime.gate()))
     } else {
         None
     };
@@ -119,7 +120,7 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
             manifest: placeholder_manifest(),
         },
         manifest: Arc::new(placeholder_manifest()),
-        reconciler: Slot::new(pre, &limits),
+        reconciler: Slot::new(pre, &limits, runtime.gate()),
         admission,
         calls: Calls {
             engine: runtime.engine().clone(),
@@ -128,15 +129,19 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
             uses_wasi,
             stdio,
             peak_memory: AtomicU64::new(0),
+            gate: runtime.gate().clone(),
         },
     };
 
     // Smoke call: a module whose manifest() traps or lies never goes live.
     // Exports are type-checked at instantiation: a failure there (other than
     // a trap in a start function) is a world mismatch.
+    let mut pass = module.calls.gate.admit_blocking(module.calls.limits.memory);
     let manifest: Manifest = module
         .reconciler
-        .call(&module.calls, None, None, |bindings, store| bindings.operon_reconciler_guest().call_manifest(store))
+        .call(&module.calls, &mut pass, None, None, |bindings, store| {
+            bindings.operon_reconciler_guest().call_manifest(store)
+        })
         .map_err(|e| match e {
             CallError::Instantiate(e) => LoadError::Link(e),
             e => LoadError::Manifest(Box::new(e)),
@@ -253,6 +258,84 @@ impl Module {
         self.inner.calls.stdio.dropped()
     }
 
+    /// Wait for the host's gate to admit a call of this module (a call
+    /// slot, and its memory limit reserved), without holding a thread.
+    pub async fn admit(&self) -> Admitted {
+        let pass = self.inner.calls.gate.admit(self.inner.calls.limits.memory).await;
+        Admitted { module: self.clone(), pass }
+    }
+
+    /// [`Module::admit`], waiting on this (blocking-capable) thread.
+    pub fn admit_blocking(&self) -> Admitted {
+        let pass = self.inner.calls.gate.admit_blocking(self.inner.calls.limits.memory);
+        Admitted { module: self.clone(), pass }
+    }
+
+    /// Whether the gate would admit a call now, and if not what is short.
+    pub fn admissible(&self) -> Result<(), Shortage> {
+        let gate = &self.inner.calls.gate;
+        if gate.would_admit(self.inner.calls.limits.memory) {
+            return Ok(());
+        }
+        let usage = gate.usage();
+        Err(if usage.calls_in_flight >= usage.calls_limit { Shortage::Calls } else { Shortage::Memory })
+    }
+
+    /// How much of the host's gate is in use (every module's calls).
+    pub fn gate_usage(&self) -> super::Usage {
+        self.inner.calls.gate.usage()
+    }
+
+    /// Call `reconcile`, once the gate admits it ([`Admitted::reconcile`]).
+    ///
+    /// Blocks the calling thread while it waits and for at most the
+    /// module's timeout: call it from a blocking-capable thread
+    /// (`tokio::task::spawn_blocking`).
+    pub fn reconcile(
+        &self,
+        request: &Request,
+        reader: Arc<dyn ObjectReader>,
+    ) -> Result<Result<Outcome, Failure>, CallError> {
+        self.admit_blocking().reconcile(request, reader)
+    }
+}
+
+/// What the host's gate is short of, for a call it would not admit now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shortage {
+    /// Every call slot is taken (`--max-guest-calls`).
+    Calls,
+    /// The guest memory is reserved (`--max-guest-memory-total`).
+    Memory,
+}
+
+impl Shortage {
+    /// The flag that sets the limit.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Shortage::Calls => "--max-guest-calls",
+            Shortage::Memory => "--max-guest-memory-total",
+        }
+    }
+
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Shortage::Calls => "calls",
+            Shortage::Memory => "memory",
+        }
+    }
+}
+
+/// A module admitted by the host's gate: one call of it may run, holding
+/// the gate's pass until it returns. `Send`: admitted on a worker, called on
+/// a blocking thread.
+pub struct Admitted {
+    pub(super) module: Module,
+    pub(super) pass: Pass,
+}
+
+impl Admitted {
     /// Call `reconcile`. The outer `Result` is the sandbox's verdict (did the
     /// guest run and answer well-formed JSON?); the inner one is the guest's
     /// own (did it reconcile, or fail transiently or terminally?).
@@ -260,14 +343,14 @@ impl Module {
     /// Blocks the calling thread for at most the module's timeout: call it
     /// from a blocking-capable thread (`tokio::task::spawn_blocking`).
     pub fn reconcile(
-        &self,
+        mut self,
         request: &Request,
         reader: Arc<dyn ObjectReader>,
     ) -> Result<Result<Outcome, Failure>, CallError> {
-        let inner = &self.inner;
+        let inner = &self.module.inner;
         let scope = CallScope::new(reader, Some(inner.manifest.clone()));
         let wit_request = wit::Request::from(request);
-        let result = inner.reconciler.call(&inner.calls, Some(scope), None, |bindings, store| {
+        let result = inner.reconciler.call(&inner.calls, &mut self.pass, Some(scope), None, |bindings, store| {
             bindings.operon_reconciler_guest().call_reconcile(store, &wit_request)
         });
         match result? {
@@ -281,6 +364,12 @@ impl Module {
 pub(super) fn classify(error: wasmtime::Error, store: &Store<State>, limits: &Limits) -> CallError {
     if let Some(requested) = store.data().limiter.exceeded {
         return CallError::MemoryExceeded { limit: limits.memory, requested };
+    }
+    // wasmtime's hostcall fuel: the guest handed over more than the outcome
+    // cap allows in one crossing, refused while it was lifted.
+    if error.chain().any(|e| e.to_string().contains("fuel allocated for hostcalls has been exhausted")) {
+        let fuel = store.hostcall_fuel();
+        return CallError::OutputTooLarge { size: fuel, limit: limits.max_output };
     }
     let backtrace = error.downcast_ref::<wasmtime::WasmBacktrace>();
     let said = || store.data().said.last_words();

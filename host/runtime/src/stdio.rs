@@ -12,6 +12,13 @@
 //! A line longer than [`MAX_LINE`] bytes is logged in pieces of that size; a
 //! line the guest left unfinished is logged when the call returns.
 //!
+//! `host.log` goes through the same log ([`GuestLog::message`]): the same
+//! rate and drop count, at most [`MAX_LOG_CALLS`] lines per call, each
+//! message cut at [`MAX_LINE`] bytes, and its text and fields made plain —
+//! a newline, a carriage return or a terminal escape is written as its
+//! escape (`\n`, `\u{1b}`), so a guest cannot start a log line of its own,
+//! forge another component's, or repaint the reader's terminal.
+//!
 //! Besides the log, each instance keeps the last lines of its stderr (and of
 //! its error-level `host.log` lines: a Rust guest's panic hook reports there)
 //! during one call, bounded and sanitised ([`Said`]). When the call traps,
@@ -34,6 +41,20 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 
 /// Longest line logged in one piece, in bytes.
 pub const MAX_LINE: usize = 4096;
+
+/// The target of the host's own notices about a guest's log (what was
+/// dropped): not the guest's `operon::guest`, so a reader (or a filter)
+/// tells what the guest said from what the host says about it.
+const NOTICES: &str = "operon::runtime::stdio";
+
+/// Most `host.log` lines one call may log; more are dropped and counted.
+pub const MAX_LOG_CALLS: u32 = 1000;
+
+/// Most fields of one `host.log` line kept; each key at most
+/// [`MAX_FIELD_KEY`] bytes, each value at most [`MAX_FIELD_VALUE`].
+const MAX_FIELDS: usize = 32;
+const MAX_FIELD_KEY: usize = 64;
+const MAX_FIELD_VALUE: usize = 1024;
 
 /// What one write may carry (the permit `check-write` grants); a guest
 /// writing more simply writes again.
@@ -210,6 +231,60 @@ impl GuestLog {
         if line.is_empty() {
             return;
         }
+        let Some(report) = self.admit() else { return };
+        let controller = self.controller();
+        if let Some(count) = report.filter(|&c| c > 0) {
+            tracing::warn!(target: NOTICES, controller, dropped = count, "dropped {count} lines of guest output");
+        }
+        let line = plain(line, MAX_LINE);
+        match stream {
+            Stream::Stdout => tracing::info!(target: "operon::guest", controller, stream = "stdout", "{line}"),
+            Stream::Stderr => tracing::warn!(target: "operon::guest", controller, stream = "stderr", "{line}"),
+        }
+    }
+
+    /// Log one `host.log` line (the `calls`-th of its call), made plain and
+    /// bounded, or count it as dropped.
+    pub fn message(&self, level: tracing::Level, message: &str, fields: &[(String, String)], calls: u32) {
+        if calls > MAX_LOG_CALLS {
+            self.drop_line(|| {
+                format!("a guest called host.log more than {MAX_LOG_CALLS} times in one call: dropping the rest")
+            });
+            return;
+        }
+        let Some(report) = self.admit() else { return };
+        let controller = self.controller();
+        if let Some(count) = report.filter(|&c| c > 0) {
+            tracing::warn!(target: NOTICES, controller, dropped = count, "dropped {count} lines of guest output");
+        }
+        let message = plain(message, MAX_LINE);
+        let fields = PlainFields(fields);
+        match level {
+            tracing::Level::TRACE => tracing::trace!(target: "operon::guest", controller, %fields, "{message}"),
+            tracing::Level::DEBUG => tracing::debug!(target: "operon::guest", controller, %fields, "{message}"),
+            tracing::Level::INFO => tracing::info!(target: "operon::guest", controller, %fields, "{message}"),
+            tracing::Level::WARN => tracing::warn!(target: "operon::guest", controller, %fields, "{message}"),
+            tracing::Level::ERROR => tracing::error!(target: "operon::guest", controller, %fields, "{message}"),
+        }
+    }
+
+    /// Count one line dropped for another reason than the rate (`why`
+    /// says it, in the first warning of an episode).
+    fn drop_line(&self, why: impl FnOnce() -> String) {
+        let mut bucket = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        match &mut bucket.dropping {
+            Some((count, _)) => *count += 1,
+            None => {
+                bucket.dropping = Some((1, Instant::now()));
+                tracing::warn!(target: NOTICES, controller = self.controller(), "{}", why());
+            }
+        }
+    }
+
+    /// Take a token for one line: `None` when the line is dropped (and
+    /// counted), else the count of lines dropped to report now, if any.
+    fn admit(&self) -> Option<Option<u64>> {
         let report = {
             let mut bucket = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
             let now = Instant::now();
@@ -223,7 +298,7 @@ impl GuestLog {
                     None => {
                         bucket.dropping = Some((1, now));
                         tracing::warn!(
-                            target: "operon::guest",
+                            target: NOTICES,
                             controller = self.controller(),
                             "guest output exceeds {} lines/s (burst {}): dropping lines until it slows down",
                             self.rate,
@@ -231,7 +306,7 @@ impl GuestLog {
                         );
                     }
                 }
-                return;
+                return None;
             }
             bucket.tokens -= 1.0;
             let slowed = bucket.tokens >= self.burst / 2.0;
@@ -249,14 +324,50 @@ impl GuestLog {
                 _ => None,
             }
         };
-        let controller = self.controller();
-        if let Some(count) = report.filter(|&c| c > 0) {
-            tracing::warn!(target: "operon::guest", controller, dropped = count, "dropped {count} lines of guest output");
+        Some(report)
+    }
+}
+
+/// `text` as one plain line of at most `max` bytes: control characters
+/// (a newline, a carriage return, a terminal escape…) written as their
+/// escapes, so the log shows what the guest sent and nothing it did not
+/// mean the reader to see as a line of its own; `…` marks a cut.
+pub(crate) fn plain(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max + 4));
+    for c in text.chars() {
+        let before = out.len();
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
         }
-        match stream {
-            Stream::Stdout => tracing::info!(target: "operon::guest", controller, stream = "stdout", "{line}"),
-            Stream::Stderr => tracing::warn!(target: "operon::guest", controller, stream = "stderr", "{line}"),
+        if out.len() > max {
+            out.truncate(before);
+            out.push('…');
+            break;
         }
+    }
+    out
+}
+
+/// A `host.log` line's fields as `k="v" k="v"`: at most [`MAX_FIELDS`],
+/// keys and values made plain and cut.
+struct PlainFields<'a>(&'a [(String, String)]);
+
+impl std::fmt::Display for PlainFields<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (k, v)) in self.0.iter().take(MAX_FIELDS).enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            let key: String =
+                plain(k, MAX_FIELD_KEY).chars().map(|c| if c == ' ' || c == '=' { '_' } else { c }).collect();
+            write!(f, "{key}={:?}", plain(v, MAX_FIELD_VALUE))?;
+        }
+        if self.0.len() > MAX_FIELDS {
+            write!(f, " (and {} more fields)", self.0.len() - MAX_FIELDS)?;
+        }
+        Ok(())
     }
 }
 
@@ -458,6 +569,26 @@ mod tests {
         let long = words(&"x".repeat(MAX_SAID * 2)).unwrap();
         assert_eq!(long.chars().count(), MAX_SAID + 1, "cut, with a mark");
         assert!(long.ends_with('…'));
+    }
+
+    #[test]
+    fn host_log_text_should_be_one_plain_bounded_line() {
+        assert_eq!(plain("ok\nFORGED INFO x\r\u{1b}[2K", 100), "ok\\nFORGED INFO x\\r\\u{1b}[2K");
+        let cut = plain(&"é".repeat(100), 11);
+        assert!(cut.len() <= 11 + '…'.len_utf8() && cut.ends_with('…'), "{cut}");
+        let fields = vec![("a\nb c".to_string(), "v\n".to_string())];
+        assert_eq!(PlainFields(&fields).to_string(), "a\\nb_c=\"v\\\\n\"");
+        let many: Vec<(String, String)> = (0..40).map(|i| (format!("k{i}"), String::new())).collect();
+        assert!(PlainFields(&many).to_string().ends_with("(and 8 more fields)"));
+    }
+
+    #[test]
+    fn host_log_lines_beyond_the_calls_budget_should_be_dropped_and_counted() {
+        let log = GuestLog::new(1_000_000, 1_000_000);
+        for call in 1..=MAX_LOG_CALLS + 5 {
+            log.message(tracing::Level::INFO, "m", &[], call);
+        }
+        assert_eq!(log.dropped(), 5);
     }
 
     #[test]

@@ -10,11 +10,23 @@
 //! - a true repeat (a level-based reconcile saying the same thing again)
 //!   updates that Event's `series` (count, last observed) instead of adding
 //!   one, also across restarts of the host (the name is deterministic);
-//! - a per-object token bucket (burst 25, then one every 10 s, like
-//!   client-go's spam filter) keeps a guest from flooding the API server;
-//!   what it drops is logged and counted.
+//! - a per-object token bucket (by default a burst of 25, then one every
+//!   10 s, like client-go's spam filter; a module's controller gets a burst
+//!   that holds every event one outcome may carry, and the host's own about
+//!   the object) and a per-controller one ([`Budget`]: `--event-burst`,
+//!   `--event-qps`) keep a guest from flooding the API server;
+//! - the events an outcome asks for are written as the plugin
+//!   ([`Author::Plugin`]: the client impersonating the Reconciler's
+//!   ServiceAccount, as its other writes are), so RBAC bounds them and the
+//!   API server's priority and fairness counts them as the plugin's, not
+//!   as the host's beside its Lease renewals;
+//! - every event not recorded (a budget spent, a refusal, an unreachable
+//!   API server) is counted in `operon_events_dropped_total{controller,
+//!   reason}` and logged at warn, at most once per 30 s and reason, with
+//!   the count and the knob to change.
 
 use crate::leader::{Fence, NotLeading};
+use crate::metrics::Metrics;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -22,13 +34,13 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Events one object may record at once before the bucket slows it down.
-const BURST: f64 = 25.0;
 /// How often the bucket of one object earns another event.
 const REFILL: Duration = Duration::from_secs(10);
+/// How often the log says, per reason, that events are being dropped.
+const REPORT_EVERY: Duration = Duration::from_secs(30);
 /// Most distinct events whose series this recorder remembers.
 const REMEMBERED: usize = 4096;
 /// Longest message kept (the API server allows 1 KiB of `note`).
@@ -52,6 +64,81 @@ impl EventType {
     }
 }
 
+/// How many events a recorder writes: per object and in all.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Budget {
+    /// Events one object may record at once; then one every 10 s.
+    pub object_burst: f64,
+    /// Events per second across every object; `0` for no limit.
+    pub qps: f64,
+    /// Events at once across every object before `qps` applies.
+    pub burst: f64,
+}
+
+impl Budget {
+    /// `--event-qps`: events per second per controller.
+    pub const DEFAULT_QPS: f64 = 5.0;
+    /// `--event-burst`: events at once per controller.
+    pub const DEFAULT_BURST: u32 = 200;
+    /// Room for the host's own events about one object (ReconcileFailed,
+    /// InvalidOutcome, …) beside one outcome's.
+    pub const HOST_EVENTS: usize = 10;
+
+    /// The budget of a module's controller: each object may record every
+    /// event one outcome may carry (`max_events`) and the host's own; the
+    /// controller `qps` per second with bursts of `burst`.
+    pub fn for_controller(max_events: usize, qps: f64, burst: u32) -> Budget {
+        Budget { object_burst: (max_events + Self::HOST_EVENTS) as f64, qps, burst: f64::from(burst.max(1)) }
+    }
+}
+
+impl Default for Budget {
+    /// client-go's spam filter per object (25 at once), no budget for the
+    /// whole recorder.
+    fn default() -> Self {
+        Budget { object_burst: 25.0, qps: 0.0, burst: 0.0 }
+    }
+}
+
+/// Whose identity writes an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Author {
+    /// The host: what it says about a reconcile (a failure, a refusal).
+    Host,
+    /// The plugin: the events its outcome asks for, written with the
+    /// plugin's client (impersonating its ServiceAccount, when it has one).
+    Plugin,
+}
+
+/// Why an event was not recorded: the `reason` label of
+/// `operon_events_dropped_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dropped {
+    /// The object's bucket was empty.
+    ObjectBudget,
+    /// The controller's bucket was empty.
+    ControllerBudget,
+    /// The API server said 403: the writer may not create events.
+    Forbidden,
+    /// The API server refused it otherwise.
+    Refused,
+    /// The API server could not be reached.
+    Unreachable,
+}
+
+impl Dropped {
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Dropped::ObjectBudget => "object_budget",
+            Dropped::ControllerBudget => "controller_budget",
+            Dropped::Forbidden => "forbidden",
+            Dropped::Refused => "refused",
+            Dropped::Unreachable => "unreachable",
+        }
+    }
+}
+
 /// Why an event was not recorded.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -59,10 +146,30 @@ pub enum Error {
     #[error(transparent)]
     NotLeading(#[from] NotLeading),
     /// The object recorded too many events recently.
-    #[error("event dropped: {object} recorded more than {BURST} events recently")]
+    #[error(
+        "event dropped: {object} recorded more than {burst} events recently (one outcome's \
+         --max-events-per-outcome and the host's own; then one every 10s)"
+    )]
     Throttled {
         /// The regarding object.
         object: String,
+        /// Its burst.
+        burst: f64,
+    },
+    /// The controller recorded too many events recently.
+    #[error("event dropped: the controller recorded more than its event budget (--event-burst, --event-qps)")]
+    ControllerThrottled,
+    /// The writer may not create events (the plugin's ServiceAccount lacks
+    /// the RBAC).
+    #[error(
+        "recording event {name} was forbidden: {message} (a plugin's events are written as its ServiceAccount: \
+         give its Role create and patch on events.k8s.io events)"
+    )]
+    Forbidden {
+        /// The Event's name.
+        name: String,
+        /// What the API server said.
+        message: String,
     },
     /// The API server refused.
     #[error("recording event {name} failed: {message}")]
@@ -87,6 +194,7 @@ pub enum Error {
 fn failed(name: &str, e: &kube::Error) -> Error {
     let (name, message) = (name.to_string(), crate::client::describe(e));
     match e {
+        kube::Error::Api(s) if s.code == 403 => Error::Forbidden { name, message },
         kube::Error::Api(_) => Error::Api { name, message },
         _ => Error::Unreachable { name, message },
     }
@@ -95,33 +203,82 @@ fn failed(name: &str, e: &kube::Error) -> Error {
 /// Records events for one reporter (`operon/<controller>`).
 pub struct Recorder {
     client: kube::Client,
+    /// The plugin's client, for [`Author::Plugin`] (`None`: the host's).
+    plugin: Option<kube::Client>,
     controller: String,
     instance: String,
+    budget: Budget,
+    /// Where drops are counted: the metrics and the controller's label.
+    metrics: Option<(Arc<Metrics>, String)>,
     /// Series count per event name, for repeats.
     series: Mutex<HashMap<String, i32>>,
     buckets: Mutex<HashMap<String, (f64, Instant)>>,
+    /// The controller's bucket: tokens, and when last refilled.
+    bucket: Mutex<(f64, Instant)>,
+    drops: Mutex<Drops>,
 }
 
 impl Recorder {
     /// A recorder whose events say `reportingController: controller` and
-    /// `reportingInstance: instance`.
+    /// `reportingInstance: instance`, written by `client`, with the default
+    /// [`Budget`].
     pub fn new(client: kube::Client, controller: &str, instance: &str) -> Recorder {
+        let budget = Budget::default();
         Recorder {
             client,
+            plugin: None,
             controller: controller.to_string(),
             instance: instance.to_string(),
+            budget,
+            metrics: None,
             series: Mutex::new(HashMap::new()),
             buckets: Mutex::new(HashMap::new()),
+            bucket: Mutex::new((budget.burst, Instant::now())),
+            drops: Mutex::new(Drops::default()),
         }
     }
 
-    /// Record one event on `regarding`.
+    /// Write [`Author::Plugin`]'s events with `client`.
+    pub fn with_plugin(mut self, client: kube::Client) -> Recorder {
+        self.plugin = Some(client);
+        self
+    }
+
+    /// Spend from `budget`, and count drops in `metrics` under `controller`.
+    pub fn with_budget(mut self, budget: Budget, metrics: Arc<Metrics>, controller: &str) -> Recorder {
+        self.budget = budget;
+        self.bucket = Mutex::new((budget.burst, Instant::now()));
+        self.metrics = Some((metrics, controller.to_string()));
+        self
+    }
+
+    /// Record one event on `regarding`, as the host.
     ///
     /// # Errors
-    /// Not leading, throttled, or the API server's refusal. Callers log
-    /// these: an event is worth less than the reconcile that produced it.
+    /// See [`Recorder::publish_as`].
     pub async fn publish(
         &self,
+        regarding: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        message: &str,
+        fence: &Fence,
+    ) -> Result<(), Error> {
+        self.publish_as(Author::Host, regarding, type_, reason, action, message, fence).await
+    }
+
+    /// Record one event on `regarding`, written as `author`. An event not
+    /// recorded is counted and logged here (rate-limited), so callers need
+    /// not.
+    ///
+    /// # Errors
+    /// Not leading, throttled, or the API server's refusal: an event is
+    /// worth less than the reconcile that produced it.
+    #[allow(clippy::too_many_arguments, reason = "the fields of an event, and who writes it")]
+    pub async fn publish_as(
+        &self,
+        author: Author,
         regarding: &ObjectReference,
         type_: EventType,
         reason: &str,
@@ -138,12 +295,23 @@ impl Recorder {
             regarding.name.as_deref().unwrap_or_default()
         );
         let repeat = self.series.lock().unwrap_or_else(|p| p.into_inner()).get(&name).copied();
-        if !self.take_token(regarding) {
-            tracing::debug!(%object, reason, "event throttled");
-            return Err(Error::Throttled { object });
-        }
         fence.check()?;
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+        if !self.take_token(regarding) {
+            let e = Error::Throttled { object, burst: self.budget.object_burst };
+            self.dropped(Dropped::ObjectBudget, &e);
+            return Err(e);
+        }
+        if !self.take_controller_token() {
+            self.give_back_token(regarding);
+            let e = Error::ControllerThrottled;
+            self.dropped(Dropped::ControllerBudget, &e);
+            return Err(e);
+        }
+        let client = match author {
+            Author::Plugin => self.plugin.as_ref().unwrap_or(&self.client),
+            Author::Host => &self.client,
+        };
+        let api: Api<Event> = Api::namespaced(client.clone(), &namespace);
         let now = MicroTime(Timestamp::now());
         let count = match self
             .write(&api, name.clone(), namespace, regarding, type_, reason, action, note, repeat, now, fence)
@@ -151,14 +319,22 @@ impl Recorder {
         {
             Ok(count) => count,
             Err(e) => {
-                // The API server was not reached: the token is not spent
+                // The API server was not reached: the tokens are not spent
                 // (during an outage, failed attempts must not use up the
-                // object's budget for the events that follow it). A refusal
-                // does spend it, so a guest cannot retry refused events
+                // budget for the events that follow it). A refusal does
+                // spend them, so a guest cannot retry refused events
                 // without bound.
-                if matches!(e, Error::Unreachable { .. }) {
-                    self.give_back_token(regarding);
-                }
+                let why = match &e {
+                    Error::NotLeading(_) => return Err(e),
+                    Error::Unreachable { .. } => {
+                        self.give_back_token(regarding);
+                        self.give_back_controller_token();
+                        Dropped::Unreachable
+                    }
+                    Error::Forbidden { .. } => Dropped::Forbidden,
+                    _ => Dropped::Refused,
+                };
+                self.dropped(why, &e);
                 return Err(e);
             }
         };
@@ -245,23 +421,25 @@ impl Recorder {
     }
 
     fn give_back_token(&self, regarding: &ObjectReference) {
+        let burst = self.budget.object_burst;
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((tokens, _)) = buckets.get_mut(&Self::bucket_key(regarding)) {
-            *tokens = (*tokens + 1.0).min(BURST);
+            *tokens = (*tokens + 1.0).min(burst);
         }
     }
 
     fn take_token(&self, regarding: &ObjectReference) -> bool {
+        let burst = self.budget.object_burst;
         let key = Self::bucket_key(regarding);
         let now = Instant::now();
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         if buckets.len() >= REMEMBERED {
             buckets.retain(|_, (tokens, at)| {
-                *tokens + now.duration_since(*at).as_secs_f64() / REFILL.as_secs_f64() < BURST
+                *tokens + now.duration_since(*at).as_secs_f64() / REFILL.as_secs_f64() < burst
             });
         }
-        let (tokens, at) = buckets.entry(key).or_insert((BURST, now));
-        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() / REFILL.as_secs_f64()).min(BURST);
+        let (tokens, at) = buckets.entry(key).or_insert((burst, now));
+        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() / REFILL.as_secs_f64()).min(burst);
         *at = now;
         if *tokens >= 1.0 {
             *tokens -= 1.0;
@@ -269,6 +447,67 @@ impl Recorder {
         } else {
             false
         }
+    }
+
+    /// A token of the controller's bucket (always, without a budget).
+    fn take_controller_token(&self) -> bool {
+        let Budget { qps, burst, .. } = self.budget;
+        if qps <= 0.0 {
+            return true;
+        }
+        let mut bucket = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        bucket.0 = (bucket.0 + now.duration_since(bucket.1).as_secs_f64() * qps).min(burst);
+        bucket.1 = now;
+        if bucket.0 >= 1.0 {
+            bucket.0 -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn give_back_controller_token(&self) {
+        let mut bucket = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
+        bucket.0 = (bucket.0 + 1.0).min(self.budget.burst);
+    }
+
+    /// Count an event not recorded, and say so in the log now and then.
+    fn dropped(&self, why: Dropped, error: &Error) {
+        if let Some((metrics, controller)) = &self.metrics {
+            metrics.event_dropped(controller, why.label());
+        }
+        let report = self.drops.lock().unwrap_or_else(|p| p.into_inner()).note(why, Instant::now());
+        if let Some(count) = report {
+            let controller = self.metrics.as_ref().map_or(self.controller.as_str(), |(_, c)| c.as_str());
+            tracing::warn!(
+                controller,
+                reason = why.label(),
+                dropped = count,
+                "{count} event(s) not recorded in the last {REPORT_EVERY:?}; the last: {error}"
+            );
+        }
+    }
+}
+
+/// When to say in the log that events are being dropped: at the first drop
+/// of a reason, then at most once per [`REPORT_EVERY`] with the count since.
+#[derive(Debug, Default)]
+struct Drops {
+    /// Per reason: drops not reported yet, and when the log last said so.
+    seen: HashMap<Dropped, (u64, Option<Instant>)>,
+}
+
+impl Drops {
+    /// Note one drop at `now`; the count to report, if it is time.
+    fn note(&mut self, why: Dropped, now: Instant) -> Option<u64> {
+        let (pending, last) = self.seen.entry(why).or_insert((0, None));
+        *pending += 1;
+        if last.is_some_and(|at| now.duration_since(at) < REPORT_EVERY) {
+            return None;
+        }
+        *last = Some(now);
+        Some(std::mem::take(pending))
     }
 }
 
@@ -352,6 +591,43 @@ mod tests {
         let long = reporting_controller(&format!("{}/{}", "n".repeat(60), "x".repeat(60)));
         let name = long.strip_prefix("operon.dev/").unwrap();
         assert!(name.len() <= 63 && name.ends_with(|c: char| c.is_ascii_alphanumeric()), "{long}");
+    }
+
+    #[test]
+    fn drops_should_be_reported_at_once_then_at_most_every_30s_with_the_count() {
+        let mut drops = Drops::default();
+        let t0 = Instant::now();
+        assert_eq!(drops.note(Dropped::ControllerBudget, t0), Some(1), "the first drop is said at once");
+        for i in 1..=9 {
+            assert_eq!(drops.note(Dropped::ControllerBudget, t0 + Duration::from_secs(i)), None);
+        }
+        assert_eq!(drops.note(Dropped::Forbidden, t0), Some(1), "each reason on its own");
+        assert_eq!(drops.note(Dropped::ControllerBudget, t0 + REPORT_EVERY), Some(10), "then the count since");
+    }
+
+    #[test]
+    fn a_module_controllers_objects_should_each_hold_a_whole_outcome() {
+        let budget = Budget::for_controller(50, Budget::DEFAULT_QPS, Budget::DEFAULT_BURST);
+        assert!(budget.object_burst >= 50.0 + Budget::HOST_EVENTS as f64, "{budget:?}");
+        assert!(budget.burst >= budget.object_burst, "one object's outcome fits the controller's burst");
+    }
+
+    #[tokio::test]
+    async fn a_controllers_bucket_should_refuse_past_its_burst_and_refill_at_its_rate() {
+        crate::install_crypto_provider();
+        let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
+        let budget = Budget { object_burst: 25.0, qps: 1000.0, burst: 3.0 };
+        let recorder = Recorder::new(client, "c", "i").with_budget(budget, Arc::new(Metrics::new()), "c");
+        assert!((0..3).all(|_| recorder.take_controller_token()));
+        assert!(!recorder.take_controller_token(), "past its burst");
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(recorder.take_controller_token(), "refilled at 1000/s");
+        let unbounded = Recorder::new(
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap(),
+            "c",
+            "i",
+        );
+        assert!((0..1000).all(|_| unbounded.take_controller_token()), "no controller budget by default");
     }
 
     #[test]

@@ -30,7 +30,8 @@ use crate::cache::{CachedObject, ObjectKey};
 pub use crate::client::describe;
 use crate::contract::{Gvk, Outcome};
 use crate::leader::{Fence, NotLeading};
-use events::{EventType, Recorder};
+use crate::metrics::Metrics;
+use events::{Author, EventType, Recorder};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
@@ -125,16 +126,26 @@ pub struct Report {
 impl Applier {
     /// An applier for controller `name` (field manager `operon/<name>`).
     /// `client` makes the writes (it may impersonate the Reconciler's
-    /// ServiceAccount); `events` records events (the host's own identity).
+    /// ServiceAccount), the events an outcome asks for included; `events`
+    /// records the host's own events about reconciles (the host's
+    /// identity).
     pub fn new(client: kube::Client, events: kube::Client, controller: &str, instance: Option<String>) -> Applier {
         let instance = instance.unwrap_or_else(|| "operon".into());
         Applier {
-            recorder: Recorder::new(events, &events::reporting_controller(controller), &instance),
+            recorder: Recorder::new(events, &events::reporting_controller(controller), &instance)
+                .with_plugin(client.clone()),
             client,
             field_manager: format!("operon/{controller}"),
             resources: Mutex::new(HashMap::new()),
             applied: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Record events within `budget`, counting what is dropped in
+    /// `metrics` under `controller`.
+    pub fn with_event_budget(mut self, budget: events::Budget, metrics: Arc<Metrics>, controller: &str) -> Applier {
+        self.recorder = self.recorder.with_budget(budget, metrics, controller);
+        self
     }
 
     /// The field manager used for every write.
@@ -183,11 +194,20 @@ impl Applier {
     }
 
     /// Apply validated children, prune `existing` children not among them,
-    /// write the status, record events.
+    /// write the status, record events. `adopt`: whether an object without
+    /// a controller may be taken over (the grants' `adopt`).
+    ///
+    /// A child that is not among `existing` (the parent's children as the
+    /// cache saw them) and was not applied here before is looked up live
+    /// first: the cache may not yet hold an object created moments ago, and
+    /// server-side apply would silently adopt it. Its ownership is checked
+    /// again on what the API server answers, and the apply is pinned to
+    /// that resourceVersion.
     ///
     /// # Errors
-    /// The first failed API call, or [`Error::NotLeading`] as soon as the
-    /// fence closes; earlier writes stay (the next reconcile converges,
+    /// The first failed API call, a child whose live object may not be
+    /// taken over ([`Error::Invalid`]), or [`Error::NotLeading`] as soon as
+    /// the fence closes; earlier writes stay (the next reconcile converges,
     /// since everything here is idempotent).
     pub async fn apply(
         &self,
@@ -195,6 +215,7 @@ impl Applier {
         children: &[Child],
         existing: &[(Gvk, Arc<CachedObject>)],
         outcome: &Outcome,
+        adopt: bool,
         fence: &Fence,
     ) -> Result<Report, Error> {
         let mut report = Report::default();
@@ -216,11 +237,18 @@ impl Applier {
                 continue;
             }
             let requests = Self::requests(&resource, namespaced, child.key.namespace.as_deref());
+            let mut object = std::borrow::Cow::Borrowed(&child.object);
+            if current_rv.is_none()
+                && last.is_none()
+                && let Some(rv) = self.live_ownership(parent, child, &requests, adopt).await?
+            {
+                object.to_mut()["metadata"]["resourceVersion"] = Value::String(rv);
+            }
             fence.check()?;
-            let written = self
-                .send(requests.patch(&child.key.name, &params, &Patch::Apply(&child.object)), "patch")
-                .await
-                .map_err(|source| Error::Api { operation: "apply", target: target(&child.kind, &child.key), source })?;
+            let written =
+                self.send(requests.patch(&child.key.name, &params, &Patch::Apply(&*object)), "patch").await.map_err(
+                    |source| Error::Api { operation: "apply", target: target(&child.kind, &child.key), source },
+                )?;
             if let Some(rv) = written.metadata.resource_version {
                 let mut applied = self.applied.lock().unwrap_or_else(|p| p.into_inner());
                 // Children the garbage collector removed never leave this map;
@@ -264,9 +292,47 @@ impl Applier {
             }
         }
         for e in &outcome.events {
-            self.event(parent, e.warning, &e.reason, &e.message, fence).await;
+            self.event_as(Author::Plugin, parent, e.warning, &e.reason, &e.message, fence).await;
         }
         Ok(report)
+    }
+
+    /// The live object a new child would be written over: `None` when there
+    /// is none; its resourceVersion when it may be written (ours already,
+    /// or unowned and `adopt`).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when it belongs to another controller, or is
+    /// unowned without `adopt`; the lookup's API error.
+    async fn live_ownership(
+        &self,
+        parent: &CachedObject,
+        child: &Child,
+        requests: &kube::core::Request,
+        adopt: bool,
+    ) -> Result<Option<String>, Error> {
+        let request =
+            requests.get(&child.key.name, &kube::api::GetParams::default()).map_err(kube::Error::BuildRequest);
+        let live = match request {
+            Ok(mut request) => {
+                request.extensions_mut().insert("get");
+                self.client.request::<DynamicObject>(request).await
+            }
+            Err(e) => Err(e),
+        };
+        let live = match live {
+            Ok(live) => live,
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(None),
+            Err(source) => {
+                return Err(Error::Api { operation: "get", target: target(&child.kind, &child.key), source });
+            }
+        };
+        let live = Arc::new(
+            CachedObject::from_value(serde_json::to_value(&live).unwrap_or_default())
+                .map_err(|e| crate::contract::rules::Refused(format!("{} {}: {e}", child.kind.kind, child.key)))?,
+        );
+        check_ownership(parent, std::slice::from_ref(child), adopt, |_, _| Some(live.clone()))?;
+        Ok(live.resource_version().map(str::to_string))
     }
 
     async fn write_status(&self, parent: &CachedObject, status: &Value, fence: &Fence) -> Result<(), Error> {
@@ -332,9 +398,22 @@ impl Applier {
         Ok((requests, body, key))
     }
 
-    /// Record an event on the parent. Failures are logged, never fatal: an
-    /// event is worth less than the reconcile that produced it.
+    /// Record an event of the host's on the parent. Failures are counted
+    /// and logged, never fatal: an event is worth less than the reconcile
+    /// that produced it.
     pub async fn event(&self, parent: &CachedObject, warning: bool, reason: &str, message: &str, fence: &Fence) {
+        self.event_as(Author::Host, parent, warning, reason, message, fence).await;
+    }
+
+    async fn event_as(
+        &self,
+        author: Author,
+        parent: &CachedObject,
+        warning: bool,
+        reason: &str,
+        message: &str,
+        fence: &Fence,
+    ) {
         let reference = ObjectReference {
             api_version: Some(parent.api_version().to_string()),
             kind: Some(parent.kind().to_string()),
@@ -345,11 +424,9 @@ impl Applier {
             field_path: None,
         };
         let type_ = if warning { EventType::Warning } else { EventType::Normal };
-        match self.recorder.publish(&reference, type_, reason, "Reconcile", message, fence).await {
-            Ok(()) => {}
-            Err(events::Error::NotLeading(_)) => {}
-            Err(e @ events::Error::Throttled { .. }) => tracing::debug!(object = %parent.key(), reason, "{e}"),
-            Err(e) => tracing::warn!(object = %parent.key(), reason, "could not record event: {e}"),
+        // Drops are counted and logged (rate-limited) by the recorder.
+        if let Err(e) = self.recorder.publish_as(author, &reference, type_, reason, "Reconcile", message, fence).await {
+            tracing::debug!(object = %parent.key(), reason, "event not recorded: {e}");
         }
     }
 }

@@ -1,6 +1,8 @@
 //! The `operon` command line: `run`, `test`, `new`, `build`, `inspect`.
 
 pub mod dev;
+#[cfg(test)]
+mod knobs;
 pub mod reference;
 mod run;
 
@@ -295,6 +297,14 @@ pub struct RunArgs {
     /// Most events one outcome may hold.
     #[arg(long, default_value_t = crate::apply::Policy::DEFAULT_MAX_EVENTS)]
     pub max_events_per_outcome: usize,
+    /// Events per second each controller may record (its outcomes' and the
+    /// host's own about its parents); past the burst, what exceeds it is
+    /// dropped, counted in `operon_events_dropped_total` and logged.
+    #[arg(long, default_value_t = crate::apply::events::Budget::DEFAULT_QPS)]
+    pub event_qps: f64,
+    /// Events a controller may record at once before --event-qps applies.
+    #[arg(long, default_value_t = crate::apply::events::Budget::DEFAULT_BURST)]
+    pub event_burst: u32,
     /// Shortest requeue-after honoured.
     #[arg(long, default_value = "100ms", value_parser = duration)]
     pub requeue_floor: Duration,
@@ -325,6 +335,35 @@ pub struct RunArgs {
     /// under a ceiling) is refused with `InvalidSpec`.
     #[arg(long, default_value = "2", value_parser = cpu_quantity)]
     pub max_guest_cpu: f64,
+    /// Guest CPU every plugin's calls may use together, as a CPU quantity
+    /// (`0` for no host-wide limit): no tenant's share, however many
+    /// Reconcilers it has, can take the host's cores from the others.
+    #[arg(long, default_value = "2", value_parser = cpu_quantity)]
+    pub max_guest_cpu_total: f64,
+    /// Guest linear memory every instance together may hold, as a quantity
+    /// (`768Mi`, `2Gi`; `0` for no limit). Each call reserves its module's
+    /// whole memory limit up front; idle pooled instances hold what they
+    /// grew to and are dropped first when memory is short. The default fits
+    /// the chart's 1Gi pod limit, leaving 256Mi to the host.
+    #[arg(long, default_value = "768Mi", value_parser = quantity)]
+    pub max_guest_memory_total: u64,
+    /// Guest calls in flight at once, reconciles and admission webhooks of
+    /// every plugin together (`0` for no limit).
+    #[arg(long, default_value_t = 16)]
+    pub max_guest_calls: usize,
+    /// The most a Reconciler's `spec.limits.maxOutput` may ask, as a byte
+    /// quantity (`64Mi`); a Reconciler asking more is refused with
+    /// `InvalidSpec`.
+    #[arg(long, default_value = "64Mi", value_parser = quantity)]
+    pub max_guest_output: u64,
+    /// Largest module the host downloads or reads, from any source (`64Mi`);
+    /// a larger one is refused, and the download stopped at this size.
+    #[arg(long, default_value = "64Mi", value_parser = quantity)]
+    pub max_module_size: u64,
+    /// Longest download of a module (a URL or an OCI source); a source that
+    /// sends nothing for 15 s (or this, if shorter) is given up too.
+    #[arg(long, default_value = "60s", value_parser = duration)]
+    pub module_fetch_timeout: Duration,
     /// Retries per second per controller (controller-runtime's overall
     /// bucket); 0 for no limit.
     #[arg(long, default_value_t = 10.0)]
@@ -424,6 +463,15 @@ pub struct RunArgs {
     /// admission request: Fail (deny) or Ignore (allow).
     #[arg(long, default_value = "Fail")]
     pub webhook_failure_policy: crate::webhook::FailurePolicy,
+    /// Admission calls answered at once, across every plugin, each on a
+    /// thread of the webhook server's own; a call beyond is refused at once
+    /// (HTTP 429), and the API server applies the webhook's failurePolicy.
+    #[arg(long, default_value_t = crate::webhook::Config::DEFAULT_MAX_CONCURRENT)]
+    pub webhook_max_concurrent: usize,
+    /// Admission calls of one plugin answered at once; beyond, refused as
+    /// with --webhook-max-concurrent.
+    #[arg(long, default_value_t = crate::webhook::Config::DEFAULT_MAX_CONCURRENT_PER_PLUGIN)]
+    pub webhook_max_concurrent_per_plugin: usize,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -727,6 +775,17 @@ fn version(json: bool) -> anyhow::Result<String> {
 /// `--guest-cpu`: a Kubernetes CPU quantity.
 fn cpu_quantity(text: &str) -> Result<f64, BadCpu> {
     crate::pipeline::parse_cpu(text).ok_or_else(|| BadCpu(text.to_string()))
+}
+
+/// A flag that is not a byte quantity.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not a byte quantity such as 64Mi, 512Ki, 2Gi or 1048576")]
+pub struct BadQuantity(String);
+
+/// `--max-guest-memory-total`, `--max-module-size`, `--max-guest-output`:
+/// a byte quantity as Kubernetes writes one (binary suffixes), in bytes.
+fn quantity(text: &str) -> Result<u64, BadQuantity> {
+    crate::reconciler::settings::parse_quantity(text).ok_or_else(|| BadQuantity(text.to_string()))
 }
 
 #[cfg(test)]

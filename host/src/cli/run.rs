@@ -18,7 +18,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let kube_config =
         kube::Config::infer().await.context("connecting to Kubernetes (set KUBECONFIG, or run in a pod)")?;
     let client = kube::Client::try_from(kube_config.clone()).context("building the Kubernetes client")?;
-    let runtime = Runtime::new(runtime::Config { max_memory: args.max_guest_memory_mib << 20, ..Default::default() })?;
+    let gate = runtime::GateLimits {
+        memory: if args.max_guest_memory_total == 0 { u64::MAX } else { args.max_guest_memory_total },
+        calls: if args.max_guest_calls == 0 { usize::MAX } else { args.max_guest_calls },
+    };
+    let runtime =
+        Runtime::new(runtime::Config { max_memory: args.max_guest_memory_mib << 20, gate, ..Default::default() })?;
     let mut builder = Manager::builder(client).config(manager_config(&args)?).runtime(runtime);
     let webhooks = parse_addr(&args.webhook_bind_address)?;
     if let Some(bind) = webhooks {
@@ -49,7 +54,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         status_period: Duration::from_secs(5),
         path_poll: MODULE_POLL,
         instance: std::env::var("HOSTNAME").unwrap_or_else(|_| "operon".into()),
-        ..Default::default()
+        bounds: reconciler::source::Bounds {
+            max_bytes: usize::try_from(args.max_module_size).unwrap_or(usize::MAX),
+            timeout: args.module_fetch_timeout,
+        },
+        max_output: args.max_guest_output,
     };
     let manager = builder.add(Reconcilers::component(config, files)).build().await?;
     manager.run(shutdown_signal()).await.map_err(Into::into)
@@ -88,8 +97,14 @@ fn manager_config(args: &RunArgs) -> anyhow::Result<manager::Config> {
         guest_cpu: args.guest_cpu,
         guest_cpu_burst: args.guest_cpu_burst,
         guest_cpu_max: args.max_guest_cpu,
+        // The host's own budget: a burst of a few calls' worth, like a
+        // controller's.
+        host_cpu: pipeline::Budget::new(args.max_guest_cpu_total, args.guest_cpu_burst, args.limits.guest_timeout)
+            .map(std::sync::Arc::new),
         max_desired: args.max_children_per_outcome,
         max_events: args.max_events_per_outcome,
+        event_qps: args.event_qps,
+        event_burst: args.event_burst,
         ..Default::default()
     };
     Ok(manager::Config {
@@ -111,7 +126,13 @@ fn webhook_config(args: &RunArgs, bind: SocketAddr) -> anyhow::Result<webhook::C
         (None, Some(host)) => webhook::Endpoint::url(host)?,
         (None, None) => webhook::Endpoint::default(),
     };
-    Ok(webhook::Config { bind, cert_dir: args.webhook_cert_dir.clone(), endpoint })
+    Ok(webhook::Config {
+        bind,
+        cert_dir: args.webhook_cert_dir.clone(),
+        endpoint,
+        max_concurrent: args.webhook_max_concurrent.max(1),
+        max_concurrent_per_plugin: args.webhook_max_concurrent_per_plugin.max(1),
+    })
 }
 
 /// `host:port`, `:port`, or `0` for "do not serve".

@@ -80,6 +80,9 @@ impl Builder {
         crate::install_crypto_provider();
         let Builder { client, config, runtime, webhooks, components } = self;
         let metrics = Arc::new(Metrics::new());
+        if let Some(runtime) = &runtime {
+            metrics.host_usage(runtime.gate().usage());
+        }
         let shards = Arc::new(Shards::default());
         let (process, mode) = match (&config.leader, config.lease_per_controller) {
             (Some(leader), false) => {

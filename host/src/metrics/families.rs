@@ -76,6 +76,21 @@ impl Metrics {
                 "Total seconds reconciles waited because the controller's guest calls used their CPU budget, per controller",
                 C,
             ),
+            host_limited_seconds_total: float_counter(
+                "operon_host_limited_seconds_total",
+                "Total seconds guest calls waited for a limit the whole host shares, per controller and limit (cpu, calls, memory)",
+                &["controller", "limit"],
+            ),
+            host_guest_memory_bytes: gauge(
+                "operon_host_guest_memory_bytes",
+                "Guest linear memory the host has reserved for calls in flight and idle pooled instances (reserved), and may reserve (limit)",
+                &["state"],
+            ),
+            host_guest_calls: gauge(
+                "operon_host_guest_calls",
+                "Guest calls in flight across every module (in_flight), and the most there may be (limit)",
+                &["state"],
+            ),
             module_swaps_total: counter(
                 "operon_module_swaps_total",
                 "Total number of module version changes per controller and result (swapped, refused, rolled_back)",
@@ -193,6 +208,18 @@ impl Metrics {
                 "Total number of admission calls a guest could not answer, per webhook, kind \
                  (timeout, memory, trap, malformed, oversized, instantiate) and the failure policy that answered",
                 &["webhook", "kind", "failure_policy"],
+            ),
+            webhook_refused_total: counter(
+                "operon_webhook_refused_total",
+                "Total number of admission calls refused before the guest ran, per webhook and reason \
+                 (plugin_concurrency, total_concurrency, cpu_budget); the API server applies the failure policy",
+                &["webhook", "reason"],
+            ),
+            events_dropped_total: counter(
+                "operon_events_dropped_total",
+                "Total number of events not recorded, per controller and reason (object_budget, \
+                 controller_budget, forbidden, refused, unreachable)",
+                &["controller", "reason"],
             ),
             module_digests: Mutex::new(HashMap::new()),
             families: Vec::new(),

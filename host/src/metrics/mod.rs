@@ -99,6 +99,15 @@ pub struct Metrics {
     /// `operon_guest_throttled_seconds_total{controller}`: time reconciles
     /// waited because the controller's guest calls used their CPU budget.
     pub guest_throttled_seconds_total: CounterVec,
+    /// `operon_host_limited_seconds_total{controller,limit}`: time guest calls
+    /// waited for a limit the whole host shares (`cpu`, `calls`, `memory`).
+    pub host_limited_seconds_total: CounterVec,
+    /// `operon_host_guest_memory_bytes{state}`: guest memory the host's gate
+    /// has reserved (`reserved`) and may reserve (`limit`).
+    pub host_guest_memory_bytes: GaugeVec,
+    /// `operon_host_guest_calls{state}`: guest calls in flight
+    /// (`in_flight`) and the most there may be (`limit`).
+    pub host_guest_calls: GaugeVec,
     /// `operon_module_swaps_total{controller,result}`: swapped, refused,
     /// rolled_back.
     pub module_swaps_total: IntCounterVec,
@@ -153,6 +162,15 @@ pub struct Metrics {
     /// `operon_guest_errors_total`), answered by the failure policy: `Fail`
     /// denied them, `Ignore` allowed them.
     pub webhook_guest_failures_total: IntCounterVec,
+    /// `operon_webhook_refused_total{webhook,reason}`: admission calls
+    /// refused before the guest ran (`plugin_concurrency`,
+    /// `total_concurrency`, `cpu_budget`), answered with HTTP 429 so the
+    /// API server applies the webhook's failure policy.
+    pub webhook_refused_total: IntCounterVec,
+    /// `operon_events_dropped_total{controller,reason}`: events not
+    /// recorded (`object_budget`, `controller_budget`, `forbidden`,
+    /// `refused`, `unreachable`).
+    pub events_dropped_total: IntCounterVec,
     /// The digest each controller's `operon_module_info` series carries, so a
     /// swap replaces the series instead of adding one.
     module_digests: Mutex<HashMap<String, String>>,
@@ -251,6 +269,9 @@ impl Metrics {
             vec.with_label_values(&[controller]);
         }
         self.guest_throttled_seconds_total.with_label_values(&[controller]);
+        for reason in EVENT_DROPS {
+            self.events_dropped_total.with_label_values(&[controller, reason]);
+        }
         for kind in GuestErrorKind::ALL {
             self.guest_errors_total.with_label_values(&[controller, kind.label()]);
         }
@@ -283,6 +304,12 @@ impl Metrics {
             let _ = vec.remove_label_values(&[controller]);
         }
         let _ = self.guest_throttled_seconds_total.remove_label_values(&[controller]);
+        for limit in ["cpu", "calls", "memory"] {
+            let _ = self.host_limited_seconds_total.remove_label_values(&[controller, limit]);
+        }
+        for reason in EVENT_DROPS {
+            let _ = self.events_dropped_total.remove_label_values(&[controller, reason]);
+        }
         for result in ["swapped", "refused", "rolled_back"] {
             let _ = self.module_swaps_total.remove_label_values(&[controller, result]);
         }
@@ -383,6 +410,22 @@ impl Metrics {
         self.guest_throttled_seconds_total.with_label_values(&[controller]).inc_by(wait.as_secs_f64());
     }
 
+    /// A guest call waited `wait` for the host-wide `limit` (`cpu`, `calls`,
+    /// `memory`).
+    pub fn host_limited(&self, controller: &str, limit: &str, wait: Duration) {
+        self.host_limited_seconds_total.with_label_values(&[controller, limit]).inc_by(wait.as_secs_f64());
+    }
+
+    /// How much of the host's guest gate is in use.
+    pub fn host_usage(&self, usage: crate::runtime::Usage) {
+        let bytes = |b: u64| if b == u64::MAX { f64::INFINITY } else { b as f64 };
+        let calls = |c: usize| if c == usize::MAX { f64::INFINITY } else { c as f64 };
+        self.host_guest_memory_bytes.with_label_values(&["reserved"]).set(bytes(usage.memory_reserved));
+        self.host_guest_memory_bytes.with_label_values(&["limit"]).set(bytes(usage.memory_limit));
+        self.host_guest_calls.with_label_values(&["in_flight"]).set(calls(usage.calls_in_flight));
+        self.host_guest_calls.with_label_values(&["limit"]).set(calls(usage.calls_limit));
+    }
+
     /// A requeue-after was lengthened by the requeue budget.
     pub fn requeue_throttled(&self, controller: &str) {
         self.requeue_throttled_total.with_label_values(&[controller]).inc();
@@ -459,10 +502,23 @@ impl Metrics {
         self.webhook_guest_failures_total.with_label_values(&[webhook, kind.label(), failure_policy]).inc();
     }
 
+    /// An admission call to `webhook` was refused before its guest ran.
+    pub fn webhook_refused(&self, webhook: &str, reason: &str) {
+        self.webhook_refused_total.with_label_values(&[webhook, reason]).inc();
+    }
+
+    /// An event of `controller` was not recorded.
+    pub fn event_dropped(&self, controller: &str, reason: &str) {
+        self.events_dropped_total.with_label_values(&[controller, reason]).inc();
+    }
+
     /// A webhook was registered: creates its series at zero, so rates and
     /// alerts work before its first request.
     pub fn webhook_added(&self, webhook: &str, failure_policy: &str) {
         self.webhook_requests_in_flight.with_label_values(&[webhook]).set(0);
+        for reason in WEBHOOK_REFUSALS {
+            self.webhook_refused_total.with_label_values(&[webhook, reason]);
+        }
         for kind in GuestErrorKind::ALL {
             self.webhook_guest_failures_total.with_label_values(&[webhook, kind.label(), failure_policy]);
         }
@@ -472,7 +528,10 @@ impl Metrics {
     pub fn webhook_removed(&self, webhook: &str) {
         let _ = self.webhook_latency_seconds.remove_label_values(&[webhook]);
         let _ = self.webhook_requests_in_flight.remove_label_values(&[webhook]);
-        for code in [200, 400, 404, 405, 413, 415, 500] {
+        for reason in WEBHOOK_REFUSALS {
+            let _ = self.webhook_refused_total.remove_label_values(&[webhook, reason]);
+        }
+        for code in [200, 400, 404, 405, 413, 415, 429, 500] {
             let _ = self.webhook_requests_total.remove_label_values(&[webhook, &code.to_string()]);
         }
         for kind in GuestErrorKind::ALL {
@@ -488,6 +547,11 @@ impl Metrics {
         self.module_digests.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
+
+/// The `reason` labels of `operon_webhook_refused_total`.
+const WEBHOOK_REFUSALS: [&str; 3] = ["plugin_concurrency", "total_concurrency", "cpu_budget"];
+/// The `reason` labels of `operon_events_dropped_total`.
+const EVENT_DROPS: [&str; 5] = ["object_budget", "controller_budget", "forbidden", "refused", "unreachable"];
 
 mod families;
 mod guards;

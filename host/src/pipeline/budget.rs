@@ -16,7 +16,12 @@
 //! charges an estimate of the call (the recent average) at once, and the
 //! call's real time replaces it when it returns. Without that, every worker
 //! waiting for the same debt would start together once it is repaid, and
-//! overshoot by a call each.
+//! overshoot by a call each. Before any call has returned, the estimate is
+//! the worst case a call may take (its deadline): a new controller with 64
+//! workers starts a few calls, not 64 at once.
+//!
+//! The host's own budget (`--max-guest-cpu-total`) is one more [`Budget`],
+//! shared by every controller: a call waits for both.
 //!
 //! The charge is the call's wall time on its blocking thread (the shadow
 //! candidate's included): on a busy node a little more than its CPU time,
@@ -40,23 +45,28 @@ struct State {
     /// Seconds available (negative: in debt).
     balance: f64,
     at: Instant,
-    /// Recent average of a call, charged on admission.
+    /// Recent average of a call, charged on admission (until a call has
+    /// returned: the worst case).
     estimate: f64,
+    /// Whether `estimate` comes from calls that returned.
+    calibrated: bool,
     /// When a call last had to wait.
     last_wait: Option<Instant>,
 }
 
 impl Budget {
-    /// A budget of `cpu` guest seconds per second, saving up to `burst`;
-    /// `None` when `cpu` is not positive (no limit).
-    pub fn new(cpu: f64, burst: Duration) -> Option<Budget> {
+    /// A budget of `cpu` guest seconds per second, saving up to `burst`,
+    /// whose calls may each take up to `longest` (charged on admission until
+    /// calls have returned); `None` when `cpu` is not positive (no limit).
+    pub fn new(cpu: f64, burst: Duration, longest: Duration) -> Option<Budget> {
         (cpu > 0.0 && cpu.is_finite()).then(|| Budget {
             cpu,
             burst: burst.as_secs_f64(),
             state: Mutex::new(State {
                 balance: burst.as_secs_f64(),
                 at: Instant::now(),
-                estimate: 0.0,
+                estimate: longest.as_secs_f64(),
+                calibrated: false,
                 last_wait: None,
             }),
         })
@@ -88,7 +98,8 @@ impl Budget {
         if let Some(used) = used {
             let used = used.as_secs_f64();
             s.balance -= used;
-            s.estimate = if s.estimate == 0.0 { used } else { 0.8 * s.estimate + 0.2 * used };
+            s.estimate = if s.calibrated { 0.8 * s.estimate + 0.2 * used } else { used };
+            s.calibrated = true;
         }
     }
 
@@ -162,7 +173,7 @@ mod tests {
     const MS: Duration = Duration::from_millis(1);
 
     fn budget(cpu: f64, burst: Duration) -> Arc<Budget> {
-        Arc::new(Budget::new(cpu, burst).unwrap())
+        Arc::new(Budget::new(cpu, burst, Duration::ZERO).unwrap())
     }
 
     #[test]
@@ -221,6 +232,21 @@ mod tests {
     }
 
     #[test]
+    fn a_new_controller_should_start_a_few_calls_not_every_worker() {
+        // 64 workers, a quarter CPU saving 2 s, calls that may take 1 s.
+        let b = Arc::new(Budget::new(0.25, 2000 * MS, 1000 * MS).unwrap());
+        let t0 = Instant::now();
+        let admitted: Vec<Ticket> = (0..64).map_while(|_| b.admit_at(t0).ok()).collect();
+        assert_eq!(admitted.len(), 3, "2 s saved, 1 s charged per call until one returns (the third goes at 0)");
+        // They return in 5 ms each: the estimate is the real cost from then on.
+        for t in admitted {
+            t.charge_at(5 * MS, t0);
+        }
+        let more: Vec<Ticket> = (0..64).map_while(|_| b.admit_at(t0).ok()).collect();
+        assert_eq!(more.len(), 64, "calibrated: cheap calls all go");
+    }
+
+    #[test]
     fn savings_should_be_capped_at_the_burst() {
         let b = budget(0.5, 1000 * MS);
         let later = Instant::now() + Duration::from_secs(3600);
@@ -241,7 +267,7 @@ mod tests {
 
     #[test]
     fn no_budget_should_mean_no_limit() {
-        assert!(Budget::new(0.0, Duration::from_secs(1)).is_none());
-        assert!(Budget::new(f64::NAN, Duration::from_secs(1)).is_none());
+        assert!(Budget::new(0.0, Duration::from_secs(1), MS).is_none());
+        assert!(Budget::new(f64::NAN, Duration::from_secs(1), MS).is_none());
     }
 }

@@ -3,7 +3,10 @@
 //! command line's), never the module.
 
 use crate::apply::{Namespaces, Policy};
+use crate::cache::ObjectKey;
+use crate::contract::Gvk;
 use crate::controller;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What a controller may do beyond its parents' own namespace: the host's
@@ -24,6 +27,35 @@ impl Default for Grants {
     /// manifest asks, in any namespace, without adoption.
     fn default() -> Self {
         Grants { namespaces: Namespaces::Any, cluster_scoped: true, adopt: false }
+    }
+}
+
+/// Objects no plugin may write or adopt, whatever its grants: those the
+/// host itself depends on, such as the ConfigMap holding a Reconciler's
+/// module (a plugin that could rewrite it would run its own code under
+/// another plugin's grants and ServiceAccount). The lookup answers why an
+/// object is protected. Cheap to clone; by default nothing is.
+#[derive(Clone, Default)]
+pub struct Protected(Option<Arc<ProtectedLookup>>);
+
+/// Why an object is protected (`None`: it is not).
+type ProtectedLookup = dyn Fn(&Gvk, &ObjectKey) -> Option<String> + Send + Sync;
+
+impl Protected {
+    /// Objects for which `lookup` says why they are protected.
+    pub fn new(lookup: impl Fn(&Gvk, &ObjectKey) -> Option<String> + Send + Sync + 'static) -> Protected {
+        Protected(Some(Arc::new(lookup)))
+    }
+
+    /// Why the object `kind` `key` may not be written by a plugin, if so.
+    pub fn why(&self, kind: &Gvk, key: &ObjectKey) -> Option<String> {
+        self.0.as_ref().and_then(|lookup| lookup(kind, key))
+    }
+}
+
+impl std::fmt::Debug for Protected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Protected(lookup)" } else { "Protected(none)" })
     }
 }
 
@@ -122,6 +154,17 @@ pub struct Config {
     pub max_desired: usize,
     /// Most events per outcome.
     pub max_events: usize,
+    /// Objects no plugin may write (the host's own, such as module
+    /// ConfigMaps).
+    pub protected: Protected,
+    /// The host's guest CPU budget, shared by every controller
+    /// (`--max-guest-cpu-total`); `None` for no host-wide limit.
+    pub host_cpu: Option<Arc<super::Budget>>,
+    /// Events per second the controller may record (`--event-qps`); `0`
+    /// for no limit.
+    pub event_qps: f64,
+    /// Events it may record at once (`--event-burst`).
+    pub event_burst: u32,
 }
 
 impl Default for Config {
@@ -141,6 +184,10 @@ impl Default for Config {
             grants: Grants::default(),
             max_desired: Policy::DEFAULT_MAX_DESIRED,
             max_events: Policy::DEFAULT_MAX_EVENTS,
+            protected: Protected::default(),
+            host_cpu: None,
+            event_qps: crate::apply::events::Budget::DEFAULT_QPS,
+            event_burst: crate::apply::events::Budget::DEFAULT_BURST,
         }
     }
 }

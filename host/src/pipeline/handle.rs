@@ -50,6 +50,28 @@ impl ModuleController {
         self.reconciler().budget.as_ref().filter(|b| b.throttled_within(window)).map(|b| b.cpu())
     }
 
+    /// Whether a reconcile waited for a host-wide limit within `window`,
+    /// and which (the last one).
+    pub fn host_limited(&self, window: Duration) -> Option<super::HostLimit> {
+        let p = self.reconciler();
+        let last = *p.host_limited.lock().unwrap_or_else(|e| e.into_inner());
+        last.filter(|(at, _)| at.elapsed() <= window).map(|(_, limit)| limit)
+    }
+
+    /// Admit one guest call made outside a reconcile (an admission call)
+    /// against the guest CPU budget its reconciles spend, so webhooks are
+    /// no way around `spec.limits.cpu`: `Ok(None)` without a budget,
+    /// `Err(wait)` while it is in debt. Charge the ticket with the call's
+    /// time.
+    pub fn admit_guest_call(&self) -> Result<Option<GuestTicket>, Duration> {
+        self.reconciler().budget.as_ref().map(|b| b.admit()).transpose()
+    }
+
+    /// The guest CPU budget, in CPUs (`None`: no limit).
+    pub fn guest_cpu(&self) -> Option<f64> {
+        self.reconciler().budget.as_ref().map(|b| b.cpu())
+    }
+
     /// Every informer this controller reads from (its candidate's too).
     pub fn informers(&self) -> Vec<Arc<Informer>> {
         Reconcile::informers(&**self.reconciler())

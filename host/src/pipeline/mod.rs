@@ -19,8 +19,9 @@ mod reader;
 mod request;
 mod shadow;
 
-pub use budget::parse_cpu;
-pub use config::{Config, Grants, Probation, Scope};
+pub use budget::Ticket as GuestTicket;
+pub use budget::{Budget, parse_cpu};
+pub use config::{Config, Grants, Probation, Protected, Scope};
 pub use handle::SwapError;
 pub use reader::CacheReader;
 
@@ -137,6 +138,14 @@ pub struct Pipeline {
     metrics: Arc<Metrics>,
     /// What the guest calls may still spend (`None`: no limit).
     budget: Option<Arc<budget::Budget>>,
+    /// When a reconcile last waited for a host-wide limit, and which.
+    host_limited: Mutex<Option<(Instant, HostLimit)>>,
+    /// Held while one of this controller's calls waits at the host's gate:
+    /// the gate queues first come, first served, so a controller with 64
+    /// workers would otherwise queue 64 calls ahead of every neighbour's.
+    /// One waiting call per controller makes the gate take controllers in
+    /// turn.
+    at_gate: tokio::sync::Mutex<()>,
     /// Parents already warned about a requeue-after below the floor (one
     /// event per parent, not one per reconcile).
     warned_requeue: Mutex<HashSet<ObjectKey>>,
@@ -170,10 +179,14 @@ pub fn build(
         max_desired: config.max_desired,
         max_events: config.max_events,
     };
-    let budget = budget::Budget::new(config.guest_cpu, config.guest_cpu_burst).map(Arc::new);
+    let budget = budget::Budget::new(config.guest_cpu, config.guest_cpu_burst, module.limits().timeout).map(Arc::new);
     let triggers = triggers(&config, &manifest, &parents, &reads);
     let pipeline = Pipeline {
-        applier: Applier::new(client, events, &name, config.instance.clone()),
+        applier: Applier::new(client, events, &name, config.instance.clone()).with_event_budget(
+            apply::events::Budget::for_controller(config.max_events, config.event_qps, config.event_burst),
+            metrics.clone(),
+            &name,
+        ),
         name: name.clone(),
         versions: RwLock::new(Versions {
             active: Version { module, reads },
@@ -186,6 +199,8 @@ pub fn build(
         cache: cache.clone(),
         metrics: metrics.clone(),
         budget,
+        host_limited: Mutex::new(None),
+        at_gate: tokio::sync::Mutex::new(()),
         warned_requeue: Mutex::new(HashSet::new()),
         notices: tokio::sync::broadcast::channel(64).0,
         shadow: shadow::Counters::default(),
@@ -248,13 +263,16 @@ impl Reconcile for Pipeline {
 
     fn reconcile(&self, key: &ObjectKey, ctx: &Context) -> impl Future<Output = Result<Action, Error>> + Send {
         async move {
-            let ticket = self.within_budget().await;
+            // The controller's own CPU budget, then the host's (every
+            // controller's together).
+            let mut tickets: Vec<budget::Ticket> = self.within_budget().await.into_iter().collect();
+            tickets.extend(self.within_host_budget().await);
             let (active, candidate) = {
                 let v = self.versions();
                 (v.active.clone(), v.candidate.clone())
             };
             let span = tracing::info_span!("guest", digest = %active.module.info().digest);
-            self.reconcile_parent(&active, candidate, key, ctx, ticket).instrument(span).await
+            self.reconcile_parent(&active, candidate, key, ctx, tickets).instrument(span).await
         }
     }
 
@@ -320,13 +338,65 @@ impl Pipeline {
         }
     }
 
+    /// Wait while the host's guest CPU budget (every controller's calls
+    /// together, `--max-guest-cpu-total`) is in debt.
+    async fn within_host_budget(&self) -> Option<budget::Ticket> {
+        let budget = self.config.host_cpu.as_ref()?;
+        loop {
+            let wait = match budget.admit() {
+                Ok(ticket) => return Some(ticket),
+                Err(wait) => wait,
+            };
+            self.host_waited(HostLimit::Cpu, wait);
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Wait for the host's gate to admit a call of `module`: a call slot and
+    /// its memory (`--max-guest-calls`, `--max-guest-memory-total`).
+    async fn admit(&self, module: &Module) -> crate::runtime::Admitted {
+        let _turn = self.at_gate.lock().await;
+        match module.admissible() {
+            Ok(()) => module.admit().await,
+            Err(short) => {
+                let started = Instant::now();
+                let admitted = module.admit().await;
+                let limit = match short {
+                    crate::runtime::Shortage::Calls => HostLimit::Calls,
+                    crate::runtime::Shortage::Memory => HostLimit::Memory,
+                };
+                self.host_waited(limit, started.elapsed());
+                admitted
+            }
+        }
+    }
+
+    /// A reconcile waited `wait` for a host-wide limit: counted, and said
+    /// once per episode (the Reconciler's Degraded condition says it too).
+    fn host_waited(&self, limit: HostLimit, wait: Duration) {
+        self.metrics.host_limited(&self.name, limit.as_str(), wait);
+        let mut last = self.host_limited.lock().unwrap_or_else(|p| p.into_inner());
+        let quiet = last.is_none_or(|(at, _)| at.elapsed() > Duration::from_secs(60));
+        *last = Some((Instant::now(), limit));
+        if quiet {
+            tracing::warn!(
+                controller = %self.name,
+                limit = limit.as_str(),
+                "guest calls wait for the host's shared {} ({}), which every plugin on this host shares; reconciles \
+                 are late, nothing is lost",
+                limit.describe(),
+                limit.flag()
+            );
+        }
+    }
+
     async fn reconcile_parent(
         &self,
         active: &Version,
         candidate: Option<Version>,
         key: &ObjectKey,
         ctx: &Context,
-        ticket: Option<budget::Ticket>,
+        tickets: Vec<budget::Ticket>,
     ) -> Result<Action, Error> {
         let fence = &ctx.fence;
         if !self.config.scope.contains(key.namespace.as_deref()) {
@@ -381,21 +451,28 @@ impl Pipeline {
                 (c.module, request, reader)
             });
             let span = tracing::Span::current();
-            tokio::task::spawn_blocking(move || {
+            let admitted = self.admit(&module).await;
+            self.metrics.host_usage(module.gate_usage());
+            let called = tokio::task::spawn_blocking(move || {
                 span.in_scope(|| {
                     let started = Instant::now();
-                    let live = module.reconcile(&request, reader);
+                    // The live call's pass goes back before the candidate is
+                    // admitted: a thread never holds one pass while it waits
+                    // for another.
+                    let live = admitted.reconcile(&request, reader);
                     let shadow =
                         shadow.map(|(c, request, reader)| (c.info().digest.clone(), c.reconcile(&request, reader)));
                     // Charged here, not by the caller: a call outliving the
                     // reconcile's deadline still pays.
-                    if let Some(t) = ticket {
+                    for t in tickets {
                         t.charge(started.elapsed());
                     }
                     (live, shadow)
                 })
             })
-            .await
+            .await;
+            self.metrics.host_usage(module.gate_usage());
+            called
         };
         self.metrics.guest_called(&self.name, call_started.elapsed());
         let call = match call {
@@ -566,8 +643,17 @@ impl Pipeline {
     ) -> Result<(), apply::Error> {
         let scopes = self.applier.scopes(&self.manifest.owns).await?;
         let children = apply::validate(&self.policy, parent, outcome, |k| scopes.get(k).copied().unwrap_or(true))?;
+        for child in &children {
+            if let Some(why) = self.config.protected.why(&child.kind, &child.key) {
+                return Err(crate::contract::rules::Refused(format!(
+                    "{} {} may not be written by any plugin: {why}",
+                    child.kind.kind, child.key
+                ))
+                .into());
+            }
+        }
         apply::check_ownership(parent, &children, self.config.grants.adopt, |kind, key| reads.owned_object(kind, key))?;
-        let report = self.applier.apply(parent, &children, existing, outcome, fence).await?;
+        let report = self.applier.apply(parent, &children, existing, outcome, self.config.grants.adopt, fence).await?;
         for _ in 0..report.applied {
             self.metrics.applied(&self.name, ApplyOperation::Apply);
         }
@@ -585,6 +671,46 @@ impl Pipeline {
             "reconciled"
         );
         Ok(())
+    }
+}
+
+/// A host-wide limit a reconcile may wait for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostLimit {
+    /// Guest CPU, every controller together.
+    Cpu,
+    /// Guest calls in flight.
+    Calls,
+    /// Guest memory reserved.
+    Memory,
+}
+
+impl HostLimit {
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostLimit::Cpu => "cpu",
+            HostLimit::Calls => "calls",
+            HostLimit::Memory => "memory",
+        }
+    }
+
+    /// The flag that sets it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            HostLimit::Cpu => "--max-guest-cpu-total",
+            HostLimit::Calls => "--max-guest-calls",
+            HostLimit::Memory => "--max-guest-memory-total",
+        }
+    }
+
+    /// What it bounds, in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            HostLimit::Cpu => "guest CPU",
+            HostLimit::Calls => "guest call slots",
+            HostLimit::Memory => "guest memory",
+        }
     }
 }
 

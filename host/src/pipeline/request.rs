@@ -51,12 +51,18 @@ impl ReadSet {
         self.owned.iter().find(|(k, _)| k == kind).and_then(|(_, i)| i.store().get(key).cloned())
     }
 
-    /// Owned children from the cache, per owned kind.
+    /// Owned children from the cache, per owned kind. A namespaced parent's
+    /// children are in its namespace only (as Kubernetes' garbage collector
+    /// has it): an object elsewhere naming it as controller is someone
+    /// else's forgery, neither handed to the guest nor pruned.
     pub(super) fn children(&self, parent: &CachedObject) -> Vec<(Gvk, Arc<CachedObject>)> {
         let Some(uid) = parent.uid() else { return Vec::new() };
         let mut out = Vec::new();
         for (kind, informer) in &self.owned {
             for child in informer.store().owned_by(uid) {
+                if parent.namespace().is_some() && child.namespace() != parent.namespace() {
+                    continue;
+                }
                 out.push((kind.clone(), child));
             }
         }

@@ -236,6 +236,13 @@ pub struct Limits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self.matches('^([0-9]+m|[0-9]+([.][0-9]+)?)$')").message("spec.limits.cpu must look like 250m or 0.5"))]
     pub cpu: Option<String>,
+    /// Most bytes of JSON one answer of the module may carry (an outcome's
+    /// children, status and events together; an admission answer), e.g.
+    /// `4Mi` (default 4Mi; at most the host's `--max-guest-output`, 64Mi by
+    /// default). A larger answer is refused, and nothing of it written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self.matches('^[0-9]+(Ki|Mi|Gi)?$')").message("spec.limits.maxOutput must look like 4Mi"))]
+    pub max_output: Option<String>,
     /// Reconciles of different objects at once (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 64))]

@@ -37,7 +37,7 @@ pub struct Forbidden(pub Vec<String>);
 /// [`Forbidden`] listing everything the manifest asks for that the grants
 /// do not give (or that no plugin may have), for a `Forbidden` condition.
 pub fn check(manifest: &Manifest, grants: &Grants) -> Result<(), Forbidden> {
-    let mut missing = Vec::new();
+    let mut missing = reserved_uses(manifest);
     if !granted(&grants.for_kinds, &manifest.for_kind) {
         missing.push(format!("for {} (spec.grants.for)", manifest.for_kind));
     }
@@ -50,11 +50,33 @@ pub fn check(manifest: &Manifest, grants: &Grants) -> Result<(), Forbidden> {
     }
     let readable = |k: &Gvk| granted(&grants.reads, k) || granted(&grants.owns, k) || granted(&grants.for_kinds, k);
     for kind in manifest.reads.iter().chain(manifest.watches.iter().map(|w| &w.kind)) {
+        if reserved(kind).is_some() {
+            continue;
+        }
         if !readable(kind) {
             missing.push(format!("reads {kind} (spec.grants.reads)"));
         }
     }
     if missing.is_empty() { Ok(()) } else { Err(Forbidden(missing)) }
+}
+
+/// What a manifest asks of the kinds no plugin may have, whatever its
+/// grants (the host's own kinds, Leases, RBAC, webhook configurations):
+/// reconciling one would let a plugin write its status and finalizers
+/// (forging a Reconciler's Ready and digests), reading one would show it the
+/// cluster's access control or every other plugin's spec. Module files are
+/// held to this too.
+pub fn reserved_uses(manifest: &Manifest) -> Vec<String> {
+    let mut refused = Vec::new();
+    if let Some(why) = reserved(&manifest.for_kind) {
+        refused.push(format!("for {}, which no plugin may reconcile ({why})", manifest.for_kind));
+    }
+    for kind in manifest.reads.iter().chain(manifest.watches.iter().map(|w| &w.kind)) {
+        if let Some(why) = reserved(kind) {
+            refused.push(format!("reads {kind}, which no plugin may read ({why})"));
+        }
+    }
+    refused
 }
 
 /// The controller settings a placement and grants imply: which parents it
@@ -104,6 +126,30 @@ mod tests {
             reads: vec![kind("", "ConfigMap"), kind("", "Secret")],
             ..Grants::default()
         }
+    }
+
+    #[test]
+    fn reserved_kinds_should_never_be_reconciled_or_read_whatever_the_grants() {
+        let reconciler = Gvk::new("operon.dev", "v1alpha1", "Reconciler");
+        let mut m = manifest();
+        m.for_kind = reconciler.clone();
+        let mut g = grants();
+        g.for_kinds = vec![kind("operon.dev", "*")];
+        let err = check(&m, &g).unwrap_err().to_string();
+        assert!(err.contains("for operon.dev/v1alpha1 Reconciler, which no plugin may reconcile"), "{err}");
+
+        let mut m = manifest();
+        m.reads.push(Gvk::new("operon.dev", "v1alpha1", "ClusterReconciler"));
+        m.watches.push(Watch {
+            kind: Gvk::new("rbac.authorization.k8s.io", "v1", "ClusterRole"),
+            mapping: Mapping::AllInNamespace,
+        });
+        let mut g = grants();
+        g.reads.extend([kind("operon.dev", "*"), kind("rbac.authorization.k8s.io", "*")]);
+        let err = check(&m, &g).unwrap_err().to_string();
+        assert!(err.contains("reads operon.dev/v1alpha1 ClusterReconciler, which no plugin may read"), "{err}");
+        assert!(err.contains("reads rbac.authorization.k8s.io/v1 ClusterRole, which no plugin may read"), "{err}");
+        assert_eq!(reserved_uses(&manifest()), Vec::<String>::new());
     }
 
     #[test]

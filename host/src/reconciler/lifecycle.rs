@@ -63,8 +63,15 @@ struct Plugin {
     admission: Option<String>,
     admission_refused: Option<String>,
     problem: Option<(Reason, String)>,
-    /// Decisions of this replica not yet seen in the status.
+    /// Decisions of this replica not yet seen in the status. Only a step of
+    /// this plugin writes it (one at a time): it clears what it wrote once
+    /// the status holds it.
     local: Vec<Record>,
+    /// What the controller's notices decided (probation passed or failed)
+    /// since the last step, which moves it into `local` before it reads the
+    /// record: a notice arriving while a step writes the status is kept
+    /// for the next step, never cleared with what that write held.
+    inbox: Vec<Record>,
     last_swap: Option<Time>,
     notices: Option<AbortHandle>,
     config_map: Option<(ObjectKey, Arc<Informer>, AbortHandle)>,
@@ -81,6 +88,8 @@ struct Plugin {
 struct Observed {
     spec: Result<PluginSpec, InvalidSpec>,
     status: ReconcilerStatus,
+    /// When the resource was created (older Reconcilers win overlaps).
+    created: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
     generation: Option<i64>,
     deleting: bool,
     has_release_finalizer: bool,
@@ -96,6 +105,11 @@ pub(super) struct Lifecycle {
     recorder: Arc<Recorder>,
     files: BTreeMap<PathBuf, (ModuleFile, String)>,
     resources: Option<(Arc<Informer>, Option<Arc<Informer>>)>,
+    /// Every Reconciler on the cluster (protected ConfigMaps, overlaps).
+    peers: Option<super::peers::Peers>,
+    /// What every module controller starts from: the manager's settings,
+    /// with the objects no plugin may write.
+    pipeline: crate::pipeline::Config,
     plugins: Mutex<BTreeMap<PluginKey, Arc<Mutex<Plugin>>>>,
     enqueue: mpsc::UnboundedSender<PluginKey>,
     /// Plugins seen at start and not yet acted on; `None` until known.
@@ -196,6 +210,13 @@ impl Lifecycle {
             }));
         }
         let recorder = Arc::new(Recorder::new(manager.client().clone(), "operon", &config.instance));
+        let peers = resources.as_ref().map(|(namespaced, cluster)| {
+            super::peers::Peers::new(manager.cache(), config.namespace.clone(), namespaced.clone(), cluster.clone())
+        });
+        let mut pipeline = manager.config().pipeline.clone();
+        if let Some(p) = &peers {
+            pipeline.protected = p.protected();
+        }
         let lifecycle = Lifecycle {
             manager,
             config,
@@ -203,6 +224,8 @@ impl Lifecycle {
             recorder,
             files: held_files,
             resources,
+            peers,
+            pipeline,
             plugins: Mutex::new(BTreeMap::new()),
             enqueue,
             unsettled: Mutex::new(None),
@@ -281,6 +304,7 @@ impl Lifecycle {
                 has_release_finalizer: false,
                 retry: None,
                 object: None,
+                created: None,
             });
         }
         let (namespaced, cluster) = self.resources.as_ref()?;
@@ -292,19 +316,20 @@ impl Lifecycle {
         let describe = |e: serde_json::Error| InvalidSpec::Unreadable(e.to_string());
         let parsed = match key {
             PluginKey::ClusterReconciler(_) => serde_json::from_str::<ClusterReconciler>(object.json())
-                .map(|r| (r.spec.plugin, r.status.unwrap_or_default()))
+                .map(|r| (r.spec.plugin, r.status.unwrap_or_default(), r.metadata.creation_timestamp))
                 .map_err(describe),
             _ => serde_json::from_str::<Reconciler>(object.json())
-                .map(|r| (r.spec.plugin, r.status.unwrap_or_default()))
+                .map(|r| (r.spec.plugin, r.status.unwrap_or_default(), r.metadata.creation_timestamp))
                 .map_err(describe),
         };
-        let (spec, status) = match parsed {
-            Ok((spec, status)) => (Ok(spec), status),
-            Err(e) => (Err(e), ReconcilerStatus::default()),
+        let (spec, status, created) = match parsed {
+            Ok((spec, status, created)) => (Ok(spec), status, created),
+            Err(e) => (Err(e), ReconcilerStatus::default(), None),
         };
         Some(Observed {
             spec,
             status,
+            created,
             generation: object.generation(),
             deleting: object.is_deleting(),
             has_release_finalizer: object.has_finalizer(super::RELEASE_FINALIZER),

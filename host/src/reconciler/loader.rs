@@ -75,7 +75,7 @@ impl Loader {
         Loader {
             inner: Arc::new(Inner {
                 runtime,
-                http: source::http_client(),
+                http: source::http_client(bounds),
                 bounds,
                 slots: Semaphore::new(FETCH_SLOTS),
                 fetches: Mutex::new(HashMap::new()),

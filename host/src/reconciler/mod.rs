@@ -29,6 +29,7 @@ pub mod crd;
 pub mod grants;
 mod lifecycle;
 pub mod loader;
+mod peers;
 pub mod plan;
 mod release;
 pub mod settings;
@@ -57,6 +58,9 @@ const FIELD_MANAGER: &str = "operon";
 /// The finalizer the host keeps on a Reconciler whose module puts a
 /// finalizer on parents: removed once those are released.
 pub const RELEASE_FINALIZER: &str = "operon.dev/release-parents";
+/// The default ceiling of `spec.limits.maxOutput` (`--max-guest-output`):
+/// sixteen times the default cap, and an eighth of the largest guest memory.
+pub const MAX_OUTPUT_CEILING: u64 = 64 << 20;
 /// The annotation that asks for refused versions to be tried again.
 pub const RETRY_ANNOTATION: &str = "operon.dev/retry";
 
@@ -88,6 +92,9 @@ pub struct Config {
     pub instance: String,
     /// Bounds of every module download.
     pub bounds: source::Bounds,
+    /// The most a Reconciler's `spec.limits.maxOutput` may ask, in bytes
+    /// (`--max-guest-output`).
+    pub max_output: u64,
 }
 
 impl Default for Config {
@@ -103,6 +110,7 @@ impl Default for Config {
             path_poll: Duration::from_secs(2),
             instance: "operon".into(),
             bounds: source::Bounds::default(),
+            max_output: MAX_OUTPUT_CEILING,
         }
     }
 }

@@ -59,8 +59,23 @@ pub struct Module {
     pub digest: String,
     /// Why the current grants (or placement) do not allow it, if they do not.
     pub forbidden: Option<String>,
+    /// The older Reconciler that already reconciles its kind in the same
+    /// namespaces, if one does (it may not serve meanwhile).
+    pub overlaps: Option<String>,
     /// Whether it exports `validate`/`mutate`.
     pub admission: bool,
+}
+
+impl Module {
+    /// Why it may not serve now (not for good: the grants or the other
+    /// Reconciler may change), if so.
+    pub fn blocked(&self) -> Option<(Reason, &String)> {
+        match (&self.forbidden, &self.overlaps) {
+            (Some(why), _) => Some((Reason::Forbidden, why)),
+            (None, Some(why)) => Some((Reason::Overlaps, why)),
+            (None, None) => None,
+        }
+    }
 }
 
 /// The load of the source's bytes.
@@ -283,9 +298,9 @@ pub fn plan(i: &Inputs<'_>) -> Plan {
                 None
             }
             None => match (i.load, i.modules.get(digest)) {
-                (_, Some(m)) => match &m.forbidden {
-                    Some(why) => {
-                        problem = Some((Reason::Forbidden, why.clone()));
+                (_, Some(m)) => match m.blocked() {
+                    Some((reason, why)) => {
+                        problem = Some((reason, why.clone()));
                         None
                     }
                     None => Some(m),
@@ -312,7 +327,7 @@ pub fn plan(i: &Inputs<'_>) -> Plan {
 
     // 2. Which version serves.
     let current = i.live.serving.as_ref().and_then(|d| i.modules.get(d));
-    let serving_ok = |m: &Module| i.durable.refusal(&m.digest).is_none() && m.forbidden.is_none();
+    let serving_ok = |m: &Module| i.durable.refusal(&m.digest).is_none() && m.blocked().is_none();
     let resumed_probation = |digest: &str| i.durable.probation.as_ref().is_some_and(|(d, _)| d == digest);
     match (current, offered) {
         (Some(c), Some(o)) if c.digest == o.digest => {
@@ -362,7 +377,7 @@ pub fn plan(i: &Inputs<'_>) -> Plan {
                     // Restarted while shadowing: the good version serves,
                     // the candidate runs beside it.
                     match (i.modules.get(good), restore(good)) {
-                        (Some(g), _) if g.forbidden.is_none() => {
+                        (Some(g), _) if g.blocked().is_none() => {
                             p.serve = Some(Serve { digest: g.digest.clone(), probation: false });
                             p.candidate = Some(o.digest.clone());
                         }
@@ -420,8 +435,8 @@ pub fn plan(i: &Inputs<'_>) -> Plan {
             let refusal = i.durable.refusal(&c.digest);
             if let Some(r) = refusal {
                 problem = Some((r.reason, r.message.clone()));
-            } else if let Some(why) = &c.forbidden {
-                problem = Some((Reason::Forbidden, why.clone()));
+            } else if let Some((reason, why)) = c.blocked() {
+                problem = Some((reason, why.clone()));
             }
             if refusal.is_some() {
                 let fallback = i
@@ -434,7 +449,7 @@ pub fn plan(i: &Inputs<'_>) -> Plan {
                     .filter(|d| *d != c.digest && i.durable.refusal(d).is_none());
                 match fallback {
                     Some(f) => match (i.modules.get(&f), restore(&f)) {
-                        (Some(m), _) if m.forbidden.is_none() => {
+                        (Some(m), _) if m.blocked().is_none() => {
                             p.serve = Some(Serve { digest: f.clone(), probation: false });
                             p.events.push(Event {
                                 warning: true,
@@ -485,7 +500,7 @@ pub fn plan(i: &Inputs<'_>) -> Plan {
             let good = i.durable.last_good.as_ref().filter(|g| i.durable.refusal(g).is_none());
             if let (Some(_), Some(good)) = (&problem, good) {
                 match (i.modules.get(good), restore(good)) {
-                    (Some(m), _) if m.forbidden.is_none() => {
+                    (Some(m), _) if m.blocked().is_none() => {
                         p.serve = Some(Serve { digest: good.clone(), probation: false });
                     }
                     (None, Restore::Idle) => p.restore = Some(good.clone()),

@@ -33,6 +33,16 @@ pub enum InvalidSpec {
         /// The host's ceiling.
         ceiling: f64,
     },
+    /// `spec.limits.maxOutput` above the host's ceiling.
+    #[error(
+        "spec.limits.maxOutput asks for {asked} bytes, above the host's ceiling of {ceiling} bytes (--max-guest-output): ask for less, or raise the ceiling on the host"
+    )]
+    MaxOutput {
+        /// What was asked, in bytes.
+        asked: u64,
+        /// The host's ceiling, in bytes.
+        ceiling: u64,
+    },
     /// The host requires a ServiceAccount.
     #[error(
         "this host requires spec.serviceAccountName on every Reconciler (--require-service-account): name a ServiceAccount whose Role allows the plugin's writes"
@@ -77,6 +87,10 @@ pub struct Host<'a> {
     pub pipeline: &'a pipeline::Config,
     /// Refuse namespaced Reconcilers without a ServiceAccount.
     pub require_service_account: bool,
+    /// The most a Reconciler's `spec.limits.maxOutput` may ask, in bytes
+    /// (`--max-guest-output`): a tenant must not make the host lift
+    /// answers of any size into its memory.
+    pub max_output: u64,
 }
 
 /// Derive the settings of `spec` for `key`.
@@ -109,6 +123,9 @@ pub fn derive(key: &PluginKey, spec: &PluginSpec, host: &Host<'_>) -> Result<Set
         ..base
     };
     let limits = limits(spec);
+    if limits.max_output as u64 > host.max_output {
+        return Err(InvalidSpec::MaxOutput { asked: limits.max_output as u64, ceiling: host.max_output });
+    }
     let fingerprint = serde_json::to_string(&(
         &spec.grants,
         &spec.limits,
@@ -131,6 +148,9 @@ pub fn limits(spec: &PluginSpec) -> Limits {
     }
     if let Some(m) = spec.limits.memory.as_deref().and_then(parse_quantity) {
         limits.memory = m;
+    }
+    if let Some(m) = spec.limits.max_output.as_deref().and_then(parse_quantity) {
+        limits.max_output = usize::try_from(m).unwrap_or(usize::MAX);
     }
     limits.instance_policy = match spec.limits.instance_policy {
         Some(crd::InstancePolicy::Fresh) => InstancePolicy::Fresh,
@@ -197,8 +217,9 @@ fn parse_duration(text: &str) -> Option<Duration> {
     text.strip_suffix('s')?.parse().ok().map(Duration::from_secs)
 }
 
-/// `64Mi`, `1Gi`, `512Ki`, `1048576`.
-fn parse_quantity(text: &str) -> Option<u64> {
+/// A memory quantity as Kubernetes writes it with binary suffixes (`64Mi`,
+/// `1Gi`, `512Ki`, or bytes), in bytes.
+pub fn parse_quantity(text: &str) -> Option<u64> {
     let (digits, shift) = match text {
         t if t.ends_with("Ki") => (&t[..t.len() - 2], 10),
         t if t.ends_with("Mi") => (&t[..t.len() - 2], 20),
@@ -266,5 +287,20 @@ mod tests {
         }
         let unbounded = pipeline::Config { guest_cpu_max: 0.0, ..host };
         assert_eq!(guest_cpu(&spec, &unbounded), Ok(0.0), "0: no limit, where the host has no ceiling");
+    }
+
+    #[test]
+    fn the_output_cap_should_come_from_the_spec_within_the_hosts_ceiling() {
+        let key = PluginKey::Reconciler(crate::cache::ObjectKey::new(Some("shop"), "webapp"));
+        let pipeline = pipeline::Config::default();
+        let host =
+            Host { kube_config: None, pipeline: &pipeline, require_service_account: false, max_output: 16 << 20 };
+        let mut spec = PluginSpec::default();
+        assert_eq!(derive(&key, &spec, &host).map(|s| s.limits.max_output), Ok(4 << 20), "4Mi by default");
+        spec.limits.max_output = Some("16Mi".into());
+        assert_eq!(derive(&key, &spec, &host).map(|s| s.limits.max_output), Ok(16 << 20), "up to the ceiling");
+        spec.limits.max_output = Some("17Mi".into());
+        let refused = derive(&key, &spec, &host).err().unwrap().to_string();
+        assert!(refused.contains("spec.limits.maxOutput") && refused.contains("--max-guest-output"), "{refused}");
     }
 }

@@ -13,19 +13,36 @@ use std::time::Duration;
 
 /// Largest module accepted from any source, by default (`--max-module-size`).
 pub const MAX_MODULE_BYTES: usize = 64 << 20;
-/// How long a whole download may take, by default.
-const FETCH_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long a download may wait for its next bytes.
+/// How long a whole download may take, by default (`--module-fetch-timeout`).
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a download may wait for its next bytes (at most the whole
+/// download's time).
 const READ_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Bounds of every module download: no source can make the host wait or
 /// buffer without limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bounds {
-    /// Most bytes of a module.
+    /// Most bytes of a module (`--max-module-size`).
     pub max_bytes: usize,
-    /// Longest whole download.
+    /// Longest whole download (`--module-fetch-timeout`).
     pub timeout: Duration,
+}
+
+impl Bounds {
+    /// How long a download may wait for its next bytes.
+    pub fn read_timeout(&self) -> Duration {
+        READ_TIMEOUT.min(self.timeout)
+    }
+
+    /// The refusal of a download that took too long.
+    fn late(&self, what: &str) -> Error {
+        Error::Unavailable(format!(
+            "{what}: not finished within {:?} (the host's --module-fetch-timeout; a source this slow needs a \
+             longer one, or a faster mirror)",
+            self.timeout
+        ))
+    }
 }
 
 impl Default for Bounds {
@@ -38,7 +55,7 @@ impl Default for Bounds {
 /// redirects followed only where the first URL could have gone (HTTPS, or
 /// plain HTTP to loopback and in-cluster hosts), so a source cannot be
 /// bounced to an internal address in plain text.
-pub fn http_client() -> reqwest::Client {
+pub fn http_client(bounds: Bounds) -> reqwest::Client {
     let policy = reqwest::redirect::Policy::custom(|attempt| {
         if attempt.previous().len() >= 5 {
             return attempt.error("more than 5 redirects");
@@ -57,7 +74,7 @@ pub fn http_client() -> reqwest::Client {
             }
         }
     });
-    reqwest::Client::builder().redirect(policy).read_timeout(READ_TIMEOUT).build().unwrap_or_default()
+    reqwest::Client::builder().redirect(policy).read_timeout(bounds.read_timeout()).build().unwrap_or_default()
 }
 
 /// Why a module could not be fetched.
@@ -69,12 +86,17 @@ pub enum Error {
     /// The source could not be reached or read.
     #[error("{0}")]
     Unavailable(String),
-    /// What was fetched is not what the spec pins.
-    #[error("digest mismatch: the spec pins {expected}, the source served {found}; nothing was loaded")]
+    /// What was fetched is not what the spec pins. The message does not
+    /// say what was found: the status would tell a tenant the digest of
+    /// whatever a URL it names serves (an internal address's, too).
+    #[error(
+        "digest mismatch: the spec pins {expected}, the source served other bytes; nothing was loaded \
+         (pin the digest of the module you published)"
+    )]
     DigestMismatch {
         /// The pinned digest.
         expected: String,
-        /// The digest of the bytes served.
+        /// The digest of the bytes served (for the host's log only).
         found: String,
     },
     /// The URL is not allowed.
@@ -206,6 +228,13 @@ pub async fn from_url(http: &reqwest::Client, source: &UrlSource, bounds: Bounds
         other => return Err(Error::Refused(format!("unsupported URL scheme {other:?}; use https://"))),
     }
     let unavailable = |e: reqwest::Error| {
+        if e.is_timeout() {
+            return Error::Unavailable(format!(
+                "fetching {url}: the source sent nothing for {:?} and was given up (the host's \
+                 --module-fetch-timeout bounds each wait, up to 15s, and the whole download)",
+                bounds.read_timeout()
+            ));
+        }
         // The redirect policy's refusal is the cause to show, not "error
         // following redirect".
         let mut text = e.to_string();
@@ -234,12 +263,12 @@ pub async fn from_url(http: &reqwest::Client, source: &UrlSource, bounds: Bounds
         }
         Ok(bytes)
     };
-    let bytes = tokio::time::timeout(bounds.timeout, download)
-        .await
-        .map_err(|_| Error::Unavailable(format!("fetching {url}: not finished within {:?}", bounds.timeout)))??;
+    let bytes =
+        tokio::time::timeout(bounds.timeout, download).await.map_err(|_| bounds.late(&format!("fetching {url}")))??;
     let found = digest(&bytes);
     let expected = format!("sha256:{}", source.sha256);
     if found != expected {
+        tracing::info!(%url, %expected, %found, "module source served other bytes than the spec pins");
         return Err(Error::DigestMismatch { expected, found });
     }
     Ok(Fetched { bytes, digest: found })
@@ -278,7 +307,7 @@ pub async fn from_oci(source: &OciSource, bounds: Bounds) -> Result<Fetched, Err
     let unavailable = |e: oci_client::errors::OciDistributionError| {
         Error::Unavailable(format!("pulling {}@{}: {e}", source.reference, source.digest))
     };
-    let late = || Error::Unavailable(format!("pulling {}: not finished within {:?}", source.reference, bounds.timeout));
+    let late = || bounds.late(&format!("pulling {}", source.reference));
     let started = tokio::time::Instant::now();
     let (manifest, manifest_digest) =
         tokio::time::timeout(bounds.timeout, client.pull_image_manifest(&reference, &RegistryAuth::Anonymous))
@@ -286,6 +315,8 @@ pub async fn from_oci(source: &OciSource, bounds: Bounds) -> Result<Fetched, Err
             .map_err(|_| late())?
             .map_err(unavailable)?;
     if manifest_digest != source.digest {
+        tracing::info!(reference = %source.reference, expected = %source.digest, found = %manifest_digest,
+            "registry served another manifest than the spec pins");
         return Err(Error::DigestMismatch { expected: source.digest.clone(), found: manifest_digest });
     }
     let layer = select_wasm_layer(&manifest).ok_or_else(|| {
@@ -314,6 +345,8 @@ pub async fn from_oci(source: &OciSource, bounds: Bounds) -> Result<Fetched, Err
     let bytes = sink.bytes;
     let found = digest(&bytes);
     if found != layer.digest {
+        tracing::info!(reference = %source.reference, expected = %layer.digest, %found,
+            "registry served another layer than its manifest names");
         return Err(Error::DigestMismatch { expected: layer.digest.clone(), found });
     }
     Ok(Fetched { bytes, digest: found })

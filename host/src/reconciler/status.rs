@@ -43,11 +43,18 @@ pub enum Reason {
     CpuThrottled,
     /// The Reconciler is being deleted: its parents are released.
     Deleting,
+    /// An older Reconciler already reconciles the same kind in the same
+    /// namespaces: two controllers on one parent would delete each other's
+    /// children.
+    Overlaps,
+    /// Reconciles wait for the host's shared guest memory, CPU or call slots
+    /// (the host-wide limits no tenant can lift).
+    HostLimited,
 }
 
 impl Reason {
     /// Every reason, for the troubleshooting reference.
-    pub const ALL: [Reason; 17] = [
+    pub const ALL: [Reason; 19] = [
         Reason::Loading,
         Reason::Loaded,
         Reason::Swapped,
@@ -65,6 +72,8 @@ impl Reason {
         Reason::ReconcileErrors,
         Reason::CpuThrottled,
         Reason::Deleting,
+        Reason::Overlaps,
+        Reason::HostLimited,
     ];
 
     /// Whether a refusal for this reason holds for the same bytes forever
@@ -138,6 +147,18 @@ impl Reason {
                 "Wait: the host removes the module's finalizer from every parent in the Reconciler's scope (their external \
                  cleanup is not run: the plugin is gone), deletes its Lease, and then lets the Reconciler go."
             }
+            Reason::Overlaps => {
+                "Another Reconciler (the message names it), created earlier, reconciles the same kind in the same namespaces, \
+                 and two controllers on one parent would delete each other's children. Give the two disjoint parents with \
+                 `spec.selector` (labels with different values) or disjoint namespaces, or delete one; this one starts by itself \
+                 once the overlap is gone."
+            }
+            Reason::HostLimited => {
+                "Reconciles wait for the host's shared limits (the message names which: `--max-guest-memory-total`, `--max-guest-calls` \
+                 or `--max-guest-cpu-total`), which every plugin on the host shares: nothing is lost, they are late. Lower \
+                 `spec.limits.memory` or `spec.limits.maxConcurrentReconciles` if this plugin asks more than it needs; an \
+                 administrator may raise the host's limits with the pod's resources."
+            }
             Reason::CpuThrottled => {
                 "The module's calls took more guest time than its CPU budget (`spec.limits.cpu`, default the host's `--guest-cpu`, \
                  250m), so its reconciles wait: nothing is lost, they are late. Find the slow path (the \
@@ -172,6 +193,8 @@ impl Reason {
             Reason::ReconcileErrors => "ReconcileErrors",
             Reason::CpuThrottled => "CpuThrottled",
             Reason::Deleting => "Deleting",
+            Reason::Overlaps => "Overlaps",
+            Reason::HostLimited => "HostLimited",
         }
     }
 }

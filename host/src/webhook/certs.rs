@@ -141,15 +141,43 @@ impl ResolvesServerCert for Resolver {
 }
 
 /// Reload `dir`'s certificate when `tls.crt` or `tls.key` changes (a
-/// rotated Secret). A broken new pair is logged and the old one kept.
-pub(super) async fn watch(dir: PathBuf, resolver: Arc<Resolver>) {
+/// rotated Secret), and hand `on_ca` a changed `ca.crt` (`ca` is the one in
+/// use), until `stop`. A broken new pair is logged and the old one kept.
+pub(super) async fn watch(
+    dir: PathBuf,
+    resolver: Arc<Resolver>,
+    mut ca: Option<Vec<u8>>,
+    on_ca: impl Fn(Vec<u8>),
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let modified = |dir: &Path, name: &str| std::fs::metadata(dir.join(name)).and_then(|m| m.modified()).ok();
     let stamp = |dir: &Path| -> Option<(SystemTime, SystemTime)> {
-        let modified = |name: &str| std::fs::metadata(dir.join(name)).and_then(|m| m.modified()).ok();
-        Some((modified("tls.crt")?, modified("tls.key")?))
+        Some((modified(dir, "tls.crt")?, modified(dir, "tls.key")?))
     };
     let mut seen = stamp(&dir);
+    let mut ca_seen = modified(&dir, "ca.crt");
     loop {
-        tokio::time::sleep(RELOAD_EVERY).await;
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            () = tokio::time::sleep(RELOAD_EVERY) => {}
+        }
+        // The CA first: the API server must trust the new CA before the
+        // server presents a certificate signed by it.
+        let ca_now = modified(&dir, "ca.crt");
+        if ca_now.is_some() && ca_now != ca_seen {
+            match std::fs::read(dir.join("ca.crt")) {
+                Ok(pem) if CertificateDer::pem_slice_iter(&pem).next().is_some_and(|c| c.is_ok()) => {
+                    ca_seen = ca_now;
+                    if ca.as_deref() != Some(pem.as_slice()) {
+                        ca = Some(pem.clone());
+                        on_ca(pem);
+                        tracing::info!(dir = %dir.display(), "webhook CA bundle reloaded; re-applying the configurations");
+                    }
+                }
+                // Half written: try again next time.
+                _ => tracing::warn!(dir = %dir.display(), "new ca.crt not readable as PEM; keeping the old CA bundle"),
+            }
+        }
         let now = stamp(&dir);
         if now.is_none() || now == seen {
             continue;

@@ -1,14 +1,32 @@
-//! One admission request: find the plugin, call its guest on a blocking
-//! thread under the webhook deadline, answer per the guest or per the
-//! failure policy, and record controller-runtime's webhook metrics.
+//! One admission request: find the plugin, admit the call within the
+//! caps and the plugin's CPU budget, call its guest on a thread of its own
+//! under the webhook deadline, answer per the guest or per the failure
+//! policy, and record controller-runtime's webhook metrics.
+//!
+//! Refusals come before anything else is done, at once: a call over
+//! `--webhook-max-concurrent-per-plugin` or `--webhook-max-concurrent`, or
+//! of a plugin whose guest CPU budget (`spec.limits.cpu`, the one its
+//! reconciles spend) is in debt, is answered 429 with a `Status` naming the
+//! knob, counted in `operon_webhook_refused_total{webhook,reason}`; the API
+//! server then applies the webhook's failurePolicy. Queueing instead would
+//! hold the API server's request (and its goroutine) for nothing: it
+//! times out anyway. Guest calls run on threads of their own, not on
+//! tokio's blocking pool, so a flood never takes the threads of the
+//! reconciles and module loads; the total cap bounds those threads. A call
+//! let in then waits, within its deadline and without a thread, for the
+//! host's gate (`--max-guest-calls`, `--max-guest-memory-total`), which it
+//! shares with every reconcile.
 
 use super::review::{self, Response};
 use super::{FailurePolicy, Hook, Route, Webhooks};
 use crate::contract::Review;
 use crate::metrics::GuestErrorKind;
-use crate::runtime::{CallError, Module, ObjectReader};
-use std::sync::Arc;
-use std::time::Instant;
+use crate::runtime::{Admitted, CallError, ObjectReader};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How often the log says, per plugin, that its calls are being refused.
+const WARN_EVERY: Duration = Duration::from_secs(30);
 
 /// An HTTP answer: status code and JSON (or plain text for errors) body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,20 +61,137 @@ pub(super) async fn answer(webhooks: &Webhooks, hook: Hook, plugin: &str, body: 
     let path = hook.path(plugin);
     let started = Instant::now();
     let in_flight = metrics.webhook_request_started(&path);
-    let answer = match review::parse(body) {
-        Ok(review) => Answer::review(call(webhooks, &route, hook, &path, review).await),
-        Err(reason) => {
-            tracing::warn!(webhook = %path, "refused an unreadable admission request: {reason}");
-            Answer::error(400, reason.to_string())
+    let answer = match admit(webhooks, &route, &path) {
+        Err(refusal) => {
+            // A refusal touches nothing that yields: let a flood of them
+            // give the runtime's other tasks their turn.
+            tokio::task::coop::consume_budget().await;
+            refusal
         }
+        Ok(places) => match review::parse(body) {
+            Ok(review) => Answer::review(call(webhooks, &route, hook, &path, review, places).await),
+            Err(reason) => {
+                tracing::warn!(webhook = %path, "refused an unreadable admission request: {reason}");
+                Answer::error(400, reason.to_string())
+            }
+        },
     };
     drop(in_flight);
     metrics.webhook_request_finished(&path, answer.status, started.elapsed());
     answer
 }
 
+/// A call let in: its places under both caps, and its CPU budget ticket.
+pub(super) struct Places {
+    _total: tokio::sync::OwnedSemaphorePermit,
+    _plugin: tokio::sync::OwnedSemaphorePermit,
+    ticket: Option<crate::pipeline::GuestTicket>,
+}
+
+/// Why a call was refused: the `reason` label of
+/// `operon_webhook_refused_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refused {
+    PluginConcurrency,
+    TotalConcurrency,
+    CpuBudget,
+}
+
+impl Refused {
+    fn label(self) -> &'static str {
+        match self {
+            Refused::PluginConcurrency => "plugin_concurrency",
+            Refused::TotalConcurrency => "total_concurrency",
+            Refused::CpuBudget => "cpu_budget",
+        }
+    }
+}
+
+/// Let a call in, or refuse it at once (429, counted, logged now and then).
+fn admit(webhooks: &Webhooks, route: &Route, path: &str) -> Result<Places, Answer> {
+    let shared = &webhooks.shared;
+    let plugin = &route.registration;
+    let refuse = |why: Refused, message: String| {
+        shared.metrics.webhook_refused(path, why.label());
+        if route.warned.note(why, Instant::now()) {
+            tracing::warn!(plugin = %plugin.name, reason = why.label(), "admission calls refused: {message}");
+        }
+        Err(refusal(&message))
+    };
+    let Ok(mine) = route.slots.clone().try_acquire_owned() else {
+        return refuse(
+            Refused::PluginConcurrency,
+            format!(
+                "plugin {} is answering {} admission calls already, its most at once \
+                 (--webhook-max-concurrent-per-plugin); this call was refused, and the webhook's failurePolicy \
+                 ({}) applies",
+                plugin.name, shared.max_concurrent_per_plugin, plugin.failure_policy
+            ),
+        );
+    };
+    let Ok(total) = shared.calls.clone().try_acquire_owned() else {
+        return refuse(
+            Refused::TotalConcurrency,
+            format!(
+                "this host is answering {} admission calls already, its most at once (--webhook-max-concurrent); \
+                 plugin {}'s call was refused, and the webhook's failurePolicy ({}) applies",
+                shared.max_concurrent, plugin.name, plugin.failure_policy
+            ),
+        );
+    };
+    let ticket = match plugin.controller.admit_guest_call() {
+        Ok(ticket) => ticket,
+        Err(wait) => {
+            let cpu = plugin.controller.guest_cpu().unwrap_or_default();
+            return refuse(
+                Refused::CpuBudget,
+                format!(
+                    "plugin {}'s guest calls used more than their CPU budget of {cpu} CPU (spec.limits.cpu, \
+                     --guest-cpu); admission calls are refused for {wait:.1?}, and the webhook's failurePolicy \
+                     ({}) applies",
+                    plugin.name, plugin.failure_policy
+                ),
+            );
+        }
+    };
+    Ok(Places { _total: total, _plugin: mine, ticket })
+}
+
+/// A refusal as the API server reads one: 429 with a `Status`, whose
+/// message it passes on to its client.
+fn refusal(message: &str) -> Answer {
+    let status = serde_json::json!({
+        "apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
+        "reason": "TooManyRequests", "code": 429, "message": message,
+    });
+    Answer { status: 429, content_type: "application/json", body: status.to_string().into_bytes() }
+}
+
+/// When to log a plugin's refusals: the first of a reason, then at most
+/// every [`WARN_EVERY`].
+#[derive(Debug, Default)]
+pub(super) struct Warned(Mutex<Vec<(Refused, Instant)>>);
+
+impl Warned {
+    /// Whether a refusal for `why` at `now` is to be logged.
+    fn note(&self, why: Refused, now: Instant) -> bool {
+        let mut seen = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match seen.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, at)) if now.duration_since(*at) < WARN_EVERY => false,
+            Some((_, at)) => {
+                *at = now;
+                true
+            }
+            None => {
+                seen.push((why, now));
+                true
+            }
+        }
+    }
+}
+
 /// Call the guest and turn its answer (or its failure) into a review.
-async fn call(webhooks: &Webhooks, route: &Route, hook: Hook, path: &str, review: Review) -> Vec<u8> {
+async fn call(webhooks: &Webhooks, route: &Route, hook: Hook, path: &str, review: Review, places: Places) -> Vec<u8> {
     let plugin = &route.registration;
     let module = plugin.controller.module();
     let reader: Arc<dyn ObjectReader> = Arc::new(plugin.controller.reader(review.namespace.clone()));
@@ -65,11 +200,35 @@ async fn call(webhooks: &Webhooks, route: &Route, hook: Hook, path: &str, review
     let span = tracing::debug_span!("admission", webhook = %path, uid = %uid, operation = %review.operation,
         object = %format_args!("{}/{}", review.namespace.as_deref().unwrap_or(""), review.name),
         digest = %module.info().digest);
-    let outcome = tokio::task::spawn_blocking(move || span.in_scope(|| run(&module, hook, &review, reader, deadline)))
-        .await
-        .unwrap_or_else(|join| {
-            Err(CallError::Trap { trap: format!("the admission call did not complete: {join}"), said: None })
-        });
+    // Then the host's gate (call slots and guest memory, shared with every
+    // reconcile), awaited without holding a thread, within the deadline.
+    let Ok(admitted) = tokio::time::timeout(deadline, module.admit()).await else {
+        tracing::warn!(webhook = %path, "the host's guest calls were all busy for the webhook's whole deadline");
+        let error = CallError::Timeout { limit: deadline };
+        let kind = GuestErrorKind::from(&error);
+        webhooks.shared.metrics.webhook_guest_failed(path, kind, plugin.failure_policy.as_str());
+        return review::answer(&uid, failed(&plugin.name, hook, plugin.failure_policy, kind, &error));
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new().name("operon-admission".into()).spawn(move || {
+        let Places { _total, _plugin, ticket } = places;
+        let started = Instant::now();
+        let outcome = span.in_scope(|| run(admitted, hook, &review, reader, deadline));
+        // The call's wall time, as a reconcile's is charged.
+        if let Some(ticket) = ticket {
+            ticket.charge(started.elapsed());
+        }
+        let _ = tx.send(outcome);
+    });
+    let outcome = match spawned {
+        Ok(_) => rx.await.unwrap_or_else(|_| {
+            Err(CallError::Trap {
+                trap: "the admission call did not complete (its thread panicked)".into(),
+                said: None,
+            })
+        }),
+        Err(e) => Err(CallError::Trap { trap: format!("no thread for the admission call: {e}"), said: None }),
+    };
     let response = match outcome {
         Ok(response) => response,
         Err(error) => {
@@ -83,7 +242,7 @@ async fn call(webhooks: &Webhooks, route: &Route, hook: Hook, path: &str, review
 
 /// The guest's answer as a response; `Err` when the sandbox stopped it.
 fn run(
-    module: &Module,
+    module: Admitted,
     hook: Hook,
     review: &Review,
     reader: Arc<dyn ObjectReader>,

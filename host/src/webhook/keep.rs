@@ -52,12 +52,13 @@ impl Webhooks {
                 if !route.configured || !route.registration.leadership.is_leading() {
                     continue;
                 }
+                let ca = self.ca_bundle();
                 let expected = config::expected_hash(
                     &route.registration.settings(),
                     &route.kind,
                     &route.plural,
                     route.namespaced,
-                    &self.target(),
+                    &self.target(ca.as_ref().map(|c| c.as_slice())),
                 );
                 let current = informers.iter().all(|i| {
                     i.store()
@@ -83,11 +84,9 @@ impl Webhooks {
         tasks.abort_all();
     }
 
-    pub(super) fn target(&self) -> config::Target<'_> {
-        config::Target {
-            endpoint: &self.shared.endpoint,
-            bound_port: self.shared.local_addr.port(),
-            ca_bundle: self.shared.ca_bundle.as_deref(),
-        }
+    /// Where the configurations point, trusting `ca_bundle` (the current
+    /// one, [`Webhooks::ca_bundle`]).
+    pub(super) fn target<'a>(&'a self, ca_bundle: Option<&'a [u8]>) -> config::Target<'a> {
+        config::Target { endpoint: &self.shared.endpoint, bound_port: self.shared.local_addr.port(), ca_bundle }
     }
 }

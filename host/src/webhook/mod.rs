@@ -211,11 +211,32 @@ pub struct Config {
     pub cert_dir: Option<PathBuf>,
     /// How the API server reaches this host.
     pub endpoint: Endpoint,
+    /// Admission calls answered at once across every plugin
+    /// (`--webhook-max-concurrent`): each holds a thread of its own, so
+    /// this bounds the server's threads too.
+    pub max_concurrent: usize,
+    /// Admission calls of one plugin answered at once
+    /// (`--webhook-max-concurrent-per-plugin`), so one tenant's flood
+    /// leaves the others their share of the total.
+    pub max_concurrent_per_plugin: usize,
+}
+
+impl Config {
+    /// `--webhook-max-concurrent`: two busy plugins' worth of the per-plugin cap, twice over.
+    pub const DEFAULT_MAX_CONCURRENT: usize = 16;
+    /// `--webhook-max-concurrent-per-plugin`.
+    pub const DEFAULT_MAX_CONCURRENT_PER_PLUGIN: usize = 4;
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { bind: SocketAddr::from(([0, 0, 0, 0], 9443)), cert_dir: None, endpoint: Endpoint::default() }
+        Config {
+            bind: SocketAddr::from(([0, 0, 0, 0], 9443)),
+            cert_dir: None,
+            endpoint: Endpoint::default(),
+            max_concurrent: Config::DEFAULT_MAX_CONCURRENT,
+            max_concurrent_per_plugin: Config::DEFAULT_MAX_CONCURRENT_PER_PLUGIN,
+        }
     }
 }
 
@@ -230,8 +251,14 @@ struct Shared {
     metrics: Arc<Metrics>,
     endpoint: Endpoint,
     local_addr: SocketAddr,
-    /// PEM, for the configurations' `caBundle`.
-    ca_bundle: Option<Vec<u8>>,
+    /// PEM, for the configurations' `caBundle`: replaced when the cert
+    /// directory's `ca.crt` is rotated, and the configurations re-applied.
+    ca_bundle: RwLock<Option<Arc<Vec<u8>>>>,
+    /// Admission calls answered at once, across every plugin.
+    calls: Arc<tokio::sync::Semaphore>,
+    /// The most calls at once, in total and per plugin (for refusals).
+    max_concurrent: usize,
+    max_concurrent_per_plugin: usize,
     self_signed: bool,
     routes: RwLock<HashMap<String, Arc<Route>>>,
     generations: AtomicU64,
@@ -267,7 +294,10 @@ impl Webhooks {
                 metrics,
                 endpoint: config.endpoint,
                 local_addr,
-                ca_bundle: certs.ca_bundle.clone(),
+                ca_bundle: RwLock::new(certs.ca_bundle.clone().map(Arc::new)),
+                calls: Arc::new(tokio::sync::Semaphore::new(config.max_concurrent.max(1))),
+                max_concurrent: config.max_concurrent.max(1),
+                max_concurrent_per_plugin: config.max_concurrent_per_plugin.max(1),
                 self_signed: config.cert_dir.is_none(),
                 routes: RwLock::new(HashMap::new()),
                 generations: AtomicU64::new(0),
@@ -283,7 +313,16 @@ impl Webhooks {
         );
         let tls = certs.server_config()?;
         if let Some(dir) = config.cert_dir {
-            tokio::spawn(certs::watch(dir, certs.resolver.clone()));
+            // A rotated `ca.crt` replaces the bundle and wakes the keeper,
+            // which re-applies the configurations of the plugins it leads.
+            let shared = Arc::downgrade(&webhooks.shared);
+            let on_ca = move |pem: Vec<u8>| {
+                let Some(shared) = shared.upgrade() else { return };
+                *shared.ca_bundle.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(pem));
+                shared.recheck.notify_one();
+            };
+            let stopping = webhooks.shared.stop.subscribe();
+            tokio::spawn(certs::watch(dir, certs.resolver.clone(), certs.ca_bundle.clone(), on_ca, stopping));
         }
         let shutdown = async move {
             let _ = stopped.wait_for(|s| *s).await;
@@ -302,9 +341,10 @@ impl Webhooks {
         self.shared.local_addr
     }
 
-    /// The CA bundle (PEM) written into the configurations, if any.
-    pub fn ca_bundle(&self) -> Option<&[u8]> {
-        self.shared.ca_bundle.as_deref()
+    /// The CA bundle (PEM) written into the configurations, if any: the
+    /// current one (a rotated `ca.crt` replaces it).
+    pub fn ca_bundle(&self) -> Option<Arc<Vec<u8>>> {
+        self.shared.ca_bundle.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// Whether the serving certificate was generated at start (rather than
@@ -347,8 +387,15 @@ impl Webhooks {
             .map_err(|source| Error::Discovery { plugin: registration.name.clone(), kind: kind.to_string(), source })?;
         let namespaced = caps.scope == kube::discovery::Scope::Namespaced;
         let name = registration.name.clone();
+        // A plugin registered anew keeps its calls in flight counted.
+        let slots = self.route(&name).map_or_else(
+            || Arc::new(tokio::sync::Semaphore::new(self.shared.max_concurrent_per_plugin)),
+            |r| r.slots.clone(),
+        );
         let route = Arc::new(Route {
             generation: self.shared.generations.fetch_add(1, Ordering::Relaxed),
+            slots,
+            warned: Arc::default(),
             registration,
             kind,
             plural: resource.plural,
@@ -375,7 +422,8 @@ impl Webhooks {
     }
 
     async fn apply(&self, route: &Route) -> Result<(), Error> {
-        let target = self.target();
+        let ca = self.ca_bundle();
+        let target = self.target(ca.as_ref().map(|c| c.as_slice()));
         config::apply(
             &self.shared.client,
             &route.registration.settings(),
@@ -409,6 +457,8 @@ impl Webhooks {
             plural: route.plural.clone(),
             namespaced: route.namespaced,
             generation: route.generation,
+            slots: route.slots.clone(),
+            warned: route.warned.clone(),
             configured: false,
         });
         self.routes_mut().insert(name.to_string(), route.clone());

@@ -100,6 +100,11 @@ pub(crate) struct Route {
     pub(super) kind: Gvk,
     pub(super) plural: String,
     pub(super) namespaced: bool,
+    /// The plugin's admission calls in flight
+    /// (`--webhook-max-concurrent-per-plugin`), kept across re-registrations.
+    pub(super) slots: Arc<tokio::sync::Semaphore>,
+    /// When its refusals were last logged.
+    pub(super) warned: Arc<super::handler::Warned>,
     /// Changes at every (re-)registration, so a delayed removal after
     /// `unregister` leaves a newer registration alone.
     pub(super) generation: u64,

@@ -160,7 +160,7 @@ impl Lifecycle {
                             "{} was rolled back: {reason}; fix the module and publish a new version",
                             plan::short(&digest)
                         );
-                        plugin.lock().unwrap_or_else(|e| e.into_inner()).local.push(Record::Refuse(Refusal {
+                        plugin.lock().unwrap_or_else(|e| e.into_inner()).inbox.push(Record::Refuse(Refusal {
                             digest,
                             reason: Reason::RolledBack,
                             message,
@@ -168,8 +168,8 @@ impl Lifecycle {
                     }
                     Notice::ProbationPassed { digest } => {
                         let mut p = plugin.lock().unwrap_or_else(|e| e.into_inner());
-                        p.local.push(Record::LastGood(digest));
-                        p.local.push(Record::EndProbation);
+                        p.inbox.push(Record::LastGood(digest));
+                        p.inbox.push(Record::EndProbation);
                     }
                     Notice::ShadowDiffers { sample } => {
                         if let (Some(l), Some(r)) = (&leadership, &reference) {

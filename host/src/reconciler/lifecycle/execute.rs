@@ -25,8 +25,9 @@ impl Lifecycle {
         };
         let host = settings::Host {
             kube_config: self.config.kube_config.as_ref(),
-            pipeline: &self.manager.config().pipeline,
+            pipeline: &self.pipeline,
             require_service_account: self.config.require_service_account,
+            max_output: self.config.max_output,
         };
         let derived: Result<Settings, InvalidSpec> = observed.spec.clone().and_then(|spec| {
             let mut s = settings::derive(key, &spec, &host)?;
@@ -57,6 +58,8 @@ impl Lifecycle {
         let cleared = observed.retry.is_some() && observed.retry != observed.status.retry;
         let (inputs_owned, live) = {
             let mut p = plugin.lock().unwrap_or_else(|e| e.into_inner());
+            let inbox = std::mem::take(&mut p.inbox);
+            p.local.extend(inbox);
             if cleared && p.retry != observed.retry {
                 p.local.retain(|r| !matches!(r, Record::Refuse(_)));
                 p.retry = observed.retry.clone();
@@ -103,14 +106,31 @@ impl Lifecycle {
                 .iter()
                 .map(|(d, h)| {
                     let forbidden = match (&observed.spec, key) {
-                        (_, PluginKey::File(_)) => None,
+                        (_, PluginKey::File(_)) => {
+                            let refused = super::super::grants::reserved_uses(h.module.manifest());
+                            (!refused.is_empty())
+                                .then(|| format!("the module asks for what no plugin may have: {}", refused.join("; ")))
+                        }
                         (Ok(spec), _) => super::super::grants::check(h.module.manifest(), &spec.grants)
                             .err()
                             .map(|f| f.to_string())
                             .or_else(|| namespaced_cluster_kind(&placement, h)),
                         (Err(_), _) => None,
                     };
-                    (d.clone(), plan::Module { digest: d.clone(), forbidden, admission: h.module.admission() })
+                    let overlaps = match (&self.peers, &observed.spec, derived.as_ref()) {
+                        (Some(peers), Ok(spec), Ok(s)) => peers.overlapping(&super::super::peers::Claim {
+                            key,
+                            created: observed.created.as_ref(),
+                            kind: &h.module.manifest().for_kind,
+                            namespaces: s.pipeline.scope.namespaces.as_deref(),
+                            selector: spec.selector.as_ref(),
+                        }),
+                        _ => None,
+                    };
+                    (
+                        d.clone(),
+                        plan::Module { digest: d.clone(), forbidden, overlaps, admission: h.module.admission() },
+                    )
                 })
                 .collect();
             let live = Live {
@@ -352,8 +372,9 @@ impl Lifecycle {
         {
             let host = settings::Host {
                 kube_config: self.config.kube_config.as_ref(),
-                pipeline: &self.manager.config().pipeline,
+                pipeline: &self.pipeline,
                 require_service_account: self.config.require_service_account,
+                max_output: self.config.max_output,
             };
             if let Ok(s) = settings::derive(key, spec, &host) {
                 for f in &finalizers {

@@ -74,10 +74,13 @@ fn compute(
     let controller = p.controller.as_ref();
     let active = plan.serve.as_ref().and_then(|s| p.modules.get(&s.digest)).map(|h| &h.module);
     let stats = controller.map(ModuleController::stats).unwrap_or_default();
-    let degraded = plan
-        .degraded
-        .clone()
-        .unwrap_or_else(|| health(&stats, controller.and_then(|c| c.throttled(Duration::from_secs(60)))));
+    let degraded = plan.degraded.clone().unwrap_or_else(|| {
+        let waits = Waits {
+            cpu: controller.and_then(|c| c.throttled(Duration::from_secs(60))),
+            host: controller.and_then(|c| c.host_limited(Duration::from_secs(60))),
+        };
+        health(&stats, waits)
+    });
     let progressing = match (&plan.candidate, controller) {
         (Some(c), Some(ctrl)) => {
             let (compared, differing) = ctrl.shadow_counts();
@@ -135,30 +138,55 @@ fn compute(
     }
 }
 
+/// What a running controller's reconciles waited for in the last minute.
+#[derive(Debug, Clone, Copy, Default)]
+pub(in crate::reconciler) struct Waits {
+    /// Its own CPU budget (in CPUs).
+    pub cpu: Option<f64>,
+    /// A host-wide limit.
+    pub host: Option<crate::pipeline::HostLimit>,
+}
+
 /// The Degraded condition of a running controller: most reconciles failing
-/// (`stats`), or its guest calls over their CPU budget in the last minute
-/// (`throttled`: the budget in CPUs). Both at once (a slow guest hitting its
-/// deadline): the failure is the reason, and the wait is said too. A last
-/// failure the API server refused with 403 is `ApiForbidden` (the
-/// plugin's ServiceAccount lacks a role), read from the error, not its text.
+/// (`stats`), or its guest calls waiting in the last minute — for their
+/// own CPU budget, or for a limit the whole host shares. A failure and a
+/// wait at once (a slow guest hitting its deadline): the failure is the
+/// reason, and the wait is said too. A last failure the API server refused
+/// with 403 is `ApiForbidden` (the plugin's ServiceAccount lacks a role),
+/// read from the error, not its text.
 pub(in crate::reconciler) fn health(
     stats: &crate::controller::StatsSnapshot<crate::pipeline::Error>,
-    throttled: Option<f64>,
+    waits: Waits,
 ) -> Want {
-    let throttled = throttled.map(|cpu| {
-        format!(
-            "the module's calls used more than their CPU budget of {}m in the last minute; its reconciles wait",
-            (cpu * 1000.0).round()
+    let throttled = waits.cpu.map(|cpu| {
+        (
+            Reason::CpuThrottled,
+            format!(
+                "the module's calls used more than their CPU budget of {}m in the last minute; its reconciles wait",
+                (cpu * 1000.0).round()
+            ),
         )
     });
-    match (&stats.last_error, throttled) {
-        (Some(e), throttled) if stats.errors > 0 && stats.errors * 2 > stats.reconciles => {
+    let limited = waits.host.map(|limit| {
+        (
+            Reason::HostLimited,
+            format!(
+                "its reconciles waited for the host's shared {} ({}) in the last minute: every plugin on this host \
+                 shares it; nothing is lost, they are late",
+                limit.describe(),
+                limit.flag()
+            ),
+        )
+    });
+    let wait = throttled.or(limited);
+    match (&stats.last_error, wait) {
+        (Some(e), wait) if stats.errors > 0 && stats.errors * 2 > stats.reconciles => {
             let forbidden = matches!(&**e, crate::controller::Error::Reconcile(e) if e.status_code() == Some(403));
             let reason = if forbidden { Reason::ApiForbidden } else { Reason::ReconcileErrors };
-            let also = throttled.map(|t| format!("; also, {t}")).unwrap_or_default();
+            let also = wait.map(|(_, t)| format!("; also, {t}")).unwrap_or_default();
             Want::yes(reason, format!("most reconciles fail; last: {e}{also}"))
         }
-        (_, Some(throttled)) => Want::yes(Reason::CpuThrottled, throttled),
+        (_, Some((reason, message))) => Want::yes(reason, message),
         (_, None) => Want::no(Reason::Loaded, "no problem"),
     }
 }
@@ -199,25 +227,33 @@ mod tests {
 
     #[test]
     pub(super) fn degraded_should_name_failures_first_and_say_the_throttling_too() {
-        let throttled = health(&failing(1, PipelineError::Transient("x".into())), Some(0.01));
+        let throttled = health(&failing(1, PipelineError::Transient("x".into())), cpu(0.01));
         assert_eq!((throttled.status, throttled.reason), (true, Reason::CpuThrottled));
         assert!(throttled.message.contains("CPU budget of 10m"), "{}", throttled.message);
-        let both = health(&failing(9, PipelineError::Transient("timed out after 1s".into())), Some(0.01));
+        let both = health(&failing(9, PipelineError::Transient("timed out after 1s".into())), cpu(0.01));
         assert_eq!(both.reason, Reason::ReconcileErrors);
         assert!(
             both.message.contains("timed out after 1s") && both.message.contains("CPU budget of 10m"),
             "{}",
             both.message
         );
-        let fine = health(&failing(1, PipelineError::Transient("x".into())), None);
+        let fine = health(&failing(1, PipelineError::Transient("x".into())), Waits::default());
         assert_eq!((fine.status, fine.reason), (false, Reason::Loaded));
+        let host = Waits { host: Some(crate::pipeline::HostLimit::Memory), ..Waits::default() };
+        let limited = health(&failing(1, PipelineError::Transient("x".into())), host);
+        assert_eq!((limited.status, limited.reason), (true, Reason::HostLimited));
+        assert!(limited.message.contains("--max-guest-memory-total"), "{}", limited.message);
+    }
+
+    fn cpu(cpu: f64) -> Waits {
+        Waits { cpu: Some(cpu), host: None }
     }
 
     #[test]
     pub(super) fn a_403_from_the_api_server_should_be_api_forbidden_by_its_code_not_its_text() {
-        assert_eq!(health(&failing(9, forbidden()), None).reason, Reason::ApiForbidden);
+        assert_eq!(health(&failing(9, forbidden()), Waits::default()).reason, Reason::ApiForbidden);
         // A guest message that merely mentions the words is not.
         let mimic = PipelineError::Transient("apply: (403 Forbidden)".into());
-        assert_eq!(health(&failing(9, mimic), None).reason, Reason::ReconcileErrors);
+        assert_eq!(health(&failing(9, mimic), Waits::default()).reason, Reason::ReconcileErrors);
     }
 }

@@ -26,7 +26,7 @@ fn valid() -> Spec {
 }
 
 fn module(digest: &str) -> Module {
-    Module { digest: digest.into(), forbidden: None, admission: false }
+    Module { digest: digest.into(), forbidden: None, overlaps: None, admission: false }
 }
 
 impl Case {
@@ -86,6 +86,11 @@ impl Case {
 
     fn forbidden(mut self, digest: &str, why: &str) -> Case {
         self.modules.get_mut(digest).expect("loaded first").forbidden = Some(why.into());
+        self
+    }
+
+    fn overlaps(mut self, digest: &str, other: &str) -> Case {
+        self.modules.get_mut(digest).expect("loaded first").overlaps = Some(other.into());
         self
     }
 
@@ -204,6 +209,22 @@ fn narrowed_grants_stop_a_running_version_and_widened_ones_start_it() {
     assert!(event(&p, "Forbidden").is_some());
     let widened = Case::new().source(P).loaded(P);
     assert_eq!(serves(&widened.plan()), Some((P, false)));
+}
+
+#[test]
+fn an_overlapping_reconciler_waits_without_refusing_its_version_for_good() {
+    let older = "Reconciler team-a/first (created earlier) reconciles example.operon.dev Thing in team-a";
+    let c = Case::new().source(P).loaded(P).overlaps(P, older);
+    let p = c.plan();
+    assert_eq!(p.serve, None, "it never starts beside the older one");
+    assert_eq!((p.ready.status, p.ready.reason), (false, Reason::Overlaps));
+    assert!(p.ready.message.contains("team-a/first"), "{}", p.ready.message);
+    assert!(p.records.is_empty(), "not a durable refusal: {:?}", p.records);
+    // Running already (created later than one that loaded after it): it stops.
+    let running = Case::new().serving(P).source(P).overlaps(P, older);
+    assert_eq!(running.plan().serve, None);
+    // The older one gone: it starts.
+    assert_eq!(serves(&Case::new().source(P).loaded(P).plan()), Some((P, false)));
 }
 
 #[test]

@@ -1,0 +1,281 @@
+//! The host's share of guest memory and call slots, across every module.
+//!
+//! Per-call limits bound one call; they do not bound the product. Sixty-four
+//! workers of one module, each allowed 400 MiB, would take 25 GiB: the
+//! replica dies, its Leases move, and the next replica dies the same way.
+//! So every guest call — reconcile, validate, mutate, the smoke call of a
+//! load — is first admitted here ([`Gate::admit`]), and holds its
+//! [`Pass`] until it returns:
+//!
+//! - **a call slot** out of `calls`, however many modules and workers
+//!   there are;
+//! - **its instance's whole memory limit**, reserved up front out of
+//!   `memory`: an instance may grow to its limit during the call, and
+//!   memory cannot be taken back from a guest mid-call.
+//!
+//! An idle pooled instance keeps a reservation of the memory it has grown
+//! to (it stays mapped). When a call cannot be admitted for memory, idle
+//! pooled instances of every module are dropped first ([`Idle`]); then the
+//! call waits — asynchronously for the host's workers, blocking for a
+//! caller already on a blocking thread. Waiting loses nothing: the key
+//! stays queued, the API server's webhook timeout bounds an admission
+//! request.
+
+use std::sync::{Arc, Mutex, Weak};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Memory is reserved in MiB (a semaphore's permits are counted in `u32`).
+const MIB: u64 = 1 << 20;
+
+/// The host-wide limits. `Default`: no limit (tools, tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GateLimits {
+    /// Bytes of guest linear memory reserved at once, across every
+    /// instance (calls in flight at their limit, idle pooled instances at
+    /// their size).
+    pub memory: u64,
+    /// Guest calls in flight at once.
+    pub calls: usize,
+}
+
+impl Default for GateLimits {
+    fn default() -> Self {
+        GateLimits { memory: u64::MAX, calls: usize::MAX }
+    }
+}
+
+/// Something holding idle instances (a pool) that can give their memory
+/// back.
+pub(crate) trait Idle: Send + Sync {
+    /// Drop every idle instance.
+    fn drain(&self);
+}
+
+/// The host's gate. Cheap to clone: clones share the budget.
+#[derive(Clone)]
+pub struct Gate {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    limits: GateLimits,
+    /// Permits are MiB; `None` when memory is not limited.
+    memory: Option<Arc<Semaphore>>,
+    /// `None` when calls are not limited.
+    calls: Option<Arc<Semaphore>>,
+    /// Total MiB, for the usage report.
+    memory_mib: u32,
+    pools: Mutex<Vec<Weak<dyn Idle>>>,
+}
+
+/// What one call holds while it runs: its slot and its memory. Dropped,
+/// both go back.
+#[derive(Debug)]
+pub struct Pass {
+    memory: Option<OwnedSemaphorePermit>,
+    _call: Option<OwnedSemaphorePermit>,
+    /// The bytes this pass reserved (what the call may grow to).
+    reserved: u64,
+}
+
+/// How much of the gate is in use, for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    /// Bytes reserved now (calls in flight and idle pooled instances).
+    pub memory_reserved: u64,
+    /// Bytes that may be reserved (`u64::MAX`: no limit).
+    pub memory_limit: u64,
+    /// Calls in flight.
+    pub calls_in_flight: usize,
+    /// Calls that may be in flight (`usize::MAX`: no limit).
+    pub calls_limit: usize,
+}
+
+impl Gate {
+    /// A gate with these limits.
+    pub fn new(limits: GateLimits) -> Gate {
+        let memory_mib = u32::try_from(limits.memory / MIB).unwrap_or(u32::MAX).min(Semaphore::MAX_PERMITS as u32);
+        let limited_memory = limits.memory != u64::MAX;
+        let limited_calls = limits.calls != usize::MAX;
+        Gate {
+            inner: Arc::new(Inner {
+                limits,
+                memory: limited_memory.then(|| Arc::new(Semaphore::new(memory_mib.max(1) as usize))),
+                calls: limited_calls.then(|| Arc::new(Semaphore::new(limits.calls.clamp(1, Semaphore::MAX_PERMITS)))),
+                memory_mib: memory_mib.max(1),
+                pools: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> GateLimits {
+        self.inner.limits
+    }
+
+    /// Whether a call reserving `memory` bytes would be admitted now.
+    pub fn would_admit(&self, memory: u64) -> bool {
+        let mib = self.mib(memory);
+        self.inner.memory.as_ref().is_none_or(|m| m.available_permits() >= mib as usize)
+            && self.inner.calls.as_ref().is_none_or(|c| c.available_permits() > 0)
+    }
+
+    /// Admit a call that may grow its instance to `memory` bytes: waits for
+    /// a call slot and for the memory (dropping idle pooled instances
+    /// first when memory is short). A call asking more than the whole
+    /// budget reserves the whole budget.
+    pub async fn admit(&self, memory: u64) -> Pass {
+        let mib = self.mib(memory);
+        // The call slot first: a call waiting for memory holds no memory.
+        let call = match &self.inner.calls {
+            Some(c) => Some(c.clone().acquire_owned().await.expect("the gate's semaphores are never closed")),
+            None => None,
+        };
+        let memory_permit = match &self.inner.memory {
+            None => None,
+            Some(m) => Some(match m.clone().try_acquire_many_owned(mib) {
+                Ok(p) => p,
+                Err(_) => {
+                    self.drain_idle();
+                    m.clone().acquire_many_owned(mib).await.expect("the gate's semaphores are never closed")
+                }
+            }),
+        };
+        Pass { memory: memory_permit, _call: call, reserved: u64::from(mib) * MIB }
+    }
+
+    /// [`Gate::admit`] on a thread that may block (a blocking-pool thread,
+    /// a tool): waits there.
+    pub fn admit_blocking(&self, memory: u64) -> Pass {
+        futures::executor::block_on(self.admit(memory))
+    }
+
+    /// How much is in use.
+    pub fn usage(&self) -> Usage {
+        let inner = &self.inner;
+        let memory_reserved = inner
+            .memory
+            .as_ref()
+            .map_or(0, |m| u64::from(inner.memory_mib).saturating_sub(m.available_permits() as u64) * MIB);
+        let calls_in_flight =
+            inner.calls.as_ref().map_or(0, |c| inner.limits.calls.saturating_sub(c.available_permits()));
+        Usage { memory_reserved, memory_limit: inner.limits.memory, calls_in_flight, calls_limit: inner.limits.calls }
+    }
+
+    /// Register a pool whose idle instances are dropped when memory is short.
+    pub(crate) fn register(&self, pool: Weak<dyn Idle>) {
+        let mut pools = self.inner.pools.lock().unwrap_or_else(|p| p.into_inner());
+        pools.retain(|p| p.strong_count() > 0);
+        pools.push(pool);
+    }
+
+    /// Drop the idle instances of every pool.
+    fn drain_idle(&self) {
+        let pools: Vec<Arc<dyn Idle>> =
+            self.inner.pools.lock().unwrap_or_else(|p| p.into_inner()).iter().filter_map(Weak::upgrade).collect();
+        for pool in pools {
+            pool.drain();
+        }
+    }
+
+    /// `memory` in MiB, rounded up, at most the whole budget.
+    fn mib(&self, memory: u64) -> u32 {
+        let mib = memory.div_ceil(MIB).max(1);
+        u32::try_from(mib).unwrap_or(u32::MAX).min(self.inner.memory_mib)
+    }
+}
+
+impl Pass {
+    /// The bytes this call may grow its instance to.
+    pub fn reserved(&self) -> u64 {
+        self.reserved
+    }
+
+    /// Keep `bytes` of this pass's memory reservation for an instance that
+    /// stays (a pooled one going back idle); the rest goes back with the
+    /// pass. `None` when memory is not limited.
+    pub(crate) fn keep(&mut self, bytes: u64) -> Option<OwnedSemaphorePermit> {
+        let permit = self.memory.as_mut()?;
+        let mib = usize::try_from(bytes.div_ceil(MIB).max(1)).unwrap_or(usize::MAX).min(permit.num_permits());
+        if mib >= permit.num_permits() { self.memory.take() } else { permit.split(mib) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn memory_should_be_reserved_up_front_and_given_back_with_the_pass() {
+        let gate = Gate::new(GateLimits { memory: 100 * MIB, calls: 10 });
+        let a = gate.admit_blocking(60 * MIB);
+        assert_eq!(gate.usage().memory_reserved, 60 * MIB);
+        assert!(!gate.would_admit(60 * MIB), "60 + 60 > 100");
+        assert!(gate.would_admit(40 * MIB));
+        drop(a);
+        assert!(gate.would_admit(60 * MIB));
+        assert_eq!(
+            gate.usage(),
+            Usage { memory_reserved: 0, memory_limit: 100 * MIB, calls_in_flight: 0, calls_limit: 10 }
+        );
+    }
+
+    #[tokio::test]
+    async fn a_call_over_the_limit_should_wait_until_memory_comes_back() {
+        let gate = Gate::new(GateLimits { memory: 100 * MIB, calls: 10 });
+        let first = gate.admit(80 * MIB).await;
+        let waiting = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.admit(80 * MIB).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "admitted beyond the budget");
+        drop(first);
+        let second = tokio::time::timeout(std::time::Duration::from_secs(5), waiting).await.unwrap().unwrap();
+        assert_eq!(second.reserved(), 80 * MIB);
+    }
+
+    #[test]
+    fn calls_should_be_capped_whatever_their_memory() {
+        let gate = Gate::new(GateLimits { memory: u64::MAX, calls: 2 });
+        let (_a, _b) = (gate.admit_blocking(MIB), gate.admit_blocking(MIB));
+        assert!(!gate.would_admit(MIB));
+        assert_eq!(gate.usage().calls_in_flight, 2);
+    }
+
+    #[test]
+    fn a_call_asking_more_than_everything_should_get_everything_not_wait_for_ever() {
+        let gate = Gate::new(GateLimits { memory: 100 * MIB, calls: 10 });
+        assert_eq!(gate.admit_blocking(4096 * MIB).reserved(), 100 * MIB);
+    }
+
+    #[test]
+    fn idle_pools_should_be_drained_when_memory_is_short() {
+        struct Held(Mutex<Option<OwnedSemaphorePermit>>, AtomicUsize);
+        impl Idle for Held {
+            fn drain(&self) {
+                self.1.fetch_add(1, Ordering::Relaxed);
+                self.0.lock().unwrap().take();
+            }
+        }
+        let gate = Gate::new(GateLimits { memory: 100 * MIB, calls: 10 });
+        let mut pass = gate.admit_blocking(90 * MIB);
+        let kept = pass.keep(70 * MIB);
+        drop(pass);
+        assert_eq!(gate.usage().memory_reserved, 70 * MIB, "the idle instance keeps what it grew to");
+        let pool = Arc::new(Held(Mutex::new(kept), AtomicUsize::new(0)));
+        gate.register(Arc::downgrade(&(pool.clone() as Arc<dyn Idle>)));
+        let _big = gate.admit_blocking(50 * MIB);
+        assert_eq!(pool.1.load(Ordering::Relaxed), 1, "drained once");
+        assert_eq!(gate.usage().memory_reserved, 50 * MIB);
+    }
+
+    #[test]
+    fn no_limits_should_admit_everything() {
+        let gate = Gate::new(GateLimits::default());
+        let passes: Vec<Pass> = (0..1000).map(|_| gate.admit_blocking(512 * MIB)).collect();
+        assert_eq!(passes.len(), 1000);
+        assert_eq!(gate.usage().memory_reserved, 0);
+    }
+}

@@ -1,0 +1,329 @@
+//! The other Reconcilers: what no plugin may write, and who already
+//! reconciles a kind.
+//!
+//! - **Protected objects.** A Reconciler's module ConfigMap is the code it
+//!   runs: a plugin that could adopt or rewrite it would run its own code
+//!   under that Reconciler's grants and ServiceAccount. No plugin writes
+//!   one ([`Peers::protected`], checked on every outcome) — whichever host
+//!   runs that Reconciler (every Reconciler is watched for this, whatever
+//!   `--reconciler-selector` says).
+//! - **Overlaps.** Two controllers on one parent delete each other's
+//!   children for ever. A Reconciler whose kind an older Reconciler of this
+//!   host already reconciles, in namespaces and parents both may see, waits
+//!   with `Overlaps` naming it ([`Peers::overlapping`]); the older one
+//!   never yields to a younger one, so two never refuse each other. Hosts
+//!   that share a cluster by `--reconciler-selector` each answer for their
+//!   own Reconcilers.
+
+use super::crd::{ClusterReconciler, Reconciler};
+use super::{PluginKey, reconciler_gvk};
+use crate::cache::{Cache, CachedObject, Informer, WatchKey};
+use crate::contract::Gvk;
+use crate::pipeline::Protected;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// The informers of the Reconcilers. Cheap to clone.
+#[derive(Clone)]
+pub struct Peers {
+    /// Every Reconciler in the host's namespace(s), whichever host runs it.
+    every: Arc<Informer>,
+    /// This host's Reconcilers and ClusterReconcilers.
+    namespaced: Arc<Informer>,
+    cluster: Option<Arc<Informer>>,
+}
+
+/// What a plugin claims: the parents it would reconcile.
+#[derive(Debug, Clone)]
+pub struct Claim<'a> {
+    /// Which plugin.
+    pub key: &'a PluginKey,
+    /// When its resource was created (older claims win).
+    pub created: Option<&'a Time>,
+    /// The kind its module reconciles.
+    pub kind: &'a Gvk,
+    /// The namespaces of its parents; `None` for all.
+    pub namespaces: Option<&'a [String]>,
+    /// The labels its parents must have.
+    pub selector: Option<&'a LabelSelector>,
+}
+
+/// A claim another Reconciler makes, read from its resource.
+struct Held {
+    key: PluginKey,
+    created: Option<Time>,
+    group: String,
+    kind: String,
+    namespaces: Option<Vec<String>>,
+    selector: Option<LabelSelector>,
+}
+
+impl Peers {
+    /// Every Reconciler in `namespace` (`None`: all), from the host's cache,
+    /// beside this host's own (`namespaced`, `cluster`: the lifecycle's
+    /// informers).
+    pub fn new(
+        cache: &Cache,
+        namespace: Option<String>,
+        namespaced: Arc<Informer>,
+        cluster: Option<Arc<Informer>>,
+    ) -> Peers {
+        let every = cache.informer(WatchKey::new(reconciler_gvk(), namespace));
+        Peers { every, namespaced, cluster }
+    }
+
+    /// The objects no plugin may write: every Reconciler's module ConfigMap.
+    pub fn protected(&self) -> Protected {
+        let namespaced = self.every.clone();
+        Protected::new(move |kind, key| {
+            if !(kind.group.is_empty() && kind.kind == "ConfigMap") {
+                return None;
+            }
+            let ns = key.namespace.as_deref()?;
+            namespaced.store().in_namespace(Some(ns)).iter().find_map(|r| {
+                let spec: ModuleOnly = serde_json::from_str(r.json()).ok()?;
+                (spec.spec.module.config_map?.name == key.name)
+                    .then(|| format!("it holds the module of Reconciler {ns}/{} (spec.module.configMap)", r.name()))
+            })
+        })
+    }
+
+    /// The older Reconciler that already reconciles `claim`'s kind where
+    /// `claim` would, if there is one: a sentence naming it, for the
+    /// `Overlaps` condition. Only Reconcilers that serve (`Ready`) count,
+    /// so one that waits never blocks another.
+    pub fn overlapping(&self, claim: &Claim<'_>) -> Option<String> {
+        let mut older: Vec<Held> = self
+            .held()
+            .into_iter()
+            .filter(|h| h.key != *claim.key)
+            .filter(|h| h.group == claim.kind.group && h.kind == claim.kind.kind)
+            .filter(|h| precedes(h, claim))
+            .filter(|h| namespaces_meet(h.namespaces.as_deref(), claim.namespaces))
+            .filter(|h| !disjoint(h.selector.as_ref(), claim.selector))
+            .collect();
+        older.sort_by_key(|h| order(h.created.as_ref(), &h.key));
+        let h = older.into_iter().next()?;
+        let where_ = match &h.namespaces {
+            None => "every namespace".to_string(),
+            Some(list) => list.join(", "),
+        };
+        Some(format!(
+            "{} (created earlier) already reconciles {} {} in {where_}; two controllers on one parent would delete \
+             each other's children: give them disjoint spec.selector labels or namespaces, or delete one",
+            describe(&h.key),
+            if h.group.is_empty() { "core" } else { &h.group },
+            h.kind
+        ))
+    }
+
+    /// The claims of every serving Reconciler.
+    fn held(&self) -> Vec<Held> {
+        let mut out: Vec<Held> = self.namespaced.store().iter().filter_map(|o| held(o, false)).collect();
+        if let Some(c) = &self.cluster {
+            out.extend(c.store().iter().filter_map(|o| held(o, true)));
+        }
+        out
+    }
+}
+
+fn held(object: &Arc<CachedObject>, cluster: bool) -> Option<Held> {
+    let (key, plugin, status, meta) = if cluster {
+        let r: ClusterReconciler = serde_json::from_str(object.json()).ok()?;
+        let namespaces = r.spec.plugin.grants.namespaces.clone();
+        let all = namespaces.iter().any(|n| n == "*");
+        (
+            (PluginKey::ClusterReconciler(object.name().to_string()), (!all).then_some(namespaces)),
+            r.spec.plugin,
+            r.status?,
+            r.metadata,
+        )
+    } else {
+        let r: Reconciler = serde_json::from_str(object.json()).ok()?;
+        let ns = r.metadata.namespace.clone()?;
+        ((PluginKey::Reconciler(object.key()), Some(vec![ns])), r.spec.plugin, r.status?, r.metadata)
+    };
+    if meta.deletion_timestamp.is_some() || plugin.paused {
+        return None;
+    }
+    let ready = status.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True");
+    let (api_version, kind) = status.kind.as_deref()?.split_once(' ')?;
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    ready.then(|| Held {
+        key: key.0,
+        created: meta.creation_timestamp,
+        group: group.to_string(),
+        kind: kind.to_string(),
+        namespaces: key.1,
+        selector: plugin.selector,
+    })
+}
+
+/// Whether `h` comes before the claim: created earlier, or at the same
+/// second and first by kind and name (a total order: of two Reconcilers,
+/// exactly one precedes the other).
+fn precedes(h: &Held, claim: &Claim<'_>) -> bool {
+    order(h.created.as_ref(), &h.key) < order(claim.created, claim.key)
+}
+
+fn order<'a>(created: Option<&'a Time>, key: &'a PluginKey) -> (Option<i64>, String) {
+    // Unknown creation (not written yet) sorts last.
+    let at = created.map(|t| t.0.as_second()).or(Some(i64::MAX));
+    (at, describe(key))
+}
+
+fn describe(key: &PluginKey) -> String {
+    match key {
+        PluginKey::Reconciler(k) => format!("Reconciler {k}"),
+        PluginKey::ClusterReconciler(name) => format!("ClusterReconciler {name}"),
+        PluginKey::File(path) => format!("module file {}", path.display()),
+    }
+}
+
+fn namespaces_meet(a: Option<&[String]>, b: Option<&[String]>) -> bool {
+    match (a, b) {
+        (None, _) | (_, None) => true,
+        (Some(a), Some(b)) => a.iter().any(|n| b.contains(n)),
+    }
+}
+
+/// What a selector requires of one label.
+#[derive(Debug, Default)]
+struct LabelRule {
+    /// The values it may have (`None`: any), once `excluded` is taken out.
+    allowed: Option<BTreeSet<String>>,
+    excluded: BTreeSet<String>,
+    present: bool,
+    absent: bool,
+}
+
+impl LabelRule {
+    fn allow(&mut self, values: impl IntoIterator<Item = String>) {
+        let values: BTreeSet<String> = values.into_iter().collect();
+        self.allowed = Some(match self.allowed.take() {
+            Some(have) => have.intersection(&values).cloned().collect(),
+            None => values,
+        });
+        self.present = true;
+    }
+
+    /// The values left, if the label is restricted to a set.
+    fn values(&self) -> Option<BTreeSet<String>> {
+        self.allowed.as_ref().map(|a| a.difference(&self.excluded).cloned().collect())
+    }
+}
+
+/// Each label a selector constrains.
+fn rules(s: &LabelSelector) -> BTreeMap<String, LabelRule> {
+    let mut out: BTreeMap<String, LabelRule> = BTreeMap::new();
+    for (k, v) in s.match_labels.iter().flatten() {
+        out.entry(k.clone()).or_default().allow([v.clone()]);
+    }
+    for e in s.match_expressions.iter().flatten() {
+        let rule = out.entry(e.key.clone()).or_default();
+        let values = e.values.clone().unwrap_or_default();
+        match e.operator.as_str() {
+            "In" => rule.allow(values),
+            "NotIn" => rule.excluded.extend(values),
+            "Exists" => rule.present = true,
+            "DoesNotExist" => rule.absent = true,
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Whether no object can match both selectors: for some label, one
+/// requires it and the other forbids it, or the values each allows do not
+/// meet (`team=a` and `team=b`; `shard In {0,2}` and `shard In {1,3}`).
+/// Anything else may overlap (a missing selector matches everything).
+fn disjoint(a: Option<&LabelSelector>, b: Option<&LabelSelector>) -> bool {
+    let (Some(a), Some(b)) = (a, b) else { return false };
+    let (a, b) = (rules(a), rules(b));
+    a.iter().any(|(key, ra)| {
+        let Some(rb) = b.get(key) else { return false };
+        if (ra.present && rb.absent) || (ra.absent && rb.present) {
+            return true;
+        }
+        match (ra.values(), rb.values()) {
+            (Some(va), Some(vb)) => va.is_disjoint(&vb),
+            (Some(va), None) => va.is_subset(&rb.excluded),
+            (None, Some(vb)) => vb.is_subset(&ra.excluded),
+            (None, None) => false,
+        }
+    })
+}
+
+/// Only what protection reads of a Reconciler.
+#[derive(serde::Deserialize)]
+struct ModuleOnly {
+    spec: ModuleSpec,
+}
+
+#[derive(serde::Deserialize)]
+struct ModuleSpec {
+    module: super::crd::ModuleSource,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::ObjectKey;
+
+    fn selector(labels: &[(&str, &str)]) -> LabelSelector {
+        LabelSelector {
+            match_labels: Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+            ..Default::default()
+        }
+    }
+
+    fn expression(key: &str, operator: &str, values: &[&str]) -> LabelSelector {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+        LabelSelector {
+            match_expressions: Some(vec![LabelSelectorRequirement {
+                key: key.into(),
+                operator: operator.into(),
+                values: Some(values.iter().map(|v| v.to_string()).collect()),
+            }]),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn selectors_should_be_disjoint_only_when_no_labels_can_match_both() {
+        let (a, b, c) = (selector(&[("team", "a")]), selector(&[("team", "b")]), selector(&[("env", "prod")]));
+        assert!(disjoint(Some(&a), Some(&b)));
+        assert!(!disjoint(Some(&a), Some(&c)), "team=a and env=prod may both hold");
+        assert!(!disjoint(Some(&a), None), "no selector matches everything");
+        assert!(!disjoint(Some(&a), Some(&a)));
+        // Shards, as the fleet benchmark splits one kind between Reconcilers.
+        let (even, odd) = (expression("shard", "In", &["0", "2"]), expression("shard", "In", &["1", "3"]));
+        assert!(disjoint(Some(&even), Some(&odd)));
+        assert!(!disjoint(Some(&even), Some(&expression("shard", "In", &["2", "5"]))));
+        assert!(disjoint(Some(&a), Some(&expression("team", "NotIn", &["a"]))));
+        assert!(disjoint(Some(&a), Some(&expression("team", "DoesNotExist", &[]))));
+        assert!(!disjoint(Some(&a), Some(&expression("team", "NotIn", &["b"]))));
+    }
+
+    #[test]
+    fn namespaces_should_meet_when_either_is_everywhere_or_they_share_one() {
+        let (x, y) = (vec!["a".to_string(), "b".to_string()], vec!["b".to_string()]);
+        assert!(namespaces_meet(None, Some(&y)));
+        assert!(namespaces_meet(Some(&x), Some(&y)));
+        assert!(!namespaces_meet(Some(&x[..1]), Some(&y)));
+    }
+
+    #[test]
+    fn of_two_claims_exactly_one_should_come_first() {
+        let t = |s: i64| Time(jiff::Timestamp::from_second(s).unwrap());
+        let (k1, k2) = (
+            PluginKey::Reconciler(ObjectKey::new(Some("a"), "x")),
+            PluginKey::Reconciler(ObjectKey::new(Some("a"), "y")),
+        );
+        let (early, late) = (t(100), t(200));
+        assert!(order(Some(&early), &k2) < order(Some(&late), &k1), "older first, whatever the name");
+        assert!(order(Some(&early), &k1) < order(Some(&early), &k2), "same second: by name");
+        assert!(order(Some(&early), &k1) < order(None, &k1), "not created yet: last");
+    }
+}
