@@ -451,6 +451,13 @@ pub struct RunArgs {
     /// (development).
     #[arg(long)]
     pub webhook_cert_dir: Option<PathBuf>,
+    /// A PEM file of the CA that signs the API server's client certificate
+    /// for webhooks (the `kubeConfigFile` of its AdmissionConfiguration):
+    /// then only clients presenting a certificate it signed are served.
+    /// Without it any client that reaches the webhook port is served;
+    /// restrict the port with a NetworkPolicy.
+    #[arg(long)]
+    pub webhook_client_ca_file: Option<PathBuf>,
     /// How the API server reaches this process directly, as HOST[:PORT]
     /// (clientConfig.url); default 127.0.0.1 and the bound port.
     #[arg(long, conflicts_with = "webhook_service")]
