@@ -77,9 +77,12 @@ pub struct Budget {
 
 impl Budget {
     /// `--event-qps`: events per second per controller.
-    pub const DEFAULT_QPS: f64 = 5.0;
-    /// `--event-burst`: events at once per controller.
-    pub const DEFAULT_BURST: u32 = 200;
+    pub const DEFAULT_QPS: f64 = 25.0;
+    /// `--event-burst`: events at once per controller: a controller
+    /// starting on a thousand parents may say one thing about each (client-go
+    /// and kube-rs recorders have no per-controller bound at all; this one
+    /// is against a flood, not against a busy controller).
+    pub const DEFAULT_BURST: u32 = 1000;
     /// Room for the host's own events about one object (ReconcileFailed,
     /// InvalidOutcome, …) beside one outcome's.
     pub const HOST_EVENTS: usize = 10;
