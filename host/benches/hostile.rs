@@ -207,6 +207,8 @@ async fn main() {
         namespace: Some(TENANT_A.into()),
         scope: operon::pipeline::Scope::namespace(TENANT_A),
         controller: operon::controller::Config { max_concurrent_reconciles: 64, ..Default::default() },
+        // `operon run`'s default share of a controller (`--guest-cpu`).
+        guest_cpu: 0.25,
         ..pipeline
     };
     mgr.add_controller(rt.load(&guest("hostile"), greedy).unwrap(), tenant_a, None).unwrap();
@@ -226,6 +228,7 @@ async fn main() {
         (webhooks, plugin.name)
     };
     let stalled = stalled_registry().await;
+    let metrics = mgr.metrics().clone();
     let _host = tokio::spawn(mgr.run(std::future::pending()));
 
     // The neighbour's Deployments, as a watch sees them.
@@ -287,7 +290,9 @@ async fn main() {
     let tenant_things = tenant_a_things(&client).await;
     for mode in modes() {
         if mode == "tenants" {
-            rows.push(tenants(&webapps, &seen, count, rounds, &mut next, &tenant_things, &stalled, &flooded).await);
+            rows.push(
+                tenants(&webapps, &seen, count, rounds, &mut next, &tenant_things, &stalled, &flooded, &metrics).await,
+            );
             continue;
         }
         let set = |mode: &str| {
@@ -385,6 +390,7 @@ async fn tenants(
     things: &Api<DynamicObject>,
     stalled: &str,
     flooded: &(operon::webhook::Webhooks, String),
+    metrics: &operon::metrics::Metrics,
 ) -> Value {
     let set = |mode: &'static str| async move {
         for i in 0..TENANT_THINGS {
@@ -442,6 +448,13 @@ async fn tenants(
     let rss_attacked = peak_rss_mib();
     for f in flood {
         f.abort();
+    }
+    // Where the neighbours waited: the host's limits and their own budgets.
+    for line in metrics.encode().unwrap_or_default().lines() {
+        let waits = ["operon_host_limited_seconds_total", "operon_guest_throttled_seconds_total"];
+        if waits.iter().any(|w| line.starts_with(w)) && !line.ends_with(" 0") {
+            println!("  {line}");
+        }
     }
     set("calm").await;
     pulling.abort();
