@@ -19,7 +19,8 @@
 //! a 400 MiB memory limit, and each of its 64 Things grows its instance
 //! until the limit stops it — 25 GiB if nothing bounded the host — while
 //! a Reconciler of tenant A waits on a registry that accepts connections
-//! and never answers. Tenant B is the neighbour. Besides the ratios it
+//! and never answers, and 32 callers flood tenant A's admission webhook
+//! with reviews its validate loops on. Tenant B is the neighbour. Besides the ratios it
 //! prints the process's peak resident memory.
 
 use futures::StreamExt;
@@ -180,6 +181,11 @@ async fn main() {
     let mgr = Manager::builder(client.clone())
         .config(manager::Config { pipeline: pipeline.clone(), server_addr: None, ..Default::default() })
         .runtime(rt.clone())
+        .webhooks(operon::webhook::Config {
+            bind: ([127, 0, 0, 1], 0).into(),
+            endpoint: operon::webhook::Endpoint::Url { host: "127.0.0.1".into(), port: None },
+            ..Default::default()
+        })
         .build()
         .await
         .unwrap();
@@ -201,10 +207,28 @@ async fn main() {
         namespace: Some(TENANT_A.into()),
         scope: operon::pipeline::Scope::namespace(TENANT_A),
         controller: operon::controller::Config { max_concurrent_reconciles: 64, ..Default::default() },
+        // `operon run`'s default share of a controller (`--guest-cpu`).
+        guest_cpu: 0.25,
         ..pipeline
     };
     mgr.add_controller(rt.load(&guest("hostile"), greedy).unwrap(), tenant_a, None).unwrap();
+    // Tenant A's admission plugin, whose validate loops until its deadline
+    // on the reviews the flood sends (registered for WebApps of tenant A's
+    // namespace: nothing the bench writes goes through it).
+    let flooded = {
+        let module = rt.load(&guest("admission-misbehave"), Limits::default()).unwrap();
+        let settings = operon::pipeline::Config { guest_cpu: 0.25, ..Default::default() };
+        let controller = mgr.build_controller(module, settings, None, false);
+        let leadership = mgr.leadership(controller.name());
+        let mut plugin = operon::webhook::Registration::new("tenant-a-admission", controller, leadership);
+        plugin.failure_policy = operon::webhook::FailurePolicy::Ignore;
+        plugin.scope_namespace = Some(TENANT_A.into());
+        let webhooks = mgr.webhooks().unwrap().clone();
+        webhooks.register(plugin.clone()).await.unwrap();
+        (webhooks, plugin.name)
+    };
     let stalled = stalled_registry().await;
+    let metrics = mgr.metrics().clone();
     let _host = tokio::spawn(mgr.run(std::future::pending()));
 
     // The neighbour's Deployments, as a watch sees them.
@@ -266,7 +290,9 @@ async fn main() {
     let tenant_things = tenant_a_things(&client).await;
     for mode in modes() {
         if mode == "tenants" {
-            rows.push(tenants(&webapps, &seen, count, rounds, &mut next, &tenant_things, &stalled, &client).await);
+            rows.push(
+                tenants(&webapps, &seen, count, rounds, &mut next, &tenant_things, &stalled, &flooded, &metrics).await,
+            );
             continue;
         }
         let set = |mode: &str| {
@@ -363,7 +389,8 @@ async fn tenants(
     next: &mut i32,
     things: &Api<DynamicObject>,
     stalled: &str,
-    client: &kube::Client,
+    flooded: &(operon::webhook::Webhooks, String),
+    metrics: &operon::metrics::Metrics,
 ) -> Value {
     let set = |mode: &'static str| async move {
         for i in 0..TENANT_THINGS {
@@ -385,13 +412,52 @@ async fn tenants(
     let pulling = tokio::spawn(async move {
         operon::reconciler::source::from_oci(&source, operon::reconciler::source::Bounds::default()).await
     });
+    // The webhook flood: 32 callers sending reviews that make tenant A's
+    // validate loop, as fast as they are answered or refused.
+    let review = serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "u", "operation": "CREATE", "name": "w", "namespace": TENANT_A,
+            "kind": {"group": "example.operon.dev", "version": "v1alpha1", "kind": "WebApp"},
+            "resource": {"group": "example.operon.dev", "version": "v1alpha1", "resource": "webapps"},
+            "userInfo": {"username": "flood"},
+            "object": {"apiVersion": "example.operon.dev/v1alpha1", "kind": "WebApp",
+                "metadata": {"name": "w", "namespace": TENANT_A, "annotations": {"admission-test": "loop"}},
+                "spec": {"image": "nginx"}}
+        }
+    }))
+    .unwrap();
+    let flood: Vec<_> = (0..32)
+        .map(|_| {
+            let (webhooks, name, review) = (flooded.0.clone(), flooded.1.clone(), review.clone());
+            tokio::spawn(async move {
+                loop {
+                    let answer = webhooks.answer(operon::webhook::Hook::Validate, &name, &review).await;
+                    if answer.status == 429 {
+                        // A refused caller comes back, as the API server
+                        // would on the next write, not in a busy loop.
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+            })
+        })
+        .collect();
     set("memory").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let attacked = neighbour_phase(webapps, seen, count, rounds, next).await;
     let rss_attacked = peak_rss_mib();
+    for f in flood {
+        f.abort();
+    }
+    // Where the neighbours waited: the host's limits and their own budgets.
+    for line in metrics.encode().unwrap_or_default().lines() {
+        let waits = ["operon_host_limited_seconds_total", "operon_guest_throttled_seconds_total"];
+        if waits.iter().any(|w| line.starts_with(w)) && !line.ends_with(" 0") {
+            println!("  {line}");
+        }
+    }
     set("calm").await;
     pulling.abort();
-    let _ = client;
     let p99 = attacked.p(0.99).as_secs_f64() / calm.p(0.99).as_secs_f64();
     let thr = attacked.throughput / calm.throughput;
     println!(

@@ -418,3 +418,86 @@ async fn a_rotated_ca_reaches_the_configurations_and_the_new_certificate_is_serv
     p.wait_active().await;
     p.stop().await;
 }
+
+/// With `--webhook-client-ca-file`, only a client presenting a certificate
+/// that CA signed (the API server, given one by its AdmissionConfiguration)
+/// gets an answer; any other pod that reaches the port fails the handshake
+/// before a byte of its review is read (issue 18, finding 2).
+#[tokio::test]
+async fn with_a_client_ca_only_clients_it_signed_are_served() {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    init_logs();
+    operon::install_crypto_provider();
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::default();
+    ca.distinguished_name.push(DnType::CommonName, "apiserver-webhook-client-ca");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    let client_key = KeyPair::generate().unwrap();
+    let mut client = CertificateParams::new(Vec::<String>::new()).unwrap();
+    client.distinguished_name.push(DnType::CommonName, "kube-apiserver");
+    client.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let client_cert = client.signed_by(&client_key, &issuer).unwrap();
+    // A stranger's certificate, from a CA the server does not know.
+    let stranger_key = KeyPair::generate().unwrap();
+    let stranger = CertificateParams::new(Vec::<String>::new()).unwrap().self_signed(&stranger_key).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("client-ca.crt");
+    std::fs::write(&ca_file, ca_cert.pem()).unwrap();
+    let config = webhook::Config {
+        bind: ([127, 0, 0, 1], 0).into(),
+        endpoint: webhook::Endpoint::Url { host: "127.0.0.1".into(), port: None },
+        client_ca: Some(ca_file),
+        ..Default::default()
+    };
+    let webhooks = Webhooks::start(plane().client().await, Arc::new(Metrics::new()), config).await.unwrap();
+    let server_ca = webhooks.ca_bundle().expect("a generated CA");
+
+    // One HTTPS request with an optional client certificate: the status
+    // line, or the error that stopped it.
+    let ask = |identity: Option<(String, String)>| {
+        let (addr, server_ca) = (webhooks.local_addr(), server_ca.clone());
+        async move {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(&server_ca) {
+                roots.add(cert.unwrap()).unwrap();
+            }
+            let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
+            let tls = match identity {
+                None => builder.with_no_client_auth(),
+                Some((cert, key)) => builder
+                    .with_client_auth_cert(
+                        vec![CertificateDer::from_pem_slice(cert.as_bytes()).unwrap()],
+                        PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap(),
+                    )
+                    .unwrap(),
+            };
+            let connector = tokio_rustls::TlsConnector::from(Arc::new(tls));
+            let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let name = ServerName::IpAddress(addr.ip().into());
+            let answer = async {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut stream = connector.connect(name, tcp).await?;
+                stream
+                    .write_all(b"POST /validate/nobody HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+                    .await?;
+                let mut out = Vec::new();
+                stream.read_to_end(&mut out).await?;
+                Ok::<_, std::io::Error>(String::from_utf8_lossy(&out).lines().next().unwrap_or_default().to_string())
+            };
+            tokio::time::timeout(WAIT, answer).await.expect("an answer or an error, not a hang")
+        }
+    };
+    let signed = ask(Some((client_cert.pem(), client_key.serialize_pem()))).await;
+    assert!(matches!(&signed, Ok(line) if line.starts_with("HTTP/1.1 404")), "the signed client: {signed:?}");
+    let anonymous = ask(None).await;
+    assert!(!matches!(&anonymous, Ok(line) if line.starts_with("HTTP/")), "no certificate, yet served: {anonymous:?}");
+    let strange = ask(Some((stranger.pem(), stranger_key.serialize_pem()))).await;
+    assert!(!matches!(&strange, Ok(line) if line.starts_with("HTTP/")), "an unknown CA, yet served: {strange:?}");
+    webhooks.shut_down();
+}

@@ -48,7 +48,7 @@ pub fn run(args: &[&str]) -> Result<()> {
         _ => bail!("{USAGE}"),
     };
     let guests: &[&str] = match name {
-        "hostile" => &["rust-webapp", "hostile"],
+        "hostile" => &["rust-webapp", "hostile", "admission-misbehave"],
         "fleet" => &["rust-webapp", "ring", "stamp-v1", "stamp-v2"],
         "languages" => &["rust-webapp", "c-webapp", "go-webapp", "ts-webapp", "python-webapp"],
         _ => &["rust-webapp"],

@@ -129,6 +129,7 @@ fn webhook_config(args: &RunArgs, bind: SocketAddr) -> anyhow::Result<webhook::C
     Ok(webhook::Config {
         bind,
         cert_dir: args.webhook_cert_dir.clone(),
+        client_ca: args.webhook_client_ca_file.clone(),
         endpoint,
         max_concurrent: args.webhook_max_concurrent.max(1),
         max_concurrent_per_plugin: args.webhook_max_concurrent_per_plugin.max(1),

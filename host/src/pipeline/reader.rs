@@ -68,12 +68,7 @@ impl ObjectReader for CacheReader {
         namespace: Option<&str>,
         label_selector: Option<&str>,
     ) -> Result<Vec<String>, ReadError> {
-        let selector =
-            Selector::parse(label_selector.unwrap_or_default()).map_err(|e| ReadError::Selector(e.to_string()))?;
-        let informer = self.informer(kind)?;
-        let ns = self.namespace(kind, informer, namespace)?;
-        let objects = informer.store().in_namespace(ns.as_deref());
-        Ok(objects.iter().filter(|o| selector.matches_with(|k| o.label(k))).map(|o| o.json().to_string()).collect())
+        self.list_within(kind, namespace, label_selector, usize::MAX)
     }
 
     /// Counts the objects' JSON as it goes and stops at `max_bytes`: a

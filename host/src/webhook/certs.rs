@@ -70,17 +70,44 @@ impl Certs {
         Ok(Certs { resolver: Arc::new(Resolver::new(certified)), ca_bundle })
     }
 
-    /// The rustls configuration: HTTP/1.1, TLS 1.2 and 1.3, no client
-    /// certificates (the API server authenticates the host, not the reverse).
-    pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, Error> {
-        let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(ring::default_provider()))
+    /// The rustls configuration: HTTP/1.1, TLS 1.2 and 1.3. With
+    /// `client_ca` (PEM), only a client presenting a certificate that CA
+    /// signed gets past the handshake: the API server, when its
+    /// `AdmissionConfiguration` gives it a client certificate for webhooks
+    /// (`kubeConfigFile`). Without it, any client that reaches the port may
+    /// send a review (the caps bound what that costs).
+    pub fn server_config(&self, client_ca: Option<&[u8]>) -> Result<Arc<rustls::ServerConfig>, Error> {
+        let provider = Arc::new(ring::default_provider());
+        let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
-            .map_err(|e| Error::Certificate(format!("configuring TLS: {e}")))?
-            .with_no_client_auth()
-            .with_cert_resolver(self.resolver.clone());
+            .map_err(|e| Error::Certificate(format!("configuring TLS: {e}")))?;
+        let builder = match client_ca {
+            None => builder.with_no_client_auth(),
+            Some(pem) => builder.with_client_cert_verifier(client_verifier(pem, provider)?),
+        };
+        let mut config = builder.with_cert_resolver(self.resolver.clone());
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(Arc::new(config))
     }
+}
+
+/// A verifier that accepts client certificates signed by a CA of `pem`.
+fn client_verifier(
+    pem: &[u8],
+    provider: Arc<rustls::crypto::CryptoProvider>,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, Error> {
+    let bad = |why: String| Error::Certificate(format!("--webhook-client-ca-file: {why}"));
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        let cert = cert.map_err(|e| bad(format!("not PEM certificates: {e}")))?;
+        roots.add(cert).map_err(|e| bad(format!("not a usable CA certificate: {e}")))?;
+    }
+    if roots.is_empty() {
+        return Err(bad("holds no certificate".into()));
+    }
+    rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+        .build()
+        .map_err(|e| bad(e.to_string()))
 }
 
 fn read_dir(dir: &Path) -> Result<CertifiedKey, Error> {
@@ -203,7 +230,7 @@ mod tests {
         let certs = Certs::generate(&["operon-webhooks.operon.svc".into()]).unwrap();
         let ca = String::from_utf8(certs.ca_bundle.clone().unwrap()).unwrap();
         assert!(ca.starts_with("-----BEGIN CERTIFICATE-----"), "{ca}");
-        certs.server_config().unwrap();
+        certs.server_config(None).unwrap();
     }
 
     #[test]

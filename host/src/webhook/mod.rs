@@ -209,6 +209,12 @@ pub struct Config {
     /// `None`: a CA and a serving certificate are generated at start and
     /// the CA goes into every configuration (development).
     pub cert_dir: Option<PathBuf>,
+    /// A PEM file of CAs whose client certificates are let in
+    /// (`--webhook-client-ca-file`): the API server authenticates itself
+    /// with the certificate its `AdmissionConfiguration` names for
+    /// webhooks; other clients fail the handshake. `None`: any client
+    /// that reaches the port is served.
+    pub client_ca: Option<PathBuf>,
     /// How the API server reaches this host.
     pub endpoint: Endpoint,
     /// Admission calls answered at once across every plugin
@@ -233,6 +239,7 @@ impl Default for Config {
         Config {
             bind: SocketAddr::from(([0, 0, 0, 0], 9443)),
             cert_dir: None,
+            client_ca: None,
             endpoint: Endpoint::default(),
             max_concurrent: Config::DEFAULT_MAX_CONCURRENT,
             max_concurrent_per_plugin: Config::DEFAULT_MAX_CONCURRENT_PER_PLUGIN,
@@ -309,9 +316,16 @@ impl Webhooks {
         tracing::info!(
             addr = %local_addr,
             certificate = %config.cert_dir.as_ref().map_or("self-generated".into(), |d| d.display().to_string()),
+            clients = %config.client_ca.as_ref().map_or("any (no --webhook-client-ca-file)".into(), |p| format!("signed by {}", p.display())),
             "serving admission webhooks"
         );
-        let tls = certs.server_config()?;
+        let client_ca = match &config.client_ca {
+            Some(path) => Some(std::fs::read(path).map_err(|e| {
+                Error::Certificate(format!("--webhook-client-ca-file: reading {}: {e}", path.display()))
+            })?),
+            None => None,
+        };
+        let tls = certs.server_config(client_ca.as_deref())?;
         if let Some(dir) = config.cert_dir {
             // A rotated `ca.crt` replaces the bundle and wakes the keeper,
             // which re-applies the configurations of the plugins it leads.

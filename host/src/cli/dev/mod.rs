@@ -66,7 +66,7 @@ pub struct Args {
 }
 
 /// `--timeout`: a duration, or (deprecated) a number of seconds.
-fn timeout(text: &str) -> Result<Duration, String> {
+fn timeout(text: &str) -> Result<Duration, super::BadDuration> {
     match text.parse::<u64>() {
         Ok(secs) if secs > 0 => Ok(Duration::from_secs(secs)),
         _ => super::duration(text),
