@@ -20,9 +20,21 @@
 //! caller already on a blocking thread. Waiting loses nothing: the key
 //! stays queued, the API server's webhook timeout bounds an admission
 //! request.
+//!
+//! Memory is **not first come, first served**: a call whose memory fits
+//! goes in even while a larger one waits. A queue would hand every
+//! released MiB to the large request at its head, so one tenant asking
+//! 400 MiB a call would make a neighbour asking 64 MiB wait behind each of
+//! its calls (measured: the neighbour's p99 forty times its calm p99). The
+//! tenant asking more waits longer; that is its share.
 
 use std::sync::{Arc, Mutex, Weak};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use std::time::Duration;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+
+/// How often a call waiting for memory looks again without being woken
+/// (an idle instance's reservation dropped outside the gate wakes no one).
+const RECHECK: Duration = Duration::from_millis(100);
 
 /// Memory is reserved in MiB (a semaphore's permits are counted in `u32`).
 const MIB: u64 = 1 << 20;
@@ -66,6 +78,8 @@ struct Inner {
     /// Total MiB, for the usage report.
     memory_mib: u32,
     pools: Mutex<Vec<Weak<dyn Idle>>>,
+    /// Woken when a pass gives memory back.
+    released: Arc<Notify>,
 }
 
 /// What one call holds while it runs: its slot and its memory. Dropped,
@@ -73,9 +87,22 @@ struct Inner {
 #[derive(Debug)]
 pub struct Pass {
     memory: Option<OwnedSemaphorePermit>,
-    _call: Option<OwnedSemaphorePermit>,
+    call: Option<OwnedSemaphorePermit>,
     /// The bytes this pass reserved (what the call may grow to).
     reserved: u64,
+    /// Told when the pass gives its memory back.
+    released: Option<Arc<Notify>>,
+}
+
+impl Drop for Pass {
+    fn drop(&mut self) {
+        // Give back first, then wake the waiters to look again.
+        let gave = self.memory.take().is_some();
+        self.call.take();
+        if let (true, Some(released)) = (gave, &self.released) {
+            released.notify_waiters();
+        }
+    }
 }
 
 /// How much of the gate is in use, for metrics.
@@ -104,6 +131,7 @@ impl Gate {
                 calls: limited_calls.then(|| Arc::new(Semaphore::new(limits.calls.clamp(1, Semaphore::MAX_PERMITS)))),
                 memory_mib: memory_mib.max(1),
                 pools: Mutex::new(Vec::new()),
+                released: Arc::new(Notify::new()),
             }),
         }
     }
@@ -133,15 +161,37 @@ impl Gate {
         };
         let memory_permit = match &self.inner.memory {
             None => None,
-            Some(m) => Some(match m.clone().try_acquire_many_owned(mib) {
-                Ok(p) => p,
-                Err(_) => {
-                    self.drain_idle();
-                    m.clone().acquire_many_owned(mib).await.expect("the gate's semaphores are never closed")
-                }
-            }),
+            Some(m) => Some(self.memory(m, mib).await),
         };
-        Pass { memory: memory_permit, _call: call, reserved: u64::from(mib) * MIB }
+        Pass {
+            memory: memory_permit,
+            call,
+            reserved: u64::from(mib) * MIB,
+            released: Some(self.inner.released.clone()),
+        }
+    }
+
+    /// `mib` of memory as soon as that much is free, whoever else waits
+    /// (see the module's doc): idle pooled instances are dropped first.
+    async fn memory(&self, m: &Arc<Semaphore>, mib: u32) -> OwnedSemaphorePermit {
+        loop {
+            // Listening before looking: a pass given back in between wakes us.
+            let released = self.inner.released.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            if let Ok(p) = m.clone().try_acquire_many_owned(mib) {
+                return p;
+            }
+            self.drain_idle();
+            if let Ok(p) = m.clone().try_acquire_many_owned(mib) {
+                return p;
+            }
+            if tokio::runtime::Handle::try_current().is_ok() {
+                let _ = tokio::time::timeout(RECHECK, released).await;
+            } else {
+                released.await;
+            }
+        }
     }
 
     /// [`Gate::admit`] on a thread that may block (a blocking-pool thread,
@@ -234,6 +284,24 @@ mod tests {
         drop(first);
         let second = tokio::time::timeout(std::time::Duration::from_secs(5), waiting).await.unwrap().unwrap();
         assert_eq!(second.reserved(), 80 * MIB);
+    }
+
+    #[tokio::test]
+    async fn a_call_whose_memory_fits_should_not_wait_behind_a_larger_one() {
+        let gate = Gate::new(GateLimits { memory: 100 * MIB, calls: 10 });
+        let running = gate.admit(60 * MIB).await;
+        let large = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.admit(60 * MIB).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!large.is_finished(), "admitted beyond the budget");
+        let small = tokio::time::timeout(std::time::Duration::from_secs(2), gate.admit(30 * MIB))
+            .await
+            .expect("a call whose 30 MiB fit waited behind one asking 60 MiB");
+        drop((small, running));
+        let large = tokio::time::timeout(std::time::Duration::from_secs(5), large).await.unwrap().unwrap();
+        assert_eq!(large.reserved(), 60 * MIB);
     }
 
     #[test]

@@ -218,6 +218,9 @@ async fn call(webhooks: &Webhooks, route: &Route, hook: Hook, path: &str, review
         if let Some(ticket) = ticket {
             ticket.charge(started.elapsed());
         }
+        // Its places go back before its answer does: a caller answered may
+        // call again at once, and must find them free.
+        drop((_total, _plugin));
         let _ = tx.send(outcome);
     });
     let outcome = match spawned {
