@@ -9,15 +9,14 @@
 //! Reconciler from a ConfigMap by an in-process manager.
 
 mod common;
+#[path = "common/plugins.rs"]
+mod plugins;
 
 use common::{eventually, guest, thing_crd};
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
-use operon::manager::{self, Manager};
-use operon::reconciler;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use operon::reconciler::crd::{ClusterReconciler, Reconciler};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -31,78 +30,31 @@ fn plane() -> &'static operon_envtest::ControlPlane {
     })
 }
 
-/// A manager running the Reconcilers of its test's namespace.
-struct Host {
-    client: kube::Client,
-    ns: String,
-    manager: Manager,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
+/// The shared Reconciler host (`common/plugins.rs`), with a controller
+/// event budget of 200 at once, then 5/s (the defaults are 1000 and 25/s):
+/// the budget test needs fewer events to pass it.
+struct Host(plugins::Host);
+
+impl std::ops::Deref for Host {
+    type Target = plugins::Host;
+    fn deref(&self) -> &plugins::Host {
+        &self.0
+    }
 }
 
 impl Host {
     async fn start(prefix: &str) -> Host {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-            .with_test_writer()
-            .try_init();
-        let client = plane().client().await;
-        let ns = operon_envtest::create_namespace(&client, prefix).await.unwrap();
-        let runtime =
-            operon::runtime::Runtime::new(operon::runtime::Config { artifact_dir: None, ..Default::default() })
-                .unwrap();
-        let manager = Manager::builder(client.clone())
-            // A controller budget of 200 at once, then 5/s (the defaults are
-            // 1000 and 25/s): the budget test needs fewer events to pass it.
-            .config(manager::Config {
-                server_addr: None,
-                pipeline: operon::pipeline::Config { event_burst: 200, event_qps: 5.0, ..Default::default() },
-                ..Default::default()
-            })
-            .runtime(runtime)
-            .add(reconciler::Reconcilers::component(
-                reconciler::Config {
-                    kube_config: Some(plane().config()),
-                    selector: Some(format!("operon.dev/test={ns}")),
-                    status_period: Duration::from_millis(500),
-                    instance: "test".into(),
-                    ..Default::default()
-                },
-                Vec::new(),
-            ))
-            .build()
-            .await
-            .unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let mgr = manager.clone();
-        let task = tokio::spawn(async move {
-            mgr.run(async move {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-        });
-        Host { client, ns, manager, stop: Some(stop), task }
+        let pipeline = operon::pipeline::Config { event_burst: 200, event_qps: 5.0, ..Default::default() };
+        Host(plugins::Host::start_configured(plane(), prefix, false, pipeline).await)
     }
 
-    async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(60), &mut self.task).await;
+    async fn stop(self) {
+        self.0.stop().await;
     }
 
     /// The `chatty` module as the Reconciler `chatty`, with `extra` in its spec.
     async fn chatty(&self, extra: Value) {
-        let cm = ConfigMap {
-            metadata: kube::api::ObjectMeta { name: Some("chatty".into()), ..Default::default() },
-            binary_data: Some([("module.wasm".to_string(), ByteString(guest("chatty")))].into()),
-            ..Default::default()
-        };
-        Api::<ConfigMap>::namespaced(self.client.clone(), &self.ns)
-            .patch("chatty", &PatchParams::apply("test").force(), &Patch::Apply(&cm))
-            .await
-            .unwrap();
+        self.module_config_map("chatty", &guest("chatty")).await;
         let mut spec = json!({"module": {"configMap": {"name": "chatty"}},
             "grants": {"for": [{"group": "example.operon.dev", "kind": "Thing"}]}});
         for (k, v) in extra.as_object().unwrap() {
@@ -114,11 +66,6 @@ impl Host {
             .patch("chatty", &PatchParams::apply("test").force(), &Patch::Apply(&r))
             .await
             .unwrap();
-    }
-
-    fn things(&self) -> Api<DynamicObject> {
-        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.operon.dev", "v1alpha1", "Thing"));
-        Api::namespaced_with(self.client.clone(), &self.ns, &ar)
     }
 
     /// A Thing asking for `events` events.

@@ -261,6 +261,15 @@ impl Plan {
     }
 }
 
+/// The event of a version that keeps serving under a changed spec.
+fn reconfigured(digest: &str) -> Event {
+    Event {
+        warning: false,
+        reason: "ControllerReconfigured",
+        message: format!("{} serves with the new spec (grants, scope, limits or ServiceAccount)", short(digest)),
+    }
+}
+
 /// The first 12 hex digits of a digest.
 pub fn short(digest: &str) -> String {
     digest.trim_start_matches("sha256:").chars().take(12).collect()
@@ -333,14 +342,7 @@ pub fn plan(i: &Inputs<'_>) -> Plan {
         (Some(c), Some(o)) if c.digest == o.digest => {
             p.serve = Some(Serve { digest: c.digest.clone(), probation: false });
             if i.live.settings_changed {
-                p.events.push(Event {
-                    warning: false,
-                    reason: "ControllerReconfigured",
-                    message: format!(
-                        "{} serves with the new spec (grants, scope, limits or ServiceAccount)",
-                        short(&c.digest)
-                    ),
-                });
+                p.events.push(reconfigured(&c.digest));
             }
         }
         (Some(c), Some(o)) if serving_ok(c) && shadow => {
@@ -419,14 +421,7 @@ pub fn plan(i: &Inputs<'_>) -> Plan {
             // version keeps serving, with the spec as it is now.
             p.serve = Some(Serve { digest: c.digest.clone(), probation: false });
             if i.live.settings_changed {
-                p.events.push(Event {
-                    warning: false,
-                    reason: "ControllerReconfigured",
-                    message: format!(
-                        "{} serves with the new spec (grants, scope, limits or ServiceAccount)",
-                        short(&c.digest)
-                    ),
-                });
+                p.events.push(reconfigured(&c.digest));
             }
         }
         (Some(c), None) => {

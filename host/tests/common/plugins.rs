@@ -1,6 +1,6 @@
 //! A manager running the Reconciler controller in-process, on a test's
 //! control plane: what the Reconciler suites share (included with `#[path]`
-//! by `tests/reconcilers.rs` and `tests/tenants.rs`).
+//! by `tests/reconcilers.rs`, `tests/tenants.rs` and `tests/events.rs`).
 
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
@@ -31,6 +31,21 @@ impl Host {
     /// A host on `plane` in a new namespace named after `prefix`;
     /// `allow_module_paths`: accept `spec.module.path` (as `operon dev` does).
     pub async fn start_on(plane: &operon_envtest::ControlPlane, prefix: &str, allow_module_paths: bool) -> Host {
+        let pipeline = operon::pipeline::Config {
+            controller: operon::controller::Config { max_concurrent_reconciles: 4, ..Default::default() },
+            ..Default::default()
+        };
+        Host::start_configured(plane, prefix, allow_module_paths, pipeline).await
+    }
+
+    /// [`Host::start_on`] with the plugins' controllers configured by
+    /// `pipeline` (the manager's base for every Reconciler).
+    pub async fn start_configured(
+        plane: &operon_envtest::ControlPlane,
+        prefix: &str,
+        allow_module_paths: bool,
+        pipeline: operon::pipeline::Config,
+    ) -> Host {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
             .with_test_writer()
@@ -41,10 +56,6 @@ impl Host {
         let runtime =
             Runtime::new(runtime::Config { artifact_dir: Some(artifacts.path().to_path_buf()), ..Default::default() })
                 .unwrap();
-        let pipeline = operon::pipeline::Config {
-            controller: operon::controller::Config { max_concurrent_reconciles: 4, ..Default::default() },
-            ..Default::default()
-        };
         let manager = Manager::builder(client.clone())
             .config(manager::Config { pipeline, server_addr: None, ..Default::default() })
             .runtime(runtime.clone())
