@@ -461,11 +461,17 @@ async fn a_reconciler_with_spec_admission_should_serve_its_webhooks_until_delete
     let applied = validating.get(&name).await.unwrap();
     let selector = serde_json::to_value(&applied.webhooks.unwrap()[0].namespace_selector).unwrap();
     assert!(selector.to_string().contains(&namespace), "scoped to the Reconciler's namespace: {selector}");
-    // Defaulting comes from the same module.
-    let stored = webapps
-        .create(&PostParams::default(), &Setup::webapp("portless", json!({"image": "nginx:1.27"})))
-        .await
-        .unwrap();
+    // Defaulting comes from the same module, once the API server has seen
+    // the mutating configuration too (it is applied after the validating
+    // one, and each takes effect when the API server's informer has it).
+    let portless = Setup::webapp("portless", json!({"image": "nginx:1.27"}));
+    let defaulted = eventually("the Reconciler's mutating webhook to default", WAIT, || async {
+        let dry = webapps.create(&PostParams { dry_run: true, ..Default::default() }, &portless).await.ok()?;
+        (!dry.data["spec"]["port"].is_null()).then_some(dry)
+    })
+    .await;
+    assert_eq!(defaulted.data["spec"]["port"], 8080);
+    let stored = webapps.create(&PostParams::default(), &portless).await.unwrap();
     assert_eq!(stored.data["spec"]["port"], 8080);
 
     // Without the Reconciler, its configurations go and nothing is denied.
