@@ -240,6 +240,11 @@ pub struct RequestFile {
     /// Other objects that `get` and `list` see.
     #[serde(default)]
     pub cluster: Vec<Value>,
+    /// The host's clock for this call (RFC 3339, contract 0.2's
+    /// `request.now`). Absent: the Unix epoch, so a fixture never depends
+    /// on when it runs; set it when the guest reads the time.
+    #[serde(default)]
+    pub now: Option<String>,
 }
 
 impl RequestFile {
@@ -274,14 +279,22 @@ impl RequestFile {
     ///
     /// # Errors
     ///
-    /// When a child is not of an owned kind.
+    /// When a child is not of an owned kind, or `now` is not a time.
     pub fn request(&self, owns: &[Gvk]) -> Result<Request, String> {
+        let now = match &self.now {
+            None => jiff::Timestamp::UNIX_EPOCH,
+            Some(text) => text
+                .parse::<jiff::Timestamp>()
+                .map_err(|e| format!("now: {text:?} is not an RFC 3339 time such as 2026-01-01T00:00:00Z ({e})"))?,
+        };
         Ok(Request {
             object: self.object.to_string(),
             children: group_children(owns, &self.children)?,
             related: self.related.iter().map(Value::to_string).collect(),
             finalizing: self.finalizing,
             attempt: self.attempt,
+            now,
+            generation: self.object.pointer("/metadata/generation").and_then(Value::as_i64),
         })
     }
 
@@ -428,6 +441,9 @@ pub enum Observed {
     Error {
         /// Which, and its message.
         error: ErrorKind,
+        /// The parent's status the failure carries (contract 0.2).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<Value>,
     },
     /// The guest answered.
     Outcome(Outcome),
@@ -456,6 +472,8 @@ impl Observed {
 #[serde(deny_unknown_fields)]
 struct ErrorFile {
     error: ErrorKind,
+    #[serde(default)]
+    status: Option<Value>,
 }
 
 /// What an expected file holds.
@@ -486,7 +504,7 @@ pub fn read_expected(kind: Kind, path: &Path) -> Result<Value, Error> {
 
 fn expected_outcome(value: Value) -> Result<Value, String> {
     let observed = if value.get("error").is_some() {
-        serde_json::from_value::<ErrorFile>(value).map(|f| Observed::Error { error: f.error })
+        serde_json::from_value::<ErrorFile>(value).map(|f| Observed::Error { error: f.error, status: f.status })
     } else {
         serde_json::from_value::<Outcome>(value).map(Observed::Outcome)
     };

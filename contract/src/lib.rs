@@ -6,15 +6,22 @@
 //! host.** It is the vocabulary the rest share — kinds ([`Gvk`]), what a
 //! module declares ([`Manifest`]), one reconcile's [`Request`] and
 //! [`Outcome`], one admission [`Review`] and its [`Denial`], and
-//! [label selectors](selector), the [rules](rules) an outcome must keep —
-//! so that each has one implementation; and,
+//! [label selectors](selector), the [rules](rules) an outcome must keep,
+//! the [readiness] of an object — so that each has one
+//! implementation; and,
 //! with the `fixtures` feature, the [fixture files](fixture) of `operon
 //! test` and of the Rust SDK's `testing::fixtures`.
 
 /// The WIT package guests are built against (see `wit/reconciler.wit`).
 pub const WIT_PACKAGE: &str = "operon:reconciler";
-/// The version of it this release speaks.
+/// The version of it this release's SDKs speak (and `operon build`
+/// accepts of an SDK).
 pub const WIT_VERSION: &str = "0.1.0";
+/// Every version of it the host runs, oldest first: a module of any of them
+/// loads, and modules of different versions run side by side. 0.2 is the
+/// next contract (`wit/0.2/`): the host speaks it, the SDKs move to it
+/// together with the release's version.
+pub const WIT_VERSIONS_RUN: &[&str] = &["0.1.0", "0.2.0"];
 
 /// Whether `found` is semver-compatible with `expected`, as caret
 /// requirements say: the same major; for 0.x the same minor (for 0.0.x the
@@ -39,12 +46,14 @@ mod types;
 
 #[cfg(feature = "fixtures")]
 pub mod fixture;
+pub mod readiness;
 pub mod rules;
 pub mod selector;
 
 pub use admission::{Denial, IMMUTABLE_BY_MUTATE, Operation, Review, UserInfo};
+pub use readiness::{Readiness, ReadinessStatus};
 pub use selector::Selector;
-pub use types::{Event, Failure, Gvk, Manifest, Mapping, Outcome, Request, Watch};
+pub use types::{Event, Failed, Failure, Gvk, Manifest, Mapping, Outcome, Request, Watch, field_at, rfc3339};
 
 #[cfg(test)]
 mod tests {

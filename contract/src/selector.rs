@@ -66,6 +66,60 @@ impl Selector {
         Ok(Selector { requirements })
     }
 
+    /// A selector written as JSON in an object: a `LabelSelector`
+    /// (`matchLabels`, `matchExpressions` with `In`, `NotIn`, `Exists`,
+    /// `DoesNotExist`) or a plain map of labels (a Service's `spec.selector`).
+    /// `None` for a missing or empty selector: the caller decides what that
+    /// means (the Kubernetes API differs by field).
+    ///
+    /// # Errors
+    /// A value that is neither form, or an operator it does not know.
+    pub fn from_json(value: &Value) -> Result<Option<Selector>, Error> {
+        let err = |reason: String| Error { selector: value.to_string(), reason };
+        let Some(map) = value.as_object() else {
+            return if value.is_null() { Ok(None) } else { Err(err("expected an object".into())) };
+        };
+        let structured = map.keys().all(|k| k == "matchLabels" || k == "matchExpressions");
+        let mut requirements = Vec::new();
+        let labels = if structured { map.get("matchLabels").and_then(Value::as_object) } else { Some(map) };
+        for (k, v) in labels.into_iter().flatten() {
+            let v = v.as_str().ok_or_else(|| err(format!("label {k:?} is not a string")))?;
+            requirements.push(Requirement::Equals(k.clone(), v.to_string()));
+        }
+        let expressions = if structured { map.get("matchExpressions").and_then(Value::as_array) } else { None };
+        for e in expressions.into_iter().flatten() {
+            let key = e.get("key").and_then(Value::as_str).ok_or_else(|| err("an expression has no key".into()))?;
+            let values = || -> Vec<String> {
+                e.get("values")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            };
+            let key = key.to_string();
+            requirements.push(match e.get("operator").and_then(Value::as_str) {
+                Some("In") => Requirement::In(key, values()),
+                Some("NotIn") => Requirement::NotIn(key, values()),
+                Some("Exists") => Requirement::Exists(key),
+                Some("DoesNotExist") => Requirement::DoesNotExist(key),
+                other => return Err(err(format!("unknown operator {other:?}"))),
+            });
+        }
+        Ok((!requirements.is_empty()).then_some(Selector { requirements }))
+    }
+
+    /// One `key=value` every match must have, if the selector has one: what
+    /// an index of selectors files it under.
+    pub fn required_label(&self) -> Option<(&str, &str)> {
+        self.requirements.iter().find_map(|r| match r {
+            Requirement::Equals(k, v) => Some((k.as_str(), v.as_str())),
+            Requirement::In(k, vs) if vs.len() == 1 => Some((k.as_str(), vs[0].as_str())),
+            _ => None,
+        })
+    }
+
     /// Whether labels (the `metadata.labels` map) satisfy every requirement.
     pub fn matches(&self, labels: Option<&Map<String, Value>>) -> bool {
         self.matches_with(|k| labels.and_then(|l| l.get(k)).and_then(Value::as_str))
@@ -147,6 +201,22 @@ mod tests {
         for s in no {
             assert!(!Selector::parse(s).unwrap().matches(Some(&l)), "{s} should not match");
         }
+    }
+
+    #[test]
+    fn selectors_should_read_both_json_forms() {
+        let l = labels(json!({"app": "web", "env": "prod"}));
+        let structured = json!({"matchLabels": {"app": "web"}, "matchExpressions": [
+            {"key": "env", "operator": "In", "values": ["prod", "dev"]}, {"key": "legacy", "operator": "DoesNotExist"}]});
+        let s = Selector::from_json(&structured).unwrap().unwrap();
+        assert!(s.matches(Some(&l)));
+        assert_eq!(s.required_label(), Some(("app", "web")));
+        let plain = Selector::from_json(&json!({"app": "db"})).unwrap().unwrap();
+        assert!(!plain.matches(Some(&l)));
+        assert_eq!(Selector::from_json(&json!({})).unwrap(), None, "empty selects nothing here");
+        assert_eq!(Selector::from_json(&Value::Null).unwrap(), None);
+        assert!(Selector::from_json(&json!({"matchExpressions": [{"key": "a", "operator": "Gt"}]})).is_err());
+        assert!(Selector::from_json(&json!("app=web")).is_err());
     }
 
     #[test]

@@ -55,6 +55,27 @@ pub enum Mapping {
     Annotation(String),
     /// Every parent in the watched object's namespace.
     AllInNamespace,
+    /// The parent's field at this dotted path names the watched object
+    /// (`name` or `namespace/name`). Contract 0.2.
+    Reference(String),
+    /// The parent's field at this dotted path is a label selector over the
+    /// watched kind in the parent's namespace. Contract 0.2.
+    Selector(String),
+}
+
+impl Mapping {
+    /// The dotted path into the parent, for the mappings that read one.
+    pub fn parent_path(&self) -> Option<&str> {
+        match self {
+            Mapping::Reference(p) | Mapping::Selector(p) => Some(p),
+            Mapping::Label(_) | Mapping::Annotation(_) | Mapping::AllInNamespace => None,
+        }
+    }
+}
+
+/// The value at a dotted path (`spec.configRef.name`) of a JSON object.
+pub fn field_at<'v>(object: &'v Value, path: &str) -> Option<&'v Value> {
+    path.split('.').try_fold(object, |v, key| v.get(key))
 }
 
 /// A watched kind and its mapping to parents.
@@ -111,6 +132,16 @@ impl Manifest {
         if self.owns.contains(&self.for_kind) {
             return Err(format!("manifest owns its own parent kind {}", self.for_kind));
         }
+        for w in &self.watches {
+            if let Some(path) = w.mapping.parent_path()
+                && (path.is_empty() || path.split('.').any(str::is_empty))
+            {
+                return Err(format!(
+                    "watch of {} names the parent field {path:?}: use a dotted path such as spec.configRef.name",
+                    w.kind
+                ));
+            }
+        }
         if let Some(f) = &self.finalizer
             && !f.contains('/')
         {
@@ -133,6 +164,24 @@ pub struct Request {
     pub finalizing: bool,
     /// Failures in a row before this call.
     pub attempt: u32,
+    /// The host's clock when the reconcile began (contract 0.2's `now`).
+    pub now: jiff::Timestamp,
+    /// The parent's `metadata.generation`, for the `observedGeneration` the
+    /// host writes for 0.2 modules.
+    pub generation: Option<i64>,
+}
+
+impl Request {
+    /// `now` as the contract spells it: RFC 3339 in UTC with milliseconds.
+    pub fn now_text(&self) -> String {
+        rfc3339(self.now)
+    }
+}
+
+/// A time as the contract spells it: RFC 3339 in UTC with milliseconds,
+/// `2026-11-26T04:05:06.789Z`.
+pub fn rfc3339(t: jiff::Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
 /// An event the guest asked to record on the parent.
@@ -162,6 +211,31 @@ pub struct Outcome {
     pub requeue_after: Option<Duration>,
     /// Clean-up done; the finalizer may be removed.
     pub finalized: bool,
+}
+
+/// A failure with what it may carry (contract 0.2): the parent's status to
+/// write before backing off.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failed {
+    /// Transient or terminal, and why.
+    pub failure: Failure,
+    /// The parent's new status, if the guest gave one.
+    pub status: Option<Value>,
+}
+
+impl From<Failure> for Failed {
+    fn from(failure: Failure) -> Failed {
+        Failed { failure, status: None }
+    }
+}
+
+impl Failure {
+    /// Why, for people.
+    pub fn message(&self) -> &str {
+        match self {
+            Failure::Transient(m) | Failure::Terminal(m) => m,
+        }
+    }
 }
 
 /// The guest's own verdict that it could not reconcile.

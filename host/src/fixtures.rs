@@ -185,9 +185,14 @@ fn run_one(module: &Module, case: &Case, update: bool) -> Result<Concluded, Erro
             }
             Observed::Outcome(outcome)
         }
-        Ok(Err(crate::runtime::Failure::Transient(m))) => Observed::Error { error: ErrorKind::Transient(m) },
-        Ok(Err(crate::runtime::Failure::Terminal(m))) => Observed::Error { error: ErrorKind::Terminal(m) },
-        Err(e) => Observed::Error { error: ErrorKind::Sandbox(e.to_string()) },
+        Ok(Err(crate::contract::Failed { failure, status })) => Observed::Error {
+            error: match failure {
+                crate::runtime::Failure::Transient(m) => ErrorKind::Transient(m),
+                crate::runtime::Failure::Terminal(m) => ErrorKind::Terminal(m),
+            },
+            status,
+        },
+        Err(e) => Observed::Error { error: ErrorKind::Sandbox(e.to_string()), status: None },
     };
     conclude(Kind::Reconcile, case, &observed.to_value(), update)
 }

@@ -152,5 +152,6 @@ pub fn to_host(r: &raw::Request) -> Request {
         related: r.related.clone(),
         finalizing: r.finalizing,
         attempt: r.attempt,
+        ..Request::default()
     }
 }

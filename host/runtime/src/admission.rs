@@ -4,27 +4,23 @@
 //! instances).
 //!
 //! A module knows at load whether it exports
-//! `operon:reconciler/admission@0.1.x`; a module of the base world loads and
+//! `operon:reconciler/admission` (of its contract version); a module of the base world loads and
 //! reconciles exactly as before, and [`Module::admission`] says `false`.
 
+use super::WIT_PACKAGE;
 use super::error::CallError;
-use super::guest::{CallScope, ObjectReader, State, admission_world};
-use super::module::{Admitted, Module};
-use super::{WIT_PACKAGE, WIT_VERSION};
-use crate::contract::{Denial, IMMUTABLE_BY_MUTATE, Operation, Review};
+use super::guest::{CallScope, ObjectReader};
+use super::module::{Admitted, Module, check_size};
+use crate::contract::{Denial, IMMUTABLE_BY_MUTATE, Review};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
-use wasmtime::Store;
-
-use admission_world::ReconcilerWithAdmission;
-use admission_world::exports::operon::reconciler::admission as wit;
 
 impl Module {
     /// Whether the module exports `validate` and `mutate` (the
     /// `reconciler-with-admission` world).
     pub fn admission(&self) -> bool {
-        self.inner.admission.is_some()
+        self.inner.worlds.admission()
     }
 
     /// Call `validate`. The outer `Result` is the sandbox's verdict; the
@@ -78,13 +74,11 @@ impl Admitted {
         reader: Arc<dyn ObjectReader>,
         deadline: Duration,
     ) -> Result<Result<Vec<String>, Denial>, CallError> {
-        let answer = self.call_admission(
-            reader,
-            deadline,
-            |bindings, store, review| bindings.operon_reconciler_admission().call_validate(store, review),
-            review,
-        )?;
-        let max = self.module.inner.calls.limits.max_output;
+        let inner = &self.module.inner;
+        let scope = CallScope::new(reader, Some(inner.manifest.clone()));
+        let answer =
+            inner.worlds.validate(&inner.calls, &mut self.pass, scope, deadline, review).ok_or_else(no_admission)??;
+        let max = inner.calls.limits.max_output;
         match answer {
             Ok(warnings) => {
                 let size: usize = warnings.iter().map(String::len).sum();
@@ -93,7 +87,7 @@ impl Admitted {
             }
             Err(denial) => {
                 check_size(denial.message.len(), max)?;
-                Ok(Err(Denial { message: denial.message, code: denial.code }))
+                Ok(Err(denial))
             }
         }
     }
@@ -108,13 +102,11 @@ impl Admitted {
         reader: Arc<dyn ObjectReader>,
         deadline: Duration,
     ) -> Result<Result<Option<Value>, Denial>, CallError> {
-        let answer = self.call_admission(
-            reader,
-            deadline,
-            |bindings, store, review| bindings.operon_reconciler_admission().call_mutate(store, review),
-            review,
-        )?;
-        let max = self.module.inner.calls.limits.max_output;
+        let inner = &self.module.inner;
+        let scope = CallScope::new(reader, Some(inner.manifest.clone()));
+        let answer =
+            inner.worlds.mutate(&inner.calls, &mut self.pass, scope, deadline, review).ok_or_else(no_admission)??;
+        let max = inner.calls.limits.max_output;
         match answer {
             Ok(None) => Ok(Ok(None)),
             Ok(Some(text)) => {
@@ -123,40 +115,18 @@ impl Admitted {
             }
             Err(denial) => {
                 check_size(denial.message.len(), max)?;
-                Ok(Err(Denial { message: denial.message, code: denial.code }))
+                Ok(Err(denial))
             }
         }
     }
-
-    /// Call the admission world through the module's one call path, under
-    /// the smaller of the module's timeout and `deadline`.
-    fn call_admission<R>(
-        &mut self,
-        reader: Arc<dyn ObjectReader>,
-        deadline: Duration,
-        f: impl FnOnce(&ReconcilerWithAdmission, &mut Store<State>, &wit::Review) -> wasmtime::Result<R>,
-        review: &Review,
-    ) -> Result<R, CallError> {
-        let inner = &self.module.inner;
-        let Some(slot) = &inner.admission else {
-            return Err(CallError::Instantiate(wasmtime::Error::msg(format!(
-                "the module does not export {WIT_PACKAGE}/admission@{WIT_VERSION}; build it for the \
-                 reconciler-with-admission world (Rust: `operon_sdk::export!(MyReconciler with admission)`)"
-            ))));
-        };
-        let scope = CallScope::new(reader, Some(inner.manifest.clone()));
-        let wit_review = to_wit(review);
-        slot.call(&inner.calls, &mut self.pass, Some(scope), Some(deadline), |bindings, store| {
-            f(bindings, store, &wit_review)
-        })
-    }
 }
 
-fn check_size(size: usize, limit: usize) -> Result<(), CallError> {
-    if size > limit {
-        return Err(CallError::OutputTooLarge { size, limit });
-    }
-    Ok(())
+/// The call error for a module without the admission world.
+fn no_admission() -> CallError {
+    CallError::Instantiate(wasmtime::Error::msg(format!(
+        "the module does not export {WIT_PACKAGE}/admission; build it for the reconciler-with-admission world \
+         (Rust: `operon_sdk::export!(MyReconciler with admission)`)"
+    )))
 }
 
 /// Parse a mutated object and check it keeps what `mutate` may not change.
@@ -186,34 +156,10 @@ fn check_mutated(review: &Review, text: &str) -> Result<Value, CallError> {
     Ok(object)
 }
 
-fn to_wit(r: &Review) -> wit::Review {
-    wit::Review {
-        uid: r.uid.clone(),
-        operation: match r.operation {
-            Operation::Create => wit::Operation::Create,
-            Operation::Update => wit::Operation::Update,
-            Operation::Delete => wit::Operation::Delete,
-            Operation::Connect => wit::Operation::Connect,
-        },
-        kind: (&r.kind).into(),
-        sub_resource: r.sub_resource.clone(),
-        namespace: r.namespace.clone(),
-        name: r.name.clone(),
-        object: r.object.clone(),
-        old_object: r.old_object.clone(),
-        user_info: wit::UserInfo {
-            username: r.user_info.username.clone(),
-            uid: r.user_info.uid.clone(),
-            groups: r.user_info.groups.clone(),
-        },
-        dry_run: r.dry_run,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::{Gvk, UserInfo};
+    use crate::contract::{Gvk, Operation, UserInfo};
 
     fn review(object: Option<&str>) -> Review {
         Review {

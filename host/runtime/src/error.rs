@@ -21,15 +21,15 @@ pub enum LoadError {
     /// The module was built for another major version of the WIT package.
     #[error(
         "module was built for {package}@{found}, this host speaks {package}@{expected}; \
-         rebuild the module against the host's wit/ (or run a host that speaks {found})"
+         rebuild the module against one of the host's contracts (wit/, wit/0.2/), or run a host that speaks {found}"
     )]
     WitVersion {
         /// The package name.
         package: &'static str,
         /// The version the module was built for.
         found: String,
-        /// The version the host speaks.
-        expected: &'static str,
+        /// The versions the host speaks.
+        expected: String,
     },
     /// The component does not export the reconciler world.
     #[error(

@@ -1,48 +1,174 @@
-//! The host side of the WIT world: generated bindings, the per-store state,
-//! the `operon:reconciler/host` import, and conversions between generated
-//! and host types.
+//! The host side of the WIT worlds: the per-store state, the
+//! `operon:reconciler/host` import, and the guest's reads. Each contract
+//! version the host runs has its generated bindings and conversions in a
+//! module of its own ([`v0_1`], [`v0_2`]), behind one [`Contract`] trait,
+//! so the call path, the sandbox and the reads are written once.
 
 use super::stdio::{GuestLog, GuestStream, Said, Stream};
-use crate::contract::{self as host_types, Gvk};
+use crate::contract::{self as host_types, Denial, Gvk, Manifest, Request, Review};
 use std::sync::Arc;
-use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use std::sync::atomic::{AtomicI64, Ordering};
+use wasmtime::Store;
+use wasmtime::component::{Linker, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-wasmtime::component::bindgen!({
-    path: "../../wit",
-    world: "reconciler",
-});
+pub(crate) mod v0_1;
+pub(crate) mod v0_2;
 
-use self::operon::reconciler::host as wit_host;
-pub(crate) use self::operon::reconciler::types as wit;
-
-/// The world with `validate` and `mutate` beside `reconcile`: bindings of
-/// its own, sharing the types and the host import with the base world's,
-/// so conversions and the linker are shared.
-pub(crate) mod admission_world {
-    wasmtime::component::bindgen!({
-        path: "../../wit",
-        world: "reconciler-with-admission",
-        with: {
-            "operon:reconciler/types": super::operon::reconciler::types,
-            "operon:reconciler/host": super::operon::reconciler::host,
-        },
-    });
+/// One version of the contract, as the host calls it: its worlds, and
+/// conversions from and to the contract's plain types.
+pub(crate) trait Contract: Send + Sync + 'static {
+    /// The `reconciler` world.
+    type Reconciler: super::call::World;
+    /// The `reconciler-with-admission` world.
+    type Admission: super::call::World;
+    /// The version, as the package names it.
+    const VERSION: &'static str;
+    /// Whether the request carries the clock (WASI's wall clock then
+    /// answers it during the call).
+    const CLOCK: bool;
+    /// Templates of both worlds from the module's pre-linked instance.
+    fn reconciler_pre(
+        pre: wasmtime::component::InstancePre<State>,
+    ) -> wasmtime::Result<<Self::Reconciler as super::call::World>::Pre>;
+    /// The template of the admission world.
+    fn admission_pre(
+        pre: wasmtime::component::InstancePre<State>,
+    ) -> wasmtime::Result<<Self::Admission as super::call::World>::Pre>;
+    /// Call `manifest`.
+    fn manifest(b: &Self::Reconciler, store: &mut Store<State>) -> wasmtime::Result<Manifest>;
+    /// The request in this version's form, made before the call (outside
+    /// its deadline).
+    type Request: Send;
+    /// Convert a request.
+    fn request(r: &Request) -> Self::Request;
+    /// Call `reconcile`: the outcome's raw parts, or the guest's failure.
+    fn reconcile(
+        b: &Self::Reconciler,
+        store: &mut Store<State>,
+        r: &Self::Request,
+    ) -> wasmtime::Result<Result<RawOutcome, RawFailure>>;
+    /// Call `validate`.
+    fn validate(
+        b: &Self::Admission,
+        store: &mut Store<State>,
+        r: &Review,
+    ) -> wasmtime::Result<Result<Vec<String>, Denial>>;
+    /// Call `mutate`.
+    fn mutate(
+        b: &Self::Admission,
+        store: &mut Store<State>,
+        r: &Review,
+    ) -> wasmtime::Result<Result<Option<String>, Denial>>;
 }
 
-impl super::call::World for Reconciler {
-    type Pre = ReconcilerPre<State>;
-    fn instantiate(pre: &Self::Pre, store: &mut wasmtime::Store<State>) -> wasmtime::Result<Self> {
-        pre.instantiate(store)
-    }
+/// An outcome as it crossed, before the host checks it (sizes, JSON,
+/// times): the same for every contract version.
+pub(crate) struct RawOutcome {
+    pub desired: Vec<String>,
+    pub status: Option<String>,
+    pub events: Vec<host_types::Event>,
+    pub requeue_after_ms: Option<u64>,
+    /// RFC 3339 (0.2).
+    pub requeue_at: Option<String>,
+    pub finalized: bool,
 }
 
-impl super::call::World for admission_world::ReconcilerWithAdmission {
-    type Pre = admission_world::ReconcilerWithAdmissionPre<State>;
-    fn instantiate(pre: &Self::Pre, store: &mut wasmtime::Store<State>) -> wasmtime::Result<Self> {
-        pre.instantiate(store)
-    }
+/// A failure as it crossed: the status, if any, not yet checked.
+pub(crate) struct RawFailure {
+    pub failure: host_types::Failure,
+    pub status: Option<String>,
 }
+
+/// The `host` import and the shared types' conversions for one version's
+/// generated module (`$v`, holding `operon::reconciler::{host, types}`):
+/// every version answers reads and logs the same way.
+macro_rules! host_import {
+    () => {
+        use self::operon::reconciler::host as wit_host;
+        use self::operon::reconciler::types as wit;
+
+        impl wit::Host for $crate::guest::State {}
+
+        impl wit_host::Host for $crate::guest::State {
+            fn log(&mut self, level: wit_host::Level, message: String, fields: Vec<(String, String)>) {
+                let level = match level {
+                    wit_host::Level::Trace => tracing::Level::TRACE,
+                    wit_host::Level::Debug => tracing::Level::DEBUG,
+                    wit_host::Level::Info => tracing::Level::INFO,
+                    wit_host::Level::Warn => tracing::Level::WARN,
+                    wit_host::Level::Error => tracing::Level::ERROR,
+                };
+                self.guest_log(level, &message, &fields);
+            }
+
+            // The WIT's `result<_, string>`: the guest reads the message.
+            fn get(&mut self, r: wit::ObjectRef) -> Result<Option<String>, String> {
+                self.guest_get(&Gvk::from(r.kind), r.namespace.as_deref(), &r.name).map_err(|e| e.to_string())
+            }
+
+            fn list(
+                &mut self,
+                kind: wit::Gvk,
+                namespace: Option<String>,
+                label_selector: Option<String>,
+            ) -> Result<Vec<String>, String> {
+                self.guest_list(&Gvk::from(kind), namespace.as_deref(), label_selector.as_deref())
+                    .map_err(|e| e.to_string())
+            }
+        }
+
+        impl From<wit::Gvk> for Gvk {
+            fn from(g: wit::Gvk) -> Gvk {
+                Gvk { group: g.group, version: g.version, kind: g.kind }
+            }
+        }
+
+        impl From<&Gvk> for wit::Gvk {
+            fn from(g: &Gvk) -> wit::Gvk {
+                wit::Gvk { group: g.group.clone(), version: g.version.clone(), kind: g.kind.clone() }
+            }
+        }
+
+        /// A review in this version's form.
+        fn review(r: &crate::contract::Review) -> admission::Review {
+            use crate::contract::Operation;
+            admission::Review {
+                uid: r.uid.clone(),
+                operation: match r.operation {
+                    Operation::Create => admission::Operation::Create,
+                    Operation::Update => admission::Operation::Update,
+                    Operation::Delete => admission::Operation::Delete,
+                    Operation::Connect => admission::Operation::Connect,
+                },
+                kind: (&r.kind).into(),
+                sub_resource: r.sub_resource.clone(),
+                namespace: r.namespace.clone(),
+                name: r.name.clone(),
+                object: r.object.clone(),
+                old_object: r.old_object.clone(),
+                user_info: admission::UserInfo {
+                    username: r.user_info.username.clone(),
+                    uid: r.user_info.uid.clone(),
+                    groups: r.user_info.groups.clone(),
+                },
+                dry_run: r.dry_run,
+            }
+        }
+
+        fn denial(d: admission::Denial) -> crate::contract::Denial {
+            crate::contract::Denial { message: d.message, code: d.code }
+        }
+
+        fn events(events: Vec<wit::Event>) -> Vec<crate::contract::Event> {
+            events
+                .into_iter()
+                .map(|e| crate::contract::Event { warning: e.warning, reason: e.reason, message: e.message })
+                .collect()
+        }
+    };
+}
+pub(crate) use host_import;
 
 /// Why a guest's read was refused. The guest sees the message (the WIT
 /// `host.get`/`host.list` error); it says what to change.
@@ -186,6 +312,46 @@ impl State {
         self.limiter.exceeded = None;
         self.said.clear();
         self.logged = 0;
+        let now = self.scope.as_ref().and_then(|s| s.now);
+        if let Some(wasi) = &self.wasi {
+            wasi.clock.0.store(now.map_or(REAL_TIME, |t| t.as_nanosecond() as i64), Ordering::Relaxed);
+        }
+    }
+
+    /// `host.log`: within the module's log rate and the call's budget of
+    /// lines, made plain and bounded (`stdio.rs`).
+    fn guest_log(&mut self, level: tracing::Level, message: &str, fields: &[(String, String)]) {
+        self.logged = self.logged.saturating_add(1);
+        if level == tracing::Level::ERROR {
+            // A Rust guest's panic hook reports here before it traps
+            // (kept bounded and sanitised, whatever the log drops).
+            self.said.push(message);
+        }
+        self.log.message(level, message, fields, self.logged);
+    }
+
+    /// `host.get`, within the call's grants and read budget.
+    fn guest_get(&mut self, kind: &Gvk, namespace: Option<&str>, name: &str) -> Result<Option<String>, ReadError> {
+        self.charge(1, 0)?;
+        let scope = self.readable(kind)?;
+        let found = scope.reader.get(kind, namespace, name)?;
+        self.charge(0, found.as_ref().map_or(0, String::len))?;
+        Ok(found)
+    }
+
+    /// `host.list`, within the call's grants and read budget.
+    fn guest_list(
+        &mut self,
+        kind: &Gvk,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<Vec<String>, ReadError> {
+        self.charge(1, 0)?;
+        let scope = self.readable(kind)?;
+        let left = MAX_READ_BYTES.saturating_sub(scope.reads.1);
+        let found = scope.reader.list_within(kind, namespace, label_selector, left)?;
+        self.charge(0, found.iter().map(String::len).sum())?;
+        Ok(found)
     }
 }
 
@@ -200,6 +366,9 @@ pub(crate) const MAX_READ_BYTES: usize = 64 << 20;
 pub(crate) struct CallScope {
     pub reader: Arc<dyn ObjectReader>,
     pub manifest: Option<Arc<host_types::Manifest>>,
+    /// The request's clock (0.2): what WASI's wall clock answers during the
+    /// call. `None`: the real time.
+    pub now: Option<jiff::Timestamp>,
     /// Host calls made and bytes they returned so far in this call (the
     /// read budget).
     pub reads: (u32, usize),
@@ -207,13 +376,15 @@ pub(crate) struct CallScope {
 
 impl CallScope {
     pub fn new(reader: Arc<dyn ObjectReader>, manifest: Option<Arc<host_types::Manifest>>) -> CallScope {
-        CallScope { reader, manifest, reads: (0, 0) }
+        CallScope { reader, manifest, now: None, reads: (0, 0) }
     }
 }
 
 /// WASI context with nothing granted but clocks and randomness; stdout and
 /// stderr stream to the host's log (`stdio.rs`), never inherited.
 pub(crate) struct WasiState {
+    /// What the wall clock answers (shared with the context's clock).
+    clock: CallClock,
     ctx: WasiCtx,
     table: ResourceTable,
     stdout: GuestStream,
@@ -224,15 +395,17 @@ impl WasiState {
     pub fn new(log: &Arc<GuestLog>, said: &Said) -> WasiState {
         let stdout = GuestStream::new(log.clone(), Stream::Stdout);
         let stderr = GuestStream::new(log.clone(), Stream::Stderr).keeping(said.clone());
+        let clock = CallClock(Arc::new(AtomicI64::new(REAL_TIME)));
         // No preopens, no environment, no arguments, no sockets.
         let ctx = WasiCtx::builder()
+            .wall_clock(clock.clone())
             .stdout(stdout.clone())
             .stderr(stderr.clone())
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .build();
-        WasiState { ctx, table: ResourceTable::new(), stdout, stderr }
+        WasiState { clock, ctx, table: ResourceTable::new(), stdout, stderr }
     }
 
     /// Log the lines the guest left unfinished (at the end of a call):
@@ -240,6 +413,29 @@ impl WasiState {
     pub fn flush(&mut self) {
         self.stdout.finish_line();
         self.stderr.finish_line();
+    }
+}
+
+/// [`CallClock`]'s value for "the real time".
+const REAL_TIME: i64 = i64::MIN;
+
+/// WASI's wall clock for a guest: the request's `now` during a reconcile of
+/// a 0.2 module (one value for the whole call, as the guest's request says),
+/// the real time otherwise. The monotonic clock is left running: runtimes
+/// measure and schedule with it, and a frozen one would hang their sleeps.
+#[derive(Clone)]
+struct CallClock(Arc<AtomicI64>);
+
+impl wasmtime_wasi::HostWallClock for CallClock {
+    fn resolution(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(1)
+    }
+
+    fn now(&self) -> std::time::Duration {
+        match self.0.load(Ordering::Relaxed) {
+            REAL_TIME => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default(),
+            nanos => std::time::Duration::from_nanos(u64::try_from(nanos).unwrap_or(0)),
+        }
     }
 }
 
@@ -286,65 +482,12 @@ impl wasmtime::ResourceLimiter for Limiter {
 /// A linker with the host import, and WASI p2 when `with_wasi`.
 pub(crate) fn linker(engine: &wasmtime::Engine, with_wasi: bool) -> wasmtime::Result<Linker<State>> {
     let mut linker = Linker::new(engine);
-    Reconciler::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)?;
+    v0_1::add_to_linker(&mut linker)?;
+    v0_2::add_to_linker(&mut linker)?;
     if with_wasi {
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
     }
     Ok(linker)
-}
-
-impl wit::Host for State {}
-
-impl wit_host::Host for State {
-    /// Within the module's log rate and the call's budget of lines, made
-    /// plain and bounded (`stdio.rs`).
-    fn log(&mut self, level: wit_host::Level, message: String, fields: Vec<(String, String)>) {
-        self.logged = self.logged.saturating_add(1);
-        let level = match level {
-            wit_host::Level::Trace => tracing::Level::TRACE,
-            wit_host::Level::Debug => tracing::Level::DEBUG,
-            wit_host::Level::Info => tracing::Level::INFO,
-            wit_host::Level::Warn => tracing::Level::WARN,
-            wit_host::Level::Error => {
-                // A Rust guest's panic hook reports here before it traps
-                // (kept bounded and sanitised, whatever the log drops).
-                self.said.push(&message);
-                tracing::Level::ERROR
-            }
-        };
-        self.log.message(level, &message, &fields, self.logged);
-    }
-
-    // The WIT's `result<_, string>`: the guest reads the message.
-    fn get(&mut self, r: wit::ObjectRef) -> Result<Option<String>, String> {
-        let read = || -> Result<Option<String>, ReadError> {
-            let kind = Gvk::from(r.kind);
-            self.charge(1, 0)?;
-            let scope = self.readable(&kind)?;
-            let found = scope.reader.get(&kind, r.namespace.as_deref(), &r.name)?;
-            self.charge(0, found.as_ref().map_or(0, String::len))?;
-            Ok(found)
-        };
-        read().map_err(|e| e.to_string())
-    }
-
-    fn list(
-        &mut self,
-        kind: wit::Gvk,
-        namespace: Option<String>,
-        label_selector: Option<String>,
-    ) -> Result<Vec<String>, String> {
-        let read = || -> Result<Vec<String>, ReadError> {
-            let kind = Gvk::from(kind);
-            self.charge(1, 0)?;
-            let scope = self.readable(&kind)?;
-            let left = MAX_READ_BYTES.saturating_sub(scope.reads.1);
-            let found = scope.reader.list_within(&kind, namespace.as_deref(), label_selector.as_deref(), left)?;
-            self.charge(0, found.iter().map(String::len).sum())?;
-            Ok(found)
-        };
-        read().map_err(|e| e.to_string())
-    }
 }
 
 impl State {
@@ -389,56 +532,4 @@ fn readable_kinds(m: &host_types::Manifest) -> String {
         .collect();
     kinds.dedup();
     kinds.join(", ")
-}
-
-impl From<wit::Gvk> for Gvk {
-    fn from(g: wit::Gvk) -> Gvk {
-        Gvk { group: g.group, version: g.version, kind: g.kind }
-    }
-}
-
-impl From<&Gvk> for wit::Gvk {
-    fn from(g: &Gvk) -> wit::Gvk {
-        wit::Gvk { group: g.group.clone(), version: g.version.clone(), kind: g.kind.clone() }
-    }
-}
-
-impl From<wit::ReconcilerManifest> for host_types::Manifest {
-    fn from(m: wit::ReconcilerManifest) -> Self {
-        host_types::Manifest {
-            name: m.name,
-            for_kind: m.for_.into(),
-            owns: m.owns.into_iter().map(Gvk::from).collect(),
-            watches: m
-                .watches
-                .into_iter()
-                .map(|w| host_types::Watch {
-                    kind: w.kind.into(),
-                    mapping: match w.mapping {
-                        wit::Mapping::Label(l) => host_types::Mapping::Label(l),
-                        wit::Mapping::Annotation(a) => host_types::Mapping::Annotation(a),
-                        wit::Mapping::AllInNamespace => host_types::Mapping::AllInNamespace,
-                    },
-                })
-                .collect(),
-            reads: m.reads.into_iter().map(Gvk::from).collect(),
-            finalizer: m.finalizer,
-        }
-    }
-}
-
-impl From<&host_types::Request> for wit::Request {
-    fn from(r: &host_types::Request) -> Self {
-        wit::Request {
-            object: r.object.clone(),
-            children: r
-                .children
-                .iter()
-                .map(|(kind, objects)| wit::Children { kind: kind.into(), objects: objects.clone() })
-                .collect(),
-            related: r.related.clone(),
-            finalizing: r.finalizing,
-            attempt: r.attempt,
-        }
-    }
 }

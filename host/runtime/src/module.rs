@@ -4,11 +4,13 @@
 use super::call::{Calls, Slot};
 use super::error::{CallError, LoadError};
 use super::gate::Pass;
-use super::guest::{self, CallScope, ObjectReader, ReconcilerPre, State, admission_world, wit};
+use super::guest::v0_1::V0_1;
+use super::guest::v0_2::V0_2;
+use super::guest::{CallScope, Contract, ObjectReader, RawFailure, RawOutcome, State};
 use super::limits::Limits;
 use super::stdio::GuestLog;
-use super::{Runtime, WIT_PACKAGE, WIT_VERSION};
-use crate::contract::{Event, Failure, Manifest, Outcome, Request};
+use super::{Runtime, WIT_PACKAGE};
+use crate::contract::{Denial, Failed, Manifest, Outcome, Request, Review, WIT_VERSIONS_RUN};
 use serde::Serialize;
 use serde_json::Value;
 use std::sync::Arc;
@@ -59,10 +61,115 @@ pub(super) struct Inner {
     pub(super) manifest: Arc<Manifest>,
     /// What every call shares: engine, limits, output, peak memory.
     pub(super) calls: Calls,
-    /// The reconciler world.
-    reconciler: Slot<guest::Reconciler>,
-    /// The admission world, when the module exports `validate`/`mutate`.
-    pub(super) admission: Option<Slot<admission_world::ReconcilerWithAdmission>>,
+    /// The module's worlds, of the contract version it was built for.
+    pub(super) worlds: Box<dyn Worlds>,
+}
+
+/// The worlds of one module — the reconciler world, and the admission
+/// world when the module exports `validate`/`mutate` — of whichever
+/// contract version it speaks, called through the one call path.
+pub(super) trait Worlds: Send + Sync {
+    /// Whether the module exports admission.
+    fn admission(&self) -> bool;
+    /// Call `manifest`.
+    fn manifest(&self, calls: &Calls, pass: &mut Pass) -> Result<Manifest, CallError>;
+    /// Call `reconcile`.
+    fn reconcile(
+        &self,
+        calls: &Calls,
+        pass: &mut Pass,
+        scope: CallScope,
+        request: &Request,
+    ) -> Result<Result<RawOutcome, RawFailure>, CallError>;
+    /// Call `validate` (`None`: the module has no admission world).
+    fn validate(
+        &self,
+        calls: &Calls,
+        pass: &mut Pass,
+        scope: CallScope,
+        deadline: Duration,
+        review: &Review,
+    ) -> Option<Result<Result<Vec<String>, Denial>, CallError>>;
+    /// Call `mutate` (`None`: the module has no admission world).
+    fn mutate(
+        &self,
+        calls: &Calls,
+        pass: &mut Pass,
+        scope: CallScope,
+        deadline: Duration,
+        review: &Review,
+    ) -> Option<Result<Result<Option<String>, Denial>, CallError>>;
+}
+
+struct Slots<C: Contract> {
+    reconciler: Slot<C::Reconciler>,
+    admission: Option<Slot<C::Admission>>,
+}
+
+impl<C: Contract> Slots<C> {
+    fn new(
+        pre: wasmtime::component::InstancePre<State>,
+        admission: bool,
+        limits: &Limits,
+        gate: &super::Gate,
+    ) -> Result<Slots<C>, LoadError> {
+        // Admission's functions are type-checked here, so a module with a
+        // wrong signature fails to load rather than at its first webhook call.
+        let admission = match admission {
+            true => Some(Slot::new(C::admission_pre(pre.clone()).map_err(LoadError::Link)?, limits, gate)),
+            false => None,
+        };
+        let reconciler = Slot::new(C::reconciler_pre(pre).map_err(LoadError::Link)?, limits, gate);
+        Ok(Slots { reconciler, admission })
+    }
+}
+
+impl<C: Contract> Worlds for Slots<C> {
+    fn admission(&self) -> bool {
+        self.admission.is_some()
+    }
+
+    fn manifest(&self, calls: &Calls, pass: &mut Pass) -> Result<Manifest, CallError> {
+        self.reconciler.call(calls, pass, None, None, |b, store| C::manifest(b, store))
+    }
+
+    fn reconcile(
+        &self,
+        calls: &Calls,
+        pass: &mut Pass,
+        mut scope: CallScope,
+        request: &Request,
+    ) -> Result<Result<RawOutcome, RawFailure>, CallError> {
+        if C::CLOCK {
+            scope.now = Some(request.now);
+        }
+        let request = C::request(request);
+        self.reconciler.call(calls, pass, Some(scope), None, |b, store| C::reconcile(b, store, &request))
+    }
+
+    fn validate(
+        &self,
+        calls: &Calls,
+        pass: &mut Pass,
+        scope: CallScope,
+        deadline: Duration,
+        review: &Review,
+    ) -> Option<Result<Result<Vec<String>, Denial>, CallError>> {
+        let slot = self.admission.as_ref()?;
+        Some(slot.call(calls, pass, Some(scope), Some(deadline), |b, store| C::validate(b, store, review)))
+    }
+
+    fn mutate(
+        &self,
+        calls: &Calls,
+        pass: &mut Pass,
+        scope: CallScope,
+        deadline: Duration,
+        review: &Review,
+    ) -> Option<Result<Result<Option<String>, Denial>, CallError>> {
+        let slot = self.admission.as_ref()?;
+        Some(slot.call(calls, pass, Some(scope), Some(deadline), |b, store| C::mutate(b, store, review)))
+    }
 }
 
 pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Module, LoadError> {
@@ -95,16 +202,12 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
 
     let linker = if uses_wasi { &runtime.inner.wasi_linker } else { &runtime.inner.linker };
     let instance_pre = linker.instantiate_pre(&component).map_err(LoadError::Link)?;
-    // Admission's functions are type-checked here, so a module with a wrong
-    // signature fails to load rather than at its first webhook call.
-    let admission_export = format!("{WIT_PACKAGE}/admission@");
-    let admission = if export_names.iter().any(|e| e.starts_with(&admission_export)) {
-        let pre = admission_world::ReconcilerWithAdmissionPre::new(instance_pre.clone()).map_err(LoadError::Link)?;
-        Some(Slot::new(pre, &limits, runtime.gate()))
+    let admission = export_names.iter().any(|e| e.starts_with(&format!("{WIT_PACKAGE}/admission@")));
+    let worlds: Box<dyn Worlds> = if operon_contract::compatible(&wit_version, V0_2::VERSION) {
+        Box::new(Slots::<V0_2>::new(instance_pre, admission, &limits, runtime.gate())?)
     } else {
-        None
+        Box::new(Slots::<V0_1>::new(instance_pre, admission, &limits, runtime.gate())?)
     };
-    let pre = ReconcilerPre::new(instance_pre).map_err(LoadError::Link)?;
     let stdio = Arc::new(GuestLog::new(limits.log_lines_per_second, limits.log_burst));
     let module = Inner {
         _runtime: runtime.clone(),
@@ -120,8 +223,7 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
             manifest: placeholder_manifest(),
         },
         manifest: Arc::new(placeholder_manifest()),
-        reconciler: Slot::new(pre, &limits, runtime.gate()),
-        admission,
+        worlds,
         calls: Calls {
             engine: runtime.engine().clone(),
             epoch_tick: runtime.config().epoch_tick,
@@ -137,16 +239,10 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
     // Exports are type-checked at instantiation: a failure there (other than
     // a trap in a start function) is a world mismatch.
     let mut pass = module.calls.gate.admit_blocking(module.calls.limits.memory);
-    let manifest: Manifest = module
-        .reconciler
-        .call(&module.calls, &mut pass, None, None, |bindings, store| {
-            bindings.operon_reconciler_guest().call_manifest(store)
-        })
-        .map_err(|e| match e {
-            CallError::Instantiate(e) => LoadError::Link(e),
-            e => LoadError::Manifest(Box::new(e)),
-        })?
-        .into();
+    let manifest: Manifest = module.worlds.manifest(&module.calls, &mut pass).map_err(|e| match e {
+        CallError::Instantiate(e) => LoadError::Link(e),
+        e => LoadError::Manifest(Box::new(e)),
+    })?;
     manifest.validate().map_err(LoadError::InvalidManifest)?;
     let mut module = module;
     module.calls.stdio.set_controller(&manifest.name);
@@ -205,12 +301,28 @@ fn check_world(imports: &[String], exports: &[String]) -> Result<String, LoadErr
         let (iface, version) = rest.split_once('@')?;
         Some((iface.to_string(), version.to_string()))
     };
-    // A version mismatch explains every later failure, so report it first.
+    // A version mismatch explains every later failure, so report it first;
+    // one module speaks one version.
+    let mut spoken: Option<String> = None;
     for name in imports.iter().chain(exports) {
-        if let Some((_, version)) = ours(name)
-            && !operon_contract::compatible(&version, WIT_VERSION)
-        {
-            return Err(LoadError::WitVersion { package: WIT_PACKAGE, found: version, expected: WIT_VERSION });
+        if let Some((_, version)) = ours(name) {
+            if !WIT_VERSIONS_RUN.iter().any(|v| operon_contract::compatible(&version, v)) {
+                return Err(LoadError::WitVersion {
+                    package: WIT_PACKAGE,
+                    found: version,
+                    expected: WIT_VERSIONS_RUN.join(" or "),
+                });
+            }
+            match &spoken {
+                Some(v) if !operon_contract::compatible(&version, v) => {
+                    return Err(LoadError::WitVersion {
+                        package: WIT_PACKAGE,
+                        found: format!("{v} and {version} at once"),
+                        expected: WIT_VERSIONS_RUN.join(" or "),
+                    });
+                }
+                _ => spoken = Some(version),
+            }
         }
     }
     for name in imports {
@@ -295,7 +407,7 @@ impl Module {
         &self,
         request: &Request,
         reader: Arc<dyn ObjectReader>,
-    ) -> Result<Result<Outcome, Failure>, CallError> {
+    ) -> Result<Result<Outcome, Failed>, CallError> {
         self.admit_blocking().reconcile(request, reader)
     }
 }
@@ -346,17 +458,17 @@ impl Admitted {
         mut self,
         request: &Request,
         reader: Arc<dyn ObjectReader>,
-    ) -> Result<Result<Outcome, Failure>, CallError> {
+    ) -> Result<Result<Outcome, Failed>, CallError> {
         let inner = &self.module.inner;
         let scope = CallScope::new(reader, Some(inner.manifest.clone()));
-        let wit_request = wit::Request::from(request);
-        let result = inner.reconciler.call(&inner.calls, &mut self.pass, Some(scope), None, |bindings, store| {
-            bindings.operon_reconciler_guest().call_reconcile(store, &wit_request)
-        });
-        match result? {
-            Ok(outcome) => convert_outcome(outcome, inner.calls.limits.max_output).map(Ok),
-            Err(wit::Failure::Transient(m)) => Ok(Err(Failure::Transient(m))),
-            Err(wit::Failure::Terminal(m)) => Ok(Err(Failure::Terminal(m))),
+        let max = inner.calls.limits.max_output;
+        match inner.worlds.reconcile(&inner.calls, &mut self.pass, scope, request)? {
+            Ok(outcome) => convert_outcome(outcome, max, request.now).map(Ok),
+            Err(RawFailure { failure, status }) => {
+                check_size(failure.message().len() + status.as_ref().map_or(0, String::len), max)?;
+                let status = status.as_deref().map(parse_status).transpose()?;
+                Ok(Err(Failed { failure, status }))
+            }
         }
     }
 }
@@ -409,39 +521,54 @@ fn demangle(name: &str) -> String {
     format!("{:#}", rustc_demangle::demangle(name))
 }
 
-/// Check sizes and parse every JSON text of an outcome.
-fn convert_outcome(o: wit::Outcome, max_output: usize) -> Result<Outcome, CallError> {
+pub(super) fn check_size(size: usize, limit: usize) -> Result<(), CallError> {
+    if size > limit {
+        return Err(CallError::OutputTooLarge { size, limit });
+    }
+    Ok(())
+}
+
+/// A status as the guest wrote it: a JSON object.
+fn parse_status(text: &str) -> Result<Value, CallError> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(_) => Err(CallError::Malformed("status is not a JSON object".into())),
+        Err(e) => Err(CallError::Malformed(format!("status is not valid JSON: {e}"))),
+    }
+}
+
+/// Check sizes and parse every JSON text of an outcome; `requeue-at` is
+/// measured from the request's `now`.
+fn convert_outcome(o: RawOutcome, max_output: usize, now: jiff::Timestamp) -> Result<Outcome, CallError> {
     let size = o.desired.iter().map(String::len).sum::<usize>()
         + o.status.as_ref().map_or(0, String::len)
         + o.events.iter().map(|e| e.reason.len() + e.message.len()).sum::<usize>();
-    if size > max_output {
-        return Err(CallError::OutputTooLarge { size, limit: max_output });
-    }
+    check_size(size, max_output)?;
     let desired = o
         .desired
         .iter()
         .enumerate()
         .map(|(i, text)| parse_object(text).map_err(|e| CallError::Malformed(format!("desired[{i}] {e}"))))
         .collect::<Result<Vec<_>, _>>()?;
-    let status = match &o.status {
+    let status = o.status.as_deref().map(parse_status).transpose()?;
+    let after = o.requeue_after_ms.map(Duration::from_millis);
+    let at = match &o.requeue_at {
         None => None,
-        Some(text) => match serde_json::from_str::<Value>(text) {
-            Ok(v @ Value::Object(_)) => Some(v),
-            Ok(_) => return Err(CallError::Malformed("status is not a JSON object".into())),
-            Err(e) => return Err(CallError::Malformed(format!("status is not valid JSON: {e}"))),
-        },
+        Some(text) => {
+            let at = text.parse::<jiff::Timestamp>().map_err(|e| {
+                CallError::Malformed(format!(
+                    "requeue-at {text:?} is not an RFC 3339 time such as 2026-01-01T00:00:00Z ({e})"
+                ))
+            })?;
+            // Already past: as soon as the floor allows.
+            Some(Duration::try_from(now.duration_until(at)).unwrap_or(Duration::ZERO))
+        }
     };
-    Ok(Outcome {
-        desired,
-        status,
-        events: o
-            .events
-            .into_iter()
-            .map(|e| Event { warning: e.warning, reason: e.reason, message: e.message })
-            .collect(),
-        requeue_after: o.requeue_after_ms.map(Duration::from_millis),
-        finalized: o.finalized,
-    })
+    let requeue_after = match (after, at) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    Ok(Outcome { desired, status, events: o.events, requeue_after, finalized: o.finalized })
 }
 
 /// The outcome check as the fuzz targets in `fuzz/` drive it: the raw parts
@@ -455,8 +582,12 @@ pub fn fuzz_outcome(
     requeue_after_ms: Option<u64>,
     max_output: usize,
 ) -> Result<Outcome, CallError> {
-    let events = events.into_iter().map(|(warning, reason, message)| wit::Event { warning, reason, message }).collect();
-    convert_outcome(wit::Outcome { desired, status, events, requeue_after_ms, finalized: false }, max_output)
+    let events = events
+        .into_iter()
+        .map(|(warning, reason, message)| crate::contract::Event { warning, reason, message })
+        .collect();
+    let raw = RawOutcome { desired, status, events, requeue_after_ms, requeue_at: None, finalized: false };
+    convert_outcome(raw, max_output, jiff::Timestamp::UNIX_EPOCH)
 }
 
 /// Parse one desired object and check it names itself.

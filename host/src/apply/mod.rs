@@ -286,10 +286,7 @@ impl Applier {
         }
 
         if let Some(status) = &outcome.status {
-            if !is_subset(status, &parent.status()) {
-                self.write_status(parent, status, fence).await?;
-                report.status_written = true;
-            }
+            report.status_written = self.status(parent, status, fence).await?;
         }
         for e in &outcome.events {
             self.event_as(Author::Plugin, parent, e.warning, &e.reason, &e.message, fence).await;
@@ -333,6 +330,19 @@ impl Applier {
         );
         check_ownership(parent, std::slice::from_ref(child), adopt, |_, _| Some(live.clone()))?;
         Ok(live.resource_version().map(str::to_string))
+    }
+
+    /// Write the parent's status when it differs from the cached one (what
+    /// an outcome asks, or a failure carries). Returns whether it wrote.
+    ///
+    /// # Errors
+    /// The API's refusal, or [`Error::NotLeading`].
+    pub async fn status(&self, parent: &CachedObject, status: &Value, fence: &Fence) -> Result<bool, Error> {
+        if is_subset(status, &parent.status()) {
+            return Ok(false);
+        }
+        self.write_status(parent, status, fence).await?;
+        Ok(true)
     }
 
     async fn write_status(&self, parent: &CachedObject, status: &Value, fence: &Fence) -> Result<(), Error> {

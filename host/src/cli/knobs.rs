@@ -44,6 +44,11 @@ const FOREIGN_FLAGS: &[(&str, &str)] = &[
     ("version", "every tool"),
 ];
 
+/// Sources whose messages name fields of objects other than Reconcilers:
+/// the readiness rules (workloads' specs) and the contract's manifest
+/// checks (a guest parent's fields).
+const OTHER_OBJECTS: &[&str] = &["contract/src/readiness.rs", "contract/src/types.rs"];
+
 #[test]
 fn every_field_and_flag_a_message_names_should_exist() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -51,7 +56,10 @@ fn every_field_and_flag_a_message_names_should_exist() {
     for dir in ["src", "runtime/src", "../contract/src"] {
         let files = rust_files(&root.join(dir));
         let test_only = test_only_modules(&files);
-        for file in files.into_iter().filter(|f| !test_only.contains(f)) {
+        // Messages about other objects' fields (a Deployment's
+        // spec.replicas, a guest's parent's spec.configRef), not Reconcilers'.
+        let other_objects = |f: &PathBuf| OTHER_OBJECTS.iter().any(|o| f.ends_with(o));
+        for file in files.into_iter().filter(|f| !test_only.contains(f) && !other_objects(f)) {
             let source = std::fs::read_to_string(&file).unwrap();
             let name = file.strip_prefix(&root).unwrap_or(&file).display().to_string();
             texts.extend(string_literals(outside_tests(&source)).into_iter().map(|s| (name.clone(), s)));

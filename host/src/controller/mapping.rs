@@ -1,6 +1,7 @@
 //! From informer events to parent keys: `for`, `owns` and `watches`, with
 //! the default predicate.
 
+use super::index::ParentIndex;
 use crate::cache::{CachedObject, ObjectEvent, ObjectKey};
 use crate::contract::{Gvk, Mapping};
 
@@ -71,13 +72,20 @@ pub fn owned_event(event: &ObjectEvent, parent: &Gvk, parent_namespaced: bool) -
 }
 
 /// Keys for an event on a watched kind, through its declared mapping.
-/// `parents_in(ns)` lists the parent keys of a namespace (for fan-out).
+/// `parents_in(ns)` lists the parent keys of a namespace (for fan-out);
+/// `index` holds the parents' references or selectors, for the mappings
+/// that read a field of the parent.
 pub fn watched_event(
     event: &ObjectEvent,
     mapping: &Mapping,
     parents_in: impl Fn(Option<&str>) -> Vec<ObjectKey>,
+    index: Option<&ParentIndex>,
 ) -> Vec<Enqueue> {
     let (object, initial) = event_object(event);
+    let old = match event {
+        ObjectEvent::Applied { old, .. } => old.as_deref(),
+        ObjectEvent::Deleted(_) | ObjectEvent::Resync(_) => None,
+    };
     let ns = object.namespace();
     let keys = match mapping {
         Mapping::Label(label) => object.label(label).map(|name| vec![ObjectKey::new(ns, name)]).unwrap_or_default(),
@@ -89,6 +97,7 @@ pub fn watched_event(
             })
             .unwrap_or_default(),
         Mapping::AllInNamespace => parents_in(ns),
+        Mapping::Reference(_) | Mapping::Selector(_) => index.map(|i| i.parents_of(object, old)).unwrap_or_default(),
     };
     keys.into_iter().map(|k| if initial { Enqueue::Initial(k) } else { Enqueue::Now(k) }).collect()
 }
@@ -107,6 +116,8 @@ pub fn relates_to(object: &CachedObject, mapping: &Mapping, parent: &ObjectKey) 
             None => false,
         },
         Mapping::AllInNamespace => ns == parent.namespace.as_deref(),
+        // Read from the parent's field: `pipeline::request` gathers these.
+        Mapping::Reference(_) | Mapping::Selector(_) => false,
     }
 }
 
@@ -189,16 +200,20 @@ mod tests {
         let ev = ObjectEvent::Applied { old: None, new: cm.clone(), initial: false };
         let none = |_: Option<&str>| vec![];
         assert_eq!(
-            watched_event(&ev, &Mapping::Label("app".into()), none),
+            watched_event(&ev, &Mapping::Label("app".into()), none, None),
             vec![Enqueue::Now(ObjectKey::new(Some("a"), "shop"))]
         );
         assert_eq!(
-            watched_event(&ev, &Mapping::Annotation("parent".into()), none),
+            watched_event(&ev, &Mapping::Annotation("parent".into()), none, None),
             vec![Enqueue::Now(ObjectKey::new(Some("b"), "other"))]
         );
-        assert!(watched_event(&ev, &Mapping::Label("missing".into()), none).is_empty());
-        let all =
-            watched_event(&ev, &Mapping::AllInNamespace, |ns| vec![ObjectKey::new(ns, "p1"), ObjectKey::new(ns, "p2")]);
+        assert!(watched_event(&ev, &Mapping::Label("missing".into()), none, None).is_empty());
+        let all = watched_event(
+            &ev,
+            &Mapping::AllInNamespace,
+            |ns| vec![ObjectKey::new(ns, "p1"), ObjectKey::new(ns, "p2")],
+            None,
+        );
         assert_eq!(all.len(), 2);
         assert!(relates_to(&cm, &Mapping::Label("app".into()), &ObjectKey::new(Some("a"), "shop")));
         assert!(!relates_to(&cm, &Mapping::Label("app".into()), &ObjectKey::new(Some("b"), "shop")));

@@ -16,6 +16,7 @@
 //! the run stops (or its future is dropped), its workers stop with it: they
 //! are owned by the run, never detached.
 
+pub mod index;
 pub mod mapping;
 mod trigger;
 

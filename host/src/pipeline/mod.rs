@@ -28,8 +28,9 @@ pub use host::HostLimit;
 pub use reader::CacheReader;
 
 use crate::apply::{self, Applier, Policy};
-use crate::cache::{Cache, CachedObject, Informer, ObjectKey, WatchKey};
-use crate::contract::{Failure, Gvk, Manifest, Outcome};
+use crate::cache::{Cache, CachedObject, Informer, ObjectEvent, ObjectKey, WatchKey};
+use crate::contract::{Failed, Failure, Gvk, Manifest, Outcome};
+use crate::controller::index::ParentIndex;
 use crate::controller::{self, Action, Context, Controller, Enqueue, Reconcile, Retry, Trigger, mapping};
 use crate::leader::Fence;
 use crate::metrics::{ApplyOperation, GuestErrorKind, Metrics};
@@ -233,8 +234,19 @@ fn triggers(config: &Config, manifest: &Manifest, parents: &Arc<Informer>, reads
         })
     };
     let mut triggers = Vec::new();
+    // The parents' references and selectors, for the watches that read a
+    // field of the parent: kept by the parents' own events (below).
+    let indexes: Vec<Option<Arc<ParentIndex>>> =
+        reads.watched.iter().map(|(w, _)| ParentIndex::new(&w.mapping).map(Arc::new)).collect();
+    let filed: Vec<Arc<ParentIndex>> = indexes.iter().flatten().cloned().collect();
     let (k, selector) = (keep.clone(), config.parent_selector.clone());
     triggers.push(Trigger::events(parents.clone(), move |ev| {
+        for index in &filed {
+            match ev {
+                ObjectEvent::Applied { new, .. } | ObjectEvent::Resync(new) => index.update(new),
+                ObjectEvent::Deleted(gone) => index.remove(&gone.key()),
+            }
+        }
         let (object, _) = mapping::event_object(ev);
         if selector.as_ref().is_some_and(|s| !s.matches_with(|l| object.label(l))) {
             return Vec::new();
@@ -249,11 +261,11 @@ fn triggers(config: &Config, manifest: &Manifest, parents: &Arc<Informer>, reads
             mapping::owned_event(ev, &kind, namespaced).into_iter().filter(|e| k(e)).collect()
         }));
     }
-    for (watch, informer) in &reads.watched {
+    for ((watch, informer), index) in reads.watched.iter().zip(indexes) {
         let (k, mapping, parents) = (keep.clone(), watch.mapping.clone(), parents.clone());
         triggers.push(Trigger::events(informer.clone(), move |ev| {
             let parents_in = |ns: Option<&str>| parents.store().in_namespace(ns).iter().map(|p| p.key()).collect();
-            mapping::watched_event(ev, &mapping, parents_in).into_iter().filter(|e| k(e)).collect()
+            mapping::watched_event(ev, &mapping, parents_in, index.as_deref()).into_iter().filter(|e| k(e)).collect()
         }));
     }
     triggers
@@ -440,13 +452,33 @@ impl Pipeline {
                 self.on_probation(module, Some(&e.to_string()));
                 return Err(self.guest_error(&parent, key, e, fence).await);
             }
-            Ok(Err(Failure::Transient(m))) => {
-                self.applier.event(&parent, true, "ReconcileFailed", &m, fence).await;
-                return Err(Error::Transient(m));
-            }
-            Ok(Err(Failure::Terminal(m))) => {
-                self.applier.event(&parent, true, "ReconcileTerminal", &m, fence).await;
-                return Err(Error::Terminal(m));
+            Ok(Err(Failed { failure, status })) => {
+                // The status the failure carries is written first, so the
+                // parent tells the truth while the host backs off.
+                if let Some(status) = &status {
+                    match self.applier.status(&parent, status, fence).await {
+                        Ok(written) => {
+                            if written {
+                                self.metrics.applied(&self.name, ApplyOperation::Status);
+                            }
+                        }
+                        Err(apply::Error::NotLeading(e)) => {
+                            tracing::info!("stopped writing: {e}");
+                            return Ok(Action::Done);
+                        }
+                        Err(e) => tracing::warn!("the failure's status was not written: {e}"),
+                    }
+                }
+                return Err(match failure {
+                    Failure::Transient(m) => {
+                        self.applier.event(&parent, true, "ReconcileFailed", &m, fence).await;
+                        Error::Transient(m)
+                    }
+                    Failure::Terminal(m) => {
+                        self.applier.event(&parent, true, "ReconcileTerminal", &m, fence).await;
+                        Error::Terminal(m)
+                    }
+                });
             }
             Ok(Ok(outcome)) => outcome,
         };
@@ -519,8 +551,8 @@ impl Pipeline {
         &self,
         key: &ObjectKey,
         digest: &str,
-        live: &Result<Result<Outcome, Failure>, CallError>,
-        candidate: &Result<Result<Outcome, Failure>, CallError>,
+        live: &Result<Result<Outcome, Failed>, CallError>,
+        candidate: &Result<Result<Outcome, Failed>, CallError>,
     ) {
         let diff = shadow::differences(&shadow::answer(live), &shadow::answer(candidate), 6);
         let differing = self.shadow.record(diff.is_some());

@@ -5,6 +5,8 @@
 use super::{CacheReader, Scope};
 use crate::cache::{Cache, CachedObject, Informer, ObjectKey, WatchKey};
 use crate::contract::{Gvk, Manifest, Request, Watch};
+use crate::controller::index::{self, Pointer};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -87,15 +89,44 @@ impl ReadSet {
             .collect();
         let key = parent.key();
         let mut related = Vec::new();
+        // Parsed only when a watch reads a field of the parent.
+        let mut parsed: Option<Value> = None;
         for (watch, informer) in &self.watched {
             let store = informer.store();
+            if watch.mapping.parent_path().is_some() {
+                let parent = parsed.get_or_insert_with(|| serde_json::from_str(parent.json()).unwrap_or_default());
+                match index::pointer(&watch.mapping, &key, parent) {
+                    None => {}
+                    Some(Pointer::Target(target)) => {
+                        // A cluster-scoped kind is keyed without a namespace.
+                        let found = store.get(&target).or_else(|| store.get(&ObjectKey::new(None, &target.name)));
+                        related.extend(found.map(|o| o.json().to_string()));
+                    }
+                    Some(Pointer::Selector(selector)) => related.extend(
+                        store
+                            .in_namespace(key.namespace.as_deref())
+                            .iter()
+                            .filter(|o| selector.matches_with(|l| o.label(l)))
+                            .map(|o| o.json().to_string()),
+                    ),
+                }
+                continue;
+            }
             for o in store.in_namespace(key.namespace.as_deref()) {
                 if crate::controller::mapping::relates_to(&o, &watch.mapping, &key) {
                     related.push(o.json().to_string());
                 }
             }
         }
-        Request { object: parent.json().to_string(), children, related, finalizing, attempt }
+        Request {
+            object: parent.json().to_string(),
+            children,
+            related,
+            finalizing,
+            attempt,
+            now: jiff::Timestamp::now(),
+            generation: parent.generation(),
+        }
     }
 }
 

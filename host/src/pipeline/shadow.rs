@@ -2,7 +2,7 @@
 //! live one, nothing of its answer is applied, and the two answers are
 //! compared.
 
-use crate::contract::{Failure, Outcome};
+use crate::contract::{Failed, Failure, Outcome};
 use crate::runtime::CallError;
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,14 +40,14 @@ impl Counters {
 pub(super) enum Answer {
     /// It answered with an outcome.
     Outcome(Outcome),
-    /// It answered with a failure.
-    Failed(Failure),
+    /// It answered with a failure (and the status it carries).
+    Failed(Failed),
     /// The sandbox stopped it (compared by message).
     Stopped(String),
 }
 
 /// Turn a call result into an [`Answer`].
-pub(super) fn answer(result: &Result<Result<Outcome, Failure>, CallError>) -> Answer {
+pub(super) fn answer(result: &Result<Result<Outcome, Failed>, CallError>) -> Answer {
     match result {
         Ok(Ok(o)) => Answer::Outcome(o.clone()),
         Ok(Err(f)) => Answer::Failed(f.clone()),
@@ -80,10 +80,18 @@ pub(super) fn differences(live: &Answer, candidate: &Answer, limit: usize) -> Op
 fn describe(a: &Answer) -> String {
     match a {
         Answer::Outcome(_) => "outcome".into(),
-        Answer::Failed(Failure::Transient(m)) => format!("transient failure {m:?}"),
-        Answer::Failed(Failure::Terminal(m)) => format!("terminal failure {m:?}"),
+        Answer::Failed(Failed { failure: Failure::Transient(m), status }) => {
+            format!("transient failure {m:?}{}", carried(status.as_ref()))
+        }
+        Answer::Failed(Failed { failure: Failure::Terminal(m), status }) => {
+            format!("terminal failure {m:?}{}", carried(status.as_ref()))
+        }
         Answer::Stopped(e) => format!("sandbox error {e:?}"),
     }
+}
+
+fn carried(status: Option<&Value>) -> String {
+    status.map(|s| format!(" with status {s}")).unwrap_or_default()
 }
 
 fn compare_outcomes(a: &Outcome, b: &Outcome, out: &mut Vec<String>) {
@@ -171,7 +179,7 @@ mod tests {
     fn identical_answers_should_not_differ() {
         let a = outcome(2, json!({"ready": true}));
         assert_eq!(differences(&a, &a.clone(), 5), None);
-        let f = Answer::Failed(Failure::Transient("x".into()));
+        let f = Answer::Failed(Failure::Transient("x".into()).into());
         assert_eq!(differences(&f, &f.clone(), 5), None);
     }
 

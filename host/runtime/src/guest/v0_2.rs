@@ -1,0 +1,204 @@
+//! Contract 0.2 (`wit/0.2/reconciler.wit`): the time as an input, watches
+//! by reference and by selector, each child's readiness, failures that
+//! carry a status. Runs beside 0.1 in the same host.
+
+use super::{Contract, RawFailure, RawOutcome, State, host_import};
+use crate::contract::readiness::{Readiness, ReadinessStatus};
+use crate::contract::{Denial, Failure, Gvk, Manifest, Mapping, Request, Review, Watch};
+use serde_json::Value;
+use wasmtime::Store;
+use wasmtime::component::{HasSelf, InstancePre, Linker};
+
+wasmtime::component::bindgen!({
+    path: "../../wit/0.2/reconciler.wit",
+    world: "reconciler",
+});
+
+/// The world with `validate` and `mutate` beside `reconcile`.
+pub(crate) mod admission_world {
+    wasmtime::component::bindgen!({
+        path: "../../wit/0.2/reconciler.wit",
+        world: "reconciler-with-admission",
+        with: {
+            "operon:reconciler/types": super::operon::reconciler::types,
+            "operon:reconciler/host": super::operon::reconciler::host,
+        },
+    });
+}
+
+use admission_world::exports::operon::reconciler::admission;
+
+host_import!();
+
+/// Add this version's `host` import to `linker`.
+pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
+    Reconciler::add_to_linker::<State, HasSelf<State>>(linker, |s| s)
+}
+
+impl super::super::call::World for Reconciler {
+    type Pre = ReconcilerPre<State>;
+    fn instantiate(pre: &Self::Pre, store: &mut Store<State>) -> wasmtime::Result<Self> {
+        pre.instantiate(store)
+    }
+}
+
+impl super::super::call::World for admission_world::ReconcilerWithAdmission {
+    type Pre = admission_world::ReconcilerWithAdmissionPre<State>;
+    fn instantiate(pre: &Self::Pre, store: &mut Store<State>) -> wasmtime::Result<Self> {
+        pre.instantiate(store)
+    }
+}
+
+/// Contract 0.2.
+pub(crate) struct V0_2;
+
+impl Contract for V0_2 {
+    type Reconciler = Reconciler;
+    type Admission = admission_world::ReconcilerWithAdmission;
+    /// The request, and the parent's generation for `observedGeneration`.
+    type Request = (wit::Request, Option<i64>);
+    const VERSION: &'static str = "0.2.0";
+    const CLOCK: bool = true;
+
+    fn reconciler_pre(pre: InstancePre<State>) -> wasmtime::Result<ReconcilerPre<State>> {
+        ReconcilerPre::new(pre)
+    }
+
+    fn admission_pre(pre: InstancePre<State>) -> wasmtime::Result<admission_world::ReconcilerWithAdmissionPre<State>> {
+        admission_world::ReconcilerWithAdmissionPre::new(pre)
+    }
+
+    fn manifest(b: &Reconciler, store: &mut Store<State>) -> wasmtime::Result<Manifest> {
+        Ok(manifest(b.operon_reconciler_guest().call_manifest(store)?))
+    }
+
+    fn request(r: &Request) -> (wit::Request, Option<i64>) {
+        let child = |text: &String| wit::Child { object: text.clone(), readiness: readiness(Readiness::of_json(text)) };
+        let request = wit::Request {
+            object: r.object.clone(),
+            children: r
+                .children
+                .iter()
+                .map(|(kind, objects)| wit::Children {
+                    kind: kind.into(),
+                    objects: objects.iter().map(child).collect(),
+                })
+                .collect(),
+            related: r.related.clone(),
+            finalizing: r.finalizing,
+            attempt: r.attempt,
+            now: r.now_text(),
+        };
+        (request, r.generation)
+    }
+
+    fn reconcile(
+        b: &Reconciler,
+        store: &mut Store<State>,
+        (r, generation): &(wit::Request, Option<i64>),
+    ) -> wasmtime::Result<Result<RawOutcome, RawFailure>> {
+        let observed = |status: Option<String>| status.map(|s| with_observed_generation(s, *generation));
+        Ok(match b.operon_reconciler_guest().call_reconcile(store, r)? {
+            Ok(o) => Ok(RawOutcome {
+                desired: o.desired,
+                status: observed(o.status),
+                events: events(o.events),
+                requeue_after_ms: o.requeue_after_ms,
+                requeue_at: o.requeue_at,
+                finalized: o.finalized,
+            }),
+            Err(wit::Failure::Transient(d)) => {
+                Err(RawFailure { failure: Failure::Transient(d.message), status: observed(d.status) })
+            }
+            Err(wit::Failure::Terminal(d)) => {
+                Err(RawFailure { failure: Failure::Terminal(d.message), status: observed(d.status) })
+            }
+        })
+    }
+
+    fn validate(
+        b: &admission_world::ReconcilerWithAdmission,
+        store: &mut Store<State>,
+        r: &Review,
+    ) -> wasmtime::Result<Result<Vec<String>, Denial>> {
+        Ok(b.operon_reconciler_admission().call_validate(store, &review(r))?.map_err(denial))
+    }
+
+    fn mutate(
+        b: &admission_world::ReconcilerWithAdmission,
+        store: &mut Store<State>,
+        r: &Review,
+    ) -> wasmtime::Result<Result<Option<String>, Denial>> {
+        Ok(b.operon_reconciler_admission().call_mutate(store, &review(r))?.map_err(denial))
+    }
+}
+
+/// The status with `observedGeneration` set to the parent's generation,
+/// unless the guest set it. Text that is not a JSON object is left as it is
+/// (the outcome check refuses it).
+fn with_observed_generation(status: String, generation: Option<i64>) -> String {
+    let Some(generation) = generation else { return status };
+    match serde_json::from_str::<Value>(&status) {
+        Ok(Value::Object(mut map)) if !map.contains_key("observedGeneration") => {
+            map.insert("observedGeneration".into(), generation.into());
+            Value::Object(map).to_string()
+        }
+        _ => status,
+    }
+}
+
+fn readiness(r: Readiness) -> wit::Readiness {
+    wit::Readiness {
+        status: match r.status {
+            ReadinessStatus::Current => wit::ReadinessStatus::Current,
+            ReadinessStatus::InProgress => wit::ReadinessStatus::InProgress,
+            ReadinessStatus::Failed => wit::ReadinessStatus::Failed,
+            ReadinessStatus::Terminating => wit::ReadinessStatus::Terminating,
+            ReadinessStatus::Unknown => wit::ReadinessStatus::Unknown,
+        },
+        message: r.message,
+    }
+}
+
+fn manifest(m: wit::ReconcilerManifest) -> Manifest {
+    Manifest {
+        name: m.name,
+        for_kind: m.for_.into(),
+        owns: m.owns.into_iter().map(Gvk::from).collect(),
+        watches: m
+            .watches
+            .into_iter()
+            .map(|w| Watch {
+                kind: w.kind.into(),
+                mapping: match w.mapping {
+                    wit::Mapping::Label(l) => Mapping::Label(l),
+                    wit::Mapping::Annotation(a) => Mapping::Annotation(a),
+                    wit::Mapping::AllInNamespace => Mapping::AllInNamespace,
+                    wit::Mapping::Reference(p) => Mapping::Reference(p),
+                    wit::Mapping::Selector(p) => Mapping::Selector(p),
+                },
+            })
+            .collect(),
+        reads: m.reads.into_iter().map(Gvk::from).collect(),
+        finalizer: m.finalizer,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_observed_generation;
+
+    #[test]
+    fn observed_generation_should_be_set_unless_the_guest_set_it() {
+        assert_eq!(
+            with_observed_generation(r#"{"ready":true}"#.into(), Some(3)),
+            r#"{"observedGeneration":3,"ready":true}"#
+        );
+        assert_eq!(
+            with_observed_generation(r#"{"observedGeneration":1}"#.into(), Some(3)),
+            r#"{"observedGeneration":1}"#
+        );
+        assert_eq!(with_observed_generation(r#"{"a":1}"#.into(), None), r#"{"a":1}"#);
+        assert_eq!(with_observed_generation("[1]".into(), Some(3)), "[1]");
+    }
+}

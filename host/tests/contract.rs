@@ -1,0 +1,226 @@
+//! Contract 0.2 against a real API server, beside 0.1 in one host: the
+//! request's clock and `requeue-at`, watches by reference and by selector
+//! (exactly the parents concerned are reconciled), children handed in with
+//! their readiness, `observedGeneration` written by the host, and a failure
+//! that carries the parent's status (issues 19 and 23).
+//!
+//! The 0.2 plugin is the `clockwork` guest; the 0.1 one is `echo`; both run
+//! as Reconcilers from ConfigMaps in one in-process manager.
+
+mod common;
+#[path = "common/plugins.rs"]
+mod plugins;
+
+use common::{eventually, guest, thing_crd};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use operon::reconciler::crd::{ClusterReconciler, Reconciler};
+use plugins::{Host, config_map_module};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(90);
+
+fn plane() -> &'static operon_envtest::ControlPlane {
+    operon_envtest::shared_with(|| {
+        use kube::CustomResourceExt;
+        operon_envtest::Options::default().crd(thing_crd()).crd(Reconciler::crd()).crd(ClusterReconciler::crd())
+    })
+}
+
+fn grants() -> Value {
+    json!({"for": [{"group": "example.operon.dev", "kind": "Thing"}], "owns": [{"group": "", "kind": "ConfigMap"}]})
+}
+
+/// Start `clockwork` (0.2) for the Things labelled `contract: v2`.
+async fn clockwork(host: &Host) {
+    host.module_config_map("clockwork", &guest("clockwork")).await;
+    let spec = json!({"module": config_map_module("clockwork"), "grants": grants(),
+        "selector": {"matchLabels": {"contract": "v2"}}});
+    host.reconciler("clockwork", spec).await;
+}
+
+async fn thing(host: &Host, name: &str, spec: Value) {
+    let t: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
+        "metadata": {"name": name, "labels": {"contract": "v2"}}, "spec": spec
+    }))
+    .unwrap();
+    host.things().patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&t)).await.unwrap();
+}
+
+async fn config_map(host: &Host, name: &str, labels: Value, data: &str) {
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": labels}, "data": {"v": data}
+    }))
+    .unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(host.client.clone(), &host.ns);
+    api.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&cm)).await.unwrap();
+}
+
+async fn status(host: &Host, name: &str) -> Option<Value> {
+    let t = host.things().get_opt(name).await.ok()??;
+    t.data.get("status").cloned()
+}
+
+async fn count(host: &Host, name: &str) -> u64 {
+    status(host, name).await.and_then(|s| s["count"].as_u64()).unwrap_or(0)
+}
+
+/// Every Thing's reconcile count, once two rounds 2 s apart agree.
+async fn settled_counts(host: &Host, names: &[String]) -> BTreeMap<String, u64> {
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut last = BTreeMap::new();
+    loop {
+        let listed = host.things().list(&Default::default()).await.unwrap();
+        let now: BTreeMap<String, u64> = listed
+            .items
+            .iter()
+            .filter_map(|t| Some((t.metadata.name.clone()?, t.data["status"]["count"].as_u64().unwrap_or(0))))
+            .filter(|(n, _)| names.contains(n))
+            .collect();
+        if now.len() == names.len() && now.values().all(|c| *c > 0) && now == last {
+            return now;
+        }
+        assert!(std::time::Instant::now() < deadline, "the reconcile counts did not settle: {now:?}");
+        last = now;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_0_1_and_a_0_2_module_run_side_by_side_and_0_2_sees_the_clock_readiness_and_observed_generation() {
+    let host = Host::start_on(plane(), "contract-side", false).await;
+    // 0.1: echo writes the status its spec describes.
+    host.module_config_map("echo", &guest("echo")).await;
+    let echo_grants = json!({"for": [{"group": "example.operon.dev", "kind": "Thing"}],
+        "owns": [{"group": "apps", "kind": "Deployment"}, {"group": "", "kind": "Service"}, {"group": "", "kind": "ConfigMap"}]});
+    let echo = json!({"module": config_map_module("echo"), "grants": echo_grants,
+        "selector": {"matchLabels": {"contract": "v1"}}});
+    host.reconciler("echo", echo).await;
+    clockwork(&host).await;
+    let old: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
+        "metadata": {"name": "old", "labels": {"contract": "v1"}}, "spec": {"status": {"hello": "0.1"}}
+    }))
+    .unwrap();
+    host.things().patch("old", &PatchParams::apply("test").force(), &Patch::Apply(&old)).await.unwrap();
+    thing(&host, "new", json!({"n": 1})).await;
+
+    eventually("the 0.1 module reconciled its Thing", WAIT, || async {
+        (status(&host, "old").await?["hello"] == "0.1").then_some(())
+    })
+    .await;
+    let s = eventually("the 0.2 module saw its child, with its readiness", WAIT, || async {
+        let s = status(&host, "new").await?;
+        (s["children"] == json!(["new-child=Current"])).then_some(s)
+    })
+    .await;
+    let now = s["now"].as_str().unwrap();
+    assert!(now.len() == 24 && now.ends_with('Z'), "RFC 3339 with milliseconds in UTC: {now}");
+    let t = host.things().get("new").await.unwrap();
+    assert_eq!(s["observedGeneration"], t.metadata.generation.unwrap(), "set by the host for a 0.2 module: {s}");
+    // A 0.1 module's status is written as it said, nothing added.
+    assert!(status(&host, "old").await.unwrap().get("observedGeneration").is_none());
+    // `operon inspect`'s facts say which contract each module speaks.
+    let v2 = host.runtime.load(&guest("clockwork"), operon::runtime::Limits::default()).unwrap();
+    let v1 = host.runtime.load(&guest("echo"), operon::runtime::Limits::default()).unwrap();
+    assert_eq!((v1.info().wit_version.as_str(), v2.info().wit_version.as_str()), ("0.1.0", "0.2.0"));
+    host.stop().await;
+}
+
+#[tokio::test]
+async fn a_change_to_a_referenced_config_map_reconciles_exactly_the_parent_naming_it() {
+    let host = Host::start_on(plane(), "contract-ref", false).await;
+    clockwork(&host).await;
+    let names: Vec<String> = (0..500).map(|i| format!("p{i}")).collect();
+    for (i, n) in names.iter().enumerate() {
+        config_map(&host, &format!("config-{i}"), json!({}), "1").await;
+        thing(&host, n, json!({"configRef": format!("config-{i}")})).await;
+    }
+    let before = settled_counts(&host, &names).await;
+    let s = status(&host, "p7").await.unwrap();
+    assert_eq!(s["related"], json!(["config-7"]), "the referenced ConfigMap is handed in: {s}");
+
+    config_map(&host, "config-7", json!({}), "2").await;
+    eventually("p7 reconciled after its ConfigMap changed", WAIT, || async {
+        (count(&host, "p7").await > before["p7"]).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut changed = Vec::new();
+    for n in &names {
+        if count(&host, n).await != before[n] {
+            changed.push(n.clone());
+        }
+    }
+    assert_eq!(changed, vec!["p7".to_string()], "one ConfigMap changed: one parent reconciled");
+    host.stop().await;
+}
+
+#[tokio::test]
+async fn a_relabelled_object_reconciles_the_parents_whose_selector_matched_before_or_after() {
+    let host = Host::start_on(plane(), "contract-sel", false).await;
+    clockwork(&host).await;
+    thing(&host, "a", json!({"selector": {"matchLabels": {"group": "a"}}})).await;
+    thing(&host, "b", json!({"selector": {"group": "b"}})).await;
+    thing(&host, "c", json!({"selector": {"matchLabels": {"group": "c"}}})).await;
+    let names = ["a", "b", "c"].map(String::from);
+    config_map(&host, "member", json!({"group": "a"}), "1").await;
+    eventually("a sees its member", WAIT, || async {
+        (status(&host, "a").await?["related"] == json!(["member"])).then_some(())
+    })
+    .await;
+    let before = settled_counts(&host, &names).await;
+
+    config_map(&host, "member", json!({"group": "b"}), "1").await;
+    eventually("b sees the member, a no longer does", WAIT, || async {
+        let (a, b) = (status(&host, "a").await?, status(&host, "b").await?);
+        (a["related"] == json!([]) && b["related"] == json!(["member"])).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(count(&host, "a").await > before["a"] && count(&host, "b").await > before["b"]);
+    assert_eq!(count(&host, "c").await, before["c"], "c's selector matched neither before nor after");
+    host.stop().await;
+}
+
+#[tokio::test]
+async fn requeue_at_reconciles_at_the_time_asked_and_a_failure_writes_the_status_it_carries() {
+    let host = Host::start_on(plane(), "contract-time", false).await;
+    clockwork(&host).await;
+    thing(&host, "bad", json!({"fail": true})).await;
+    let s = eventually("the failure's status is written", WAIT, || async {
+        let s = status(&host, "bad").await?;
+        (s["ready"] == false).then_some(s)
+    })
+    .await;
+    assert_eq!(s["reason"], "Invalid", "{s}");
+    let t = host.things().get("bad").await.unwrap();
+    assert_eq!(s["observedGeneration"], t.metadata.generation.unwrap(), "{s}");
+    let events = eventually("the terminal failure's event", WAIT, || async {
+        let e = host.events("bad").await;
+        e.iter().any(|(r, _)| r == "ReconcileTerminal").then_some(e)
+    })
+    .await;
+    assert!(events.iter().any(|(_, m)| m.contains("spec.fail is set")), "{events:?}");
+
+    // Asked to run again 3 s after its first reconcile's clock.
+    thing(&host, "timer", json!({})).await;
+    let first = eventually("the timer reconciled", WAIT, || async {
+        status(&host, "timer").await?["now"].as_str().map(str::to_string)
+    })
+    .await;
+    let at = first.parse::<jiff::Timestamp>().unwrap() + jiff::SignedDuration::from_secs(3);
+    thing(&host, "timer", json!({"requeueAt": at.to_string()})).await;
+    let woke = eventually("a reconcile at the time asked", WAIT, || async {
+        let now = status(&host, "timer").await?["now"].as_str()?.parse::<jiff::Timestamp>().ok()?;
+        (now >= at).then_some(now)
+    })
+    .await;
+    let late = woke.duration_since(at);
+    assert!(late < jiff::SignedDuration::from_secs(1), "woke {late} after the time asked");
+    host.stop().await;
+}
