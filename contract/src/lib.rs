@@ -53,7 +53,9 @@ pub mod selector;
 pub use admission::{Denial, IMMUTABLE_BY_MUTATE, Operation, Review, UserInfo};
 pub use readiness::{Readiness, ReadinessStatus};
 pub use selector::Selector;
-pub use types::{Event, Failed, Failure, Gvk, Manifest, Mapping, Outcome, Request, Watch, field_at, rfc3339};
+pub use types::{
+    Event, Failed, Failure, Gvk, Manifest, Mapping, Outcome, Request, UpdateStrategy, Watch, field_at, rfc3339,
+};
 
 #[cfg(test)]
 mod tests {

@@ -87,6 +87,19 @@ pub struct Watch {
     pub mapping: Mapping,
 }
 
+/// How the host changes an existing child of one owned kind (contract 0.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UpdateStrategy {
+    /// Server-side apply over the live object.
+    #[default]
+    InPlace,
+    /// Apply; when a field is immutable, delete and create anew.
+    Recreate,
+    /// Never change an existing child; create missing ones.
+    OnDelete,
+}
+
 /// What a module says it is (the WIT `manifest`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -103,6 +116,16 @@ pub struct Manifest {
     pub reads: Vec<Gvk>,
     /// The finalizer the host adds to parents, if any.
     pub finalizer: Option<String>,
+    /// Update strategies of owned kinds (contract 0.2); others in place.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub updates: Vec<(Gvk, UpdateStrategy)>,
+}
+
+impl Manifest {
+    /// How children of `kind` are updated.
+    pub fn update_strategy(&self, kind: &Gvk) -> UpdateStrategy {
+        self.updates.iter().find(|(k, _)| k == kind).map(|(_, s)| *s).unwrap_or_default()
+    }
 }
 
 impl Manifest {
@@ -131,6 +154,11 @@ impl Manifest {
         }
         if self.owns.contains(&self.for_kind) {
             return Err(format!("manifest owns its own parent kind {}", self.for_kind));
+        }
+        for (kind, _) in &self.updates {
+            if !self.owns.contains(kind) {
+                return Err(format!("manifest sets an update strategy for {kind}, which it does not own"));
+            }
         }
         for w in &self.watches {
             if let Some(path) = w.mapping.parent_path()

@@ -328,6 +328,7 @@ mod tests {
             watches: Vec::new(),
             reads: Vec::new(),
             finalizer: None,
+            updates: Vec::new(),
         };
         let service =
             |name: &str| serde_json::json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}});
@@ -370,6 +371,7 @@ mod tests {
                 watches: Vec::new(),
                 reads: Vec::new(),
                 finalizer: None,
+                updates: Vec::new(),
             };
             let outcome: Outcome = serde_json::from_value(case["outcome"].clone()).unwrap();
             let verdict = LiveCheck::of(&file).check(&manifest, &outcome).err().map(|r| r.0);

@@ -30,7 +30,8 @@ fn plane() -> &'static operon_envtest::ControlPlane {
 }
 
 fn grants() -> Value {
-    json!({"for": [{"group": "example.operon.dev", "kind": "Thing"}], "owns": [{"group": "", "kind": "ConfigMap"}]})
+    json!({"for": [{"group": "example.operon.dev", "kind": "Thing"}],
+        "owns": [{"group": "", "kind": "ConfigMap"}, {"group": "", "kind": "Service"}]})
 }
 
 /// Start `clockwork` (0.2) for the Things labelled `contract: v2`.
@@ -222,5 +223,42 @@ async fn requeue_at_reconciles_at_the_time_asked_and_a_failure_writes_the_status
     .await;
     let late = woke.duration_since(at);
     assert!(late < jiff::SignedDuration::from_secs(1), "woke {late} after the time asked");
+    host.stop().await;
+}
+
+#[tokio::test]
+async fn a_child_with_an_immutable_change_is_recreated_and_one_on_delete_is_left_alone() {
+    let host = Host::start_on(plane(), "contract-update", false).await;
+    clockwork(&host).await;
+    let config_maps: Api<ConfigMap> = Api::namespaced(host.client.clone(), &host.ns);
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(host.client.clone(), &host.ns);
+    thing(&host, "imm", json!({"childData": "a", "servicePort": 80})).await;
+    let first = eventually("the immutable child and the service", WAIT, || async {
+        let cm = config_maps.get_opt("imm-child").await.ok()??;
+        services.get_opt("imm-svc").await.ok()??;
+        (cm.data?.get("value")? == "a").then_some(cm.metadata.uid?)
+    })
+    .await;
+
+    thing(&host, "imm", json!({"childData": "b", "servicePort": 81})).await;
+    let second = eventually("the child created anew with the new data", WAIT, || async {
+        let cm = config_maps.get_opt("imm-child").await.ok()??;
+        (cm.data?.get("value")? == "b").then_some(cm.metadata.uid?)
+    })
+    .await;
+    assert_ne!(first, second, "an immutable ConfigMap can only change by being created anew");
+    let events = host.events("imm").await;
+    assert!(events.iter().any(|(r, m)| r == "ChildRecreated" && m.contains("imm-child")), "{events:?}");
+    // The Service's strategy is on-delete: the reconciles that created the
+    // new ConfigMap (from the new spec) left the existing Service as it was.
+    let svc = services.get("imm-svc").await.unwrap();
+    assert_eq!(svc.spec.unwrap().ports.unwrap()[0].port, 80);
+    // Deleted, it comes back as the parent now asks.
+    services.delete("imm-svc", &Default::default()).await.unwrap();
+    eventually("the service created anew on the new port", WAIT, || async {
+        let svc = services.get_opt("imm-svc").await.ok()??;
+        (svc.spec?.ports?[0].port == 81).then_some(())
+    })
+    .await;
     host.stop().await;
 }

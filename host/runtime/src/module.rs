@@ -259,6 +259,7 @@ fn placeholder_manifest() -> Manifest {
         watches: Vec::new(),
         reads: Vec::new(),
         finalizer: None,
+        updates: Vec::new(),
     }
 }
 

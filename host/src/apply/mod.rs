@@ -28,7 +28,7 @@ pub use validate::{
 
 use crate::cache::{CachedObject, ObjectKey};
 pub use crate::client::describe;
-use crate::contract::{Gvk, Outcome};
+use crate::contract::{Gvk, Outcome, UpdateStrategy};
 use crate::leader::{Fence, NotLeading};
 use crate::metrics::Metrics;
 use events::{Author, EventType, Recorder};
@@ -119,6 +119,9 @@ pub struct Report {
     pub unchanged: usize,
     /// Children deleted.
     pub deleted: usize,
+    /// Children deleted to be created anew: an immutable field changed
+    /// under the `recreate` update strategy.
+    pub recreated: usize,
     /// Whether the status was written.
     pub status_written: bool,
 }
@@ -216,6 +219,7 @@ impl Applier {
         existing: &[(Gvk, Arc<CachedObject>)],
         outcome: &Outcome,
         adopt: bool,
+        strategy: impl Fn(&Gvk) -> UpdateStrategy,
         fence: &Fence,
     ) -> Result<Report, Error> {
         let mut report = Report::default();
@@ -223,10 +227,13 @@ impl Applier {
         for child in children {
             let (resource, namespaced) = self.resource(&child.kind).await?;
             let hash = hash_value(&child.object);
-            let current_rv = existing
-                .iter()
-                .find(|(k, o)| *k == child.kind && o.key() == child.key)
-                .and_then(|(_, o)| o.resource_version().map(str::to_string));
+            let live = existing.iter().find(|(k, o)| *k == child.kind && o.key() == child.key).map(|(_, o)| o);
+            let current_rv = live.and_then(|o| o.resource_version().map(str::to_string));
+            let strategy = strategy(&child.kind);
+            if strategy == UpdateStrategy::OnDelete && live.is_some() {
+                report.unchanged += 1;
+                continue;
+            }
             let memo = (child.kind.clone(), child.key.clone());
             let last = self.applied.lock().unwrap_or_else(|p| p.into_inner()).get(&memo).cloned();
             if let (Some((h, rv)), Some(current)) = (&last, &current_rv)
@@ -246,9 +253,31 @@ impl Applier {
             }
             fence.check()?;
             let written =
-                self.send(requests.patch(&child.key.name, &params, &Patch::Apply(&*object)), "patch").await.map_err(
-                    |source| Error::Api { operation: "apply", target: target(&child.kind, &child.key), source },
-                )?;
+                match self.send(requests.patch(&child.key.name, &params, &Patch::Apply(&*object)), "patch").await {
+                    Ok(written) => written,
+                    Err(kube::Error::Api(s)) if strategy == UpdateStrategy::Recreate && is_immutable(&s) => {
+                        let Some(live) = live else {
+                            return Err(Error::Api {
+                                operation: "apply",
+                                target: target(&child.kind, &child.key),
+                                source: kube::Error::Api(s),
+                            });
+                        };
+                        // The next reconcile (the deletion's event) creates it.
+                        self.delete_child(&requests, &child.kind, live, fence).await?;
+                        self.applied.lock().unwrap_or_else(|p| p.into_inner()).remove(&memo);
+                        let note = format!(
+                            "{} {} deleted to be created anew: {} (update strategy recreate)",
+                            child.kind.kind, child.key, s.message
+                        );
+                        self.event(parent, false, "ChildRecreated", &note, fence).await;
+                        report.recreated += 1;
+                        continue;
+                    }
+                    Err(source) => {
+                        return Err(Error::Api { operation: "apply", target: target(&child.kind, &child.key), source });
+                    }
+                };
             if let Some(rv) = written.metadata.resource_version {
                 let mut applied = self.applied.lock().unwrap_or_else(|p| p.into_inner());
                 // Children the garbage collector removed never leave this map;
@@ -270,17 +299,8 @@ impl Applier {
             }
             let (resource, namespaced) = self.resource(kind).await?;
             let requests = Self::requests(&resource, namespaced, key.namespace.as_deref());
-            let params = DeleteParams {
-                preconditions: Some(Preconditions { uid: object.uid().map(str::to_string), resource_version: None }),
-                ..DeleteParams::background()
-            };
-            fence.check()?;
-            match self.send(requests.delete(&key.name, &params), "delete").await {
-                Ok(_) => report.deleted += 1,
-                // Already gone, or replaced by a new object of the same name
-                // (UID precondition failed): nothing of ours to delete.
-                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
-                Err(source) => return Err(Error::Api { operation: "delete", target: target(kind, &key), source }),
+            if self.delete_child(&requests, kind, object, fence).await? {
+                report.deleted += 1;
             }
             self.applied.lock().unwrap_or_else(|p| p.into_inner()).remove(&(kind.clone(), key));
         }
@@ -330,6 +350,28 @@ impl Applier {
         );
         check_ownership(parent, std::slice::from_ref(child), adopt, |_, _| Some(live.clone()))?;
         Ok(live.resource_version().map(str::to_string))
+    }
+
+    /// Delete one child, locked on its UID; `false` when it was already gone
+    /// or replaced by a new object of the same name (nothing of ours).
+    async fn delete_child(
+        &self,
+        requests: &kube::core::Request,
+        kind: &Gvk,
+        object: &CachedObject,
+        fence: &Fence,
+    ) -> Result<bool, Error> {
+        let key = object.key();
+        let params = DeleteParams {
+            preconditions: Some(Preconditions { uid: object.uid().map(str::to_string), resource_version: None }),
+            ..DeleteParams::background()
+        };
+        fence.check()?;
+        match self.send(requests.delete(&key.name, &params), "delete").await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(false),
+            Err(source) => Err(Error::Api { operation: "delete", target: target(kind, &key), source }),
+        }
     }
 
     /// Write the parent's status when it differs from the cached one (what
@@ -489,6 +531,13 @@ fn hash_value(v: &Value) -> u64 {
     // Writing a `Value` into a sink that cannot fail does not fail.
     let _ = stream_json(v, |bytes| h.write(bytes));
     h.finish()
+}
+
+/// Whether the API server refused a write because it changes an immutable
+/// field (422 Invalid, "field is immutable" or "Forbidden: pod updates may
+/// not change fields other than ...").
+fn is_immutable(s: &kube::core::Status) -> bool {
+    s.code == 422 && (s.message.contains("immutable") || s.message.contains("may not change fields"))
 }
 
 /// Whether every field of `want` is present with the same value in `have`

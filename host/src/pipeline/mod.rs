@@ -392,7 +392,7 @@ impl Pipeline {
         };
 
         let children = active.reads.children(&parent);
-        let request = active.reads.request(&parent, &children, finalizing, ctx.attempt);
+        let request = active.reads.request(&parent, &children, finalizing, ctx.attempt, &self.config.scope);
         let call_started = Instant::now();
         let call = {
             let module = active.module.clone();
@@ -406,7 +406,7 @@ impl Pipeline {
                     request.clone()
                 } else {
                     let children = c.reads.children(&parent);
-                    c.reads.request(&parent, &children, finalizing, ctx.attempt)
+                    c.reads.request(&parent, &children, finalizing, ctx.attempt, &self.config.scope)
                 };
                 let reader: Arc<dyn crate::runtime::ObjectReader> =
                     Arc::new(c.reads.reader(key.namespace.clone(), &self.config.scope));
@@ -635,11 +635,13 @@ impl Pipeline {
             }
         }
         apply::check_ownership(parent, &children, self.config.grants.adopt, |kind, key| reads.owned_object(kind, key))?;
-        let report = self.applier.apply(parent, &children, existing, outcome, self.config.grants.adopt, fence).await?;
+        let strategy = |kind: &Gvk| self.manifest.update_strategy(kind);
+        let report =
+            self.applier.apply(parent, &children, existing, outcome, self.config.grants.adopt, strategy, fence).await?;
         for _ in 0..report.applied {
             self.metrics.applied(&self.name, ApplyOperation::Apply);
         }
-        for _ in 0..report.deleted {
+        for _ in 0..report.deleted + report.recreated {
             self.metrics.applied(&self.name, ApplyOperation::Delete);
         }
         if report.status_written {

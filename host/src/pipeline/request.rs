@@ -78,6 +78,7 @@ impl ReadSet {
         children: &[(Gvk, Arc<CachedObject>)],
         finalizing: bool,
         attempt: u32,
+        scope: &Scope,
     ) -> Request {
         let children = self
             .owned
@@ -99,8 +100,10 @@ impl ReadSet {
                     None => {}
                     Some(Pointer::Target(target)) => {
                         // A cluster-scoped kind is keyed without a namespace.
+                        // A parent may name anything: only what the
+                        // controller may read is handed in.
                         let found = store.get(&target).or_else(|| store.get(&ObjectKey::new(None, &target.name)));
-                        related.extend(found.map(|o| o.json().to_string()));
+                        related.extend(found.filter(|o| scope.contains(o.namespace())).map(|o| o.json().to_string()));
                     }
                     Some(Pointer::Selector(selector)) => related.extend(
                         store

@@ -116,6 +116,7 @@ mod tests {
             watches: vec![Watch { kind: Gvk::new("", "v1", "ConfigMap"), mapping: Mapping::AllInNamespace }],
             reads: vec![Gvk::new("", "v1", "Secret")],
             finalizer: None,
+            updates: Vec::new(),
         }
     }
 

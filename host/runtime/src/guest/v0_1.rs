@@ -138,5 +138,6 @@ fn manifest(m: wit::ReconcilerManifest) -> Manifest {
             .collect(),
         reads: m.reads.into_iter().map(Gvk::from).collect(),
         finalizer: m.finalizer,
+        updates: Vec::new(),
     }
 }

@@ -4,7 +4,7 @@
 
 use super::{Contract, RawFailure, RawOutcome, State, host_import};
 use crate::contract::readiness::{Readiness, ReadinessStatus};
-use crate::contract::{Denial, Failure, Gvk, Manifest, Mapping, Request, Review, Watch};
+use crate::contract::{Denial, Failure, Gvk, Manifest, Mapping, Request, Review, UpdateStrategy, Watch};
 use serde_json::Value;
 use wasmtime::Store;
 use wasmtime::component::{HasSelf, InstancePre, Linker};
@@ -181,6 +181,18 @@ fn manifest(m: wit::ReconcilerManifest) -> Manifest {
             .collect(),
         reads: m.reads.into_iter().map(Gvk::from).collect(),
         finalizer: m.finalizer,
+        updates: m
+            .updates
+            .into_iter()
+            .map(|u| {
+                let strategy = match u.strategy {
+                    wit::UpdateStrategy::InPlace => UpdateStrategy::InPlace,
+                    wit::UpdateStrategy::Recreate => UpdateStrategy::Recreate,
+                    wit::UpdateStrategy::OnDelete => UpdateStrategy::OnDelete,
+                };
+                (Gvk::from(u.kind), strategy)
+            })
+            .collect(),
     }
 }
 

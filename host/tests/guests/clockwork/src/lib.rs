@@ -7,7 +7,10 @@
 //! - `status.related`: names of the related objects — ConfigMaps named by
 //!   `spec.configRef` and those matched by `spec.selector`;
 //! - `status.children`: `name=Readiness` of each child, as the host rated it;
-//! - one child ConfigMap `<name>-child`;
+//! - one child ConfigMap `<name>-child`, immutable, holding
+//!   `spec.childData` (updated under the `recreate` strategy);
+//! - with `spec.servicePort`, a child Service `<name>-svc` on that port
+//!   (under `on-delete`: created, never changed);
 //! - `spec.requeueAt`: returned as `requeue-at`;
 //! - `spec.fail`: a terminal failure carrying `status.ready = false`.
 //!
@@ -17,7 +20,8 @@ wit_bindgen::generate!({ path: "../../../../wit/0.2/reconciler.wit", world: "rec
 
 use exports::operon::reconciler::guest::Guest;
 use operon::reconciler::types::{
-    Failure, FailureDetail, Gvk, Mapping, Outcome, ReadinessStatus, ReconcilerManifest, Request, Watch,
+    Failure, FailureDetail, Gvk, Mapping, Outcome, OwnedUpdate, ReadinessStatus, ReconcilerManifest, Request,
+    UpdateStrategy, Watch,
 };
 use serde_json::{Value, json};
 
@@ -33,7 +37,11 @@ impl Guest for Component {
         ReconcilerManifest {
             name: "clockwork".into(),
             for_: gvk("example.operon.dev", "v1alpha1", "Thing"),
-            owns: vec![gvk("", "v1", "ConfigMap")],
+            owns: vec![gvk("", "v1", "ConfigMap"), gvk("", "v1", "Service")],
+            updates: vec![
+                OwnedUpdate { kind: gvk("", "v1", "ConfigMap"), strategy: UpdateStrategy::Recreate },
+                OwnedUpdate { kind: gvk("", "v1", "Service"), strategy: UpdateStrategy::OnDelete },
+            ],
             watches: vec![
                 Watch { kind: gvk("", "v1", "ConfigMap"), mapping: Mapping::Reference("spec.configRef".into()) },
                 Watch { kind: gvk("", "v1", "ConfigMap"), mapping: Mapping::Selector("spec.selector".into()) },
@@ -83,10 +91,20 @@ impl Guest for Component {
         let child = json!({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": format!("{name}-child")},
-            "data": {"owner": name}
+            "immutable": true,
+            "data": {"owner": name, "value": spec["childData"].as_str().unwrap_or("")}
         });
+        let mut desired = vec![child.to_string()];
+        if let Some(port) = spec["servicePort"].as_u64() {
+            let service = json!({
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": format!("{name}-svc")},
+                "spec": {"ports": [{"port": port}]}
+            });
+            desired.push(service.to_string());
+        }
         Ok(Outcome {
-            desired: vec![child.to_string()],
+            desired,
             status: Some(
                 json!({"now": request.now, "count": count, "related": related, "children": children, "ready": true})
                     .to_string(),
