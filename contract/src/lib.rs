@@ -54,7 +54,8 @@ pub use admission::{Denial, IMMUTABLE_BY_MUTATE, Operation, Review, UserInfo};
 pub use readiness::{Readiness, ReadinessStatus};
 pub use selector::Selector;
 pub use types::{
-    Event, Failed, Failure, Gvk, Manifest, Mapping, Outcome, Request, UpdateStrategy, Watch, field_at, rfc3339,
+    Event, Failed, Failure, Gvk, Manifest, Mapping, Outcome, ParentMetadata, Request, UpdateStrategy, Watch, field_at,
+    rfc3339,
 };
 
 #[cfg(test)]

@@ -120,6 +120,18 @@ impl Selector {
         })
     }
 
+    /// The label keys the selector reads.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.requirements.iter().map(|r| match r {
+            Requirement::Equals(k, _)
+            | Requirement::NotEquals(k, _)
+            | Requirement::In(k, _)
+            | Requirement::NotIn(k, _)
+            | Requirement::Exists(k)
+            | Requirement::DoesNotExist(k) => k.as_str(),
+        })
+    }
+
     /// Whether labels (the `metadata.labels` map) satisfy every requirement.
     pub fn matches(&self, labels: Option<&Map<String, Value>>) -> bool {
         self.matches_with(|k| labels.and_then(|l| l.get(k)).and_then(Value::as_str))

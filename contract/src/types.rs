@@ -239,6 +239,23 @@ pub struct Outcome {
     pub requeue_after: Option<Duration>,
     /// Clean-up done; the finalizer may be removed.
     pub finalized: bool,
+    /// Whether the parent needs the manifest's finalizer (contract 0.2;
+    /// `None`: 0.1, where every parent carries it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needs_finalizer: Option<bool>,
+    /// Labels and annotations the guest keeps on its parent (contract 0.2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_metadata: Option<ParentMetadata>,
+}
+
+/// Labels and annotations a guest keeps on its parent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ParentMetadata {
+    /// Labels, by key.
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// Annotations, by key.
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
 /// A failure with what it may carry (contract 0.2): the parent's status to

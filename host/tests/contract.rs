@@ -262,3 +262,116 @@ async fn a_child_with_an_immutable_change_is_recreated_and_one_on_delete_is_left
     .await;
     host.stop().await;
 }
+
+fn stateful_set(name: &str, expose: bool) -> k8s_openapi::api::apps::v1::StatefulSet {
+    let annotations = if expose { json!({"example.operon.dev/expose": "true"}) } else { json!({}) };
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {
+            "replicas": 2, "serviceName": name,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": "registry.example/app:1"}]}}
+        }
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_decorator_holds_a_finalizer_and_children_only_while_its_parent_opts_in() {
+    let host = Host::start_on(plane(), "contract-decorator", false).await;
+    host.module_config_map("decorator", &guest("decorator")).await;
+    let grants = json!({"for": [{"group": "apps", "kind": "StatefulSet"}], "owns": [{"group": "", "kind": "Service"}]});
+    host.reconciler("decorator", json!({"module": config_map_module("decorator"), "grants": grants})).await;
+    let sets: Api<k8s_openapi::api::apps::v1::StatefulSet> = Api::namespaced(host.client.clone(), &host.ns);
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(host.client.clone(), &host.ns);
+    let apply = |name: &'static str, expose: bool| {
+        let sets = sets.clone();
+        async move {
+            sets.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&stateful_set(name, expose)))
+                .await
+                .unwrap()
+        }
+    };
+    apply("plain", false).await;
+    apply("exposed", true).await;
+    const FINALIZER: &str = "example.operon.dev/decorator";
+    eventually("a Service per replica, the finalizer and the label on the opted-in StatefulSet", WAIT, || async {
+        services.get_opt("exposed-0").await.ok()??;
+        services.get_opt("exposed-1").await.ok()??;
+        let s = sets.get("exposed").await.ok()?;
+        let labelled = s.metadata.labels.as_ref()?.get("example.operon.dev/exposed")? == "true";
+        (labelled && s.metadata.finalizers?.iter().any(|f| f == FINALIZER)).then_some(())
+    })
+    .await;
+    // The plain one was reconciled too (same informer, same worker pool),
+    // and holds nothing: deleting it takes effect at once.
+    let plain = sets.get("plain").await.unwrap();
+    assert!(
+        plain.metadata.finalizers.unwrap_or_default().is_empty(),
+        "a parent that never opted in holds no finalizer"
+    );
+    sets.delete("plain", &Default::default()).await.unwrap();
+    eventually("the plain StatefulSet gone", WAIT, || async {
+        sets.get_opt("plain").await.ok()?.is_none().then_some(())
+    })
+    .await;
+
+    // Opting out: the Services pruned, the finalizer and the label released.
+    apply("exposed", false).await;
+    eventually("the decoration removed", WAIT, || async {
+        let none =
+            services.get_opt("exposed-0").await.ok()?.is_none() && services.get_opt("exposed-1").await.ok()?.is_none();
+        let s = sets.get("exposed").await.ok()?;
+        let label = s.metadata.labels.unwrap_or_default().contains_key("example.operon.dev/exposed");
+        let held = s.metadata.finalizers.unwrap_or_default().iter().any(|f| f == FINALIZER);
+        (none && !label && !held).then_some(())
+    })
+    .await;
+
+    // Opted in again, then deleted: finalized, and gone.
+    apply("exposed", true).await;
+    eventually("the finalizer back", WAIT, || async {
+        let s = sets.get("exposed").await.ok()?;
+        s.metadata.finalizers?.iter().any(|f| f == FINALIZER).then_some(())
+    })
+    .await;
+    sets.delete("exposed", &Default::default()).await.unwrap();
+    eventually("the opted-in StatefulSet finalized and gone", WAIT, || async {
+        sets.get_opt("exposed").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    host.stop().await;
+}
+
+#[tokio::test]
+async fn a_parent_that_leaves_the_selector_is_released_from_the_finalizer() {
+    let host = Host::start_on(plane(), "contract-leave", false).await;
+    host.module_config_map("decorator", &guest("decorator")).await;
+    let grants = json!({"for": [{"group": "apps", "kind": "StatefulSet"}], "owns": [{"group": "", "kind": "Service"}]});
+    host.reconciler(
+        "decorator",
+        json!({"module": config_map_module("decorator"), "grants": grants,
+        "selector": {"matchLabels": {"decorate": "yes"}}}),
+    )
+    .await;
+    let sets: Api<k8s_openapi::api::apps::v1::StatefulSet> = Api::namespaced(host.client.clone(), &host.ns);
+    let mut set = stateful_set("leaver", true);
+    set.metadata.labels = Some([("decorate".to_string(), "yes".to_string())].into());
+    sets.patch("leaver", &PatchParams::apply("test").force(), &Patch::Apply(&set)).await.unwrap();
+    const FINALIZER: &str = "example.operon.dev/decorator";
+    eventually("the finalizer on the selected StatefulSet", WAIT, || async {
+        let s = sets.get("leaver").await.ok()?;
+        s.metadata.finalizers?.iter().any(|f| f == FINALIZER).then_some(())
+    })
+    .await;
+    set.metadata.labels = Some([("decorate".to_string(), "no".to_string())].into());
+    sets.patch("leaver", &PatchParams::apply("test").force(), &Patch::Apply(&set)).await.unwrap();
+    eventually("the finalizer released once it left the selector", WAIT, || async {
+        let s = sets.get("leaver").await.ok()?;
+        (!s.metadata.finalizers.unwrap_or_default().iter().any(|f| f == FINALIZER)).then_some(())
+    })
+    .await;
+    host.stop().await;
+}

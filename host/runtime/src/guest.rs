@@ -72,6 +72,9 @@ pub(crate) struct RawOutcome {
     /// RFC 3339 (0.2).
     pub requeue_at: Option<String>,
     pub finalized: bool,
+    /// 0.2: `None` for 0.1.
+    pub needs_finalizer: Option<bool>,
+    pub parent_metadata: Option<host_types::ParentMetadata>,
 }
 
 /// A failure as it crossed: the status, if any, not yet checked.

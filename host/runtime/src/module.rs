@@ -569,7 +569,19 @@ fn convert_outcome(o: RawOutcome, max_output: usize, now: jiff::Timestamp) -> Re
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
-    Ok(Outcome { desired, status, events: o.events, requeue_after, finalized: o.finalized })
+    if let Some(m) = &o.parent_metadata {
+        let size: usize = m.labels.iter().chain(&m.annotations).map(|(k, v)| k.len() + v.len()).sum();
+        check_size(size, max_output)?;
+    }
+    Ok(Outcome {
+        desired,
+        status,
+        events: o.events,
+        requeue_after,
+        finalized: o.finalized,
+        needs_finalizer: o.needs_finalizer,
+        parent_metadata: o.parent_metadata,
+    })
 }
 
 /// The outcome check as the fuzz targets in `fuzz/` drive it: the raw parts
@@ -587,7 +599,16 @@ pub fn fuzz_outcome(
         .into_iter()
         .map(|(warning, reason, message)| crate::contract::Event { warning, reason, message })
         .collect();
-    let raw = RawOutcome { desired, status, events, requeue_after_ms, requeue_at: None, finalized: false };
+    let raw = RawOutcome {
+        desired,
+        status,
+        events,
+        requeue_after_ms,
+        requeue_at: None,
+        finalized: false,
+        needs_finalizer: None,
+        parent_metadata: None,
+    };
     convert_outcome(raw, max_output, jiff::Timestamp::UNIX_EPOCH)
 }
 

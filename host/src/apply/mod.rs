@@ -28,7 +28,7 @@ pub use validate::{
 
 use crate::cache::{CachedObject, ObjectKey};
 pub use crate::client::describe;
-use crate::contract::{Gvk, Outcome, UpdateStrategy};
+use crate::contract::{Gvk, Outcome, ParentMetadata, UpdateStrategy};
 use crate::leader::{Fence, NotLeading};
 use crate::metrics::Metrics;
 use events::{Author, EventType, Recorder};
@@ -108,6 +108,8 @@ pub struct Applier {
     /// API server answered: if both still match, the apply would be a no-op
     /// and is skipped.
     applied: Mutex<HashMap<(Gvk, ObjectKey), (u64, String)>>,
+    /// Parent uid → hash of the labels and annotations last applied to it.
+    parent_metadata: Mutex<HashMap<String, u64>>,
 }
 
 /// What [`Applier::apply`] did, for logs and metrics.
@@ -141,6 +143,7 @@ impl Applier {
             field_manager: format!("operon/{controller}"),
             resources: Mutex::new(HashMap::new()),
             applied: Mutex::new(HashMap::new()),
+            parent_metadata: Mutex::new(HashMap::new()),
         }
     }
 
@@ -426,6 +429,64 @@ impl Applier {
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(source) => Err(Error::Api { operation: "finalizer", target: target_of(parent), source }),
         }
+    }
+
+    /// Keep the labels and annotations a guest asked for on its parent
+    /// (contract 0.2): server-side apply of those alone under the plugin's
+    /// field manager, so keys it no longer returns are removed and others'
+    /// are left. Locked on a freshly read resourceVersion: an apply never
+    /// re-creates a parent deleted meanwhile. Skipped when the same set was
+    /// written last time and the parent still shows it. Returns whether it
+    /// wrote.
+    ///
+    /// # Errors
+    /// The API's refusal (a conflict is retried by the next reconcile), or
+    /// [`Error::NotLeading`].
+    pub async fn parent_metadata(
+        &self,
+        parent: &CachedObject,
+        wanted: &ParentMetadata,
+        fence: &Fence,
+    ) -> Result<bool, Error> {
+        let uid = parent.uid().unwrap_or_default().to_string();
+        let hash = hash_value(&serde_json::to_value(wanted).unwrap_or_default());
+        let shown = wanted.labels.iter().all(|(k, v)| parent.label(k) == Some(v.as_str()))
+            && wanted.annotations.iter().all(|(k, v)| parent.annotation(k).as_deref() == Some(v.as_str()));
+        let memo = self.parent_metadata.lock().unwrap_or_else(|p| p.into_inner()).get(&uid).copied();
+        if shown && memo == Some(hash) {
+            return Ok(false);
+        }
+        let (requests, mut body, key) = self
+            .parent_patch(parent, json!({"metadata": {"labels": wanted.labels, "annotations": wanted.annotations}}))
+            .await?;
+        let request = requests.get(&key.name, &kube::api::GetParams::default()).map_err(kube::Error::BuildRequest);
+        let fresh = match request {
+            Ok(mut request) => {
+                request.extensions_mut().insert("get");
+                self.client.request::<DynamicObject>(request).await
+            }
+            Err(e) => Err(e),
+        };
+        let fresh = match fresh {
+            Ok(fresh) => fresh,
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(false),
+            Err(source) => return Err(Error::Api { operation: "get", target: target_of(parent), source }),
+        };
+        if fresh.metadata.uid.as_deref() != parent.uid() {
+            return Ok(false);
+        }
+        body["metadata"]["resourceVersion"] = fresh.metadata.resource_version.into();
+        let params = PatchParams::apply(&self.field_manager).force();
+        fence.check()?;
+        self.send(requests.patch(&key.name, &params, &Patch::Apply(&body)), "patch")
+            .await
+            .map_err(|source| Error::Api { operation: "metadata", target: target_of(parent), source })?;
+        let mut memo = self.parent_metadata.lock().unwrap_or_else(|p| p.into_inner());
+        if memo.len() >= MEMO_LIMIT {
+            memo.clear();
+        }
+        memo.insert(uid, hash);
+        Ok(true)
     }
 
     async fn parent_patch(

@@ -16,6 +16,7 @@ mod budget;
 mod config;
 mod handle;
 mod host;
+mod parent;
 mod reader;
 mod request;
 mod shadow;
@@ -154,6 +155,8 @@ pub struct Pipeline {
     warned_requeue: Mutex<HashSet<ObjectKey>>,
     notices: tokio::sync::broadcast::Sender<Notice>,
     shadow: shadow::Counters,
+    /// Parents that left the selector holding the finalizer.
+    leaving: parent::Leaving,
 }
 
 /// Build a module's controller and start (or join) the informers it needs,
@@ -183,7 +186,8 @@ pub fn build(
         max_events: config.max_events,
     };
     let budget = budget::Budget::new(config.guest_cpu, config.guest_cpu_burst, module.limits().timeout).map(Arc::new);
-    let triggers = triggers(&config, &manifest, &parents, &reads);
+    let leaving = parent::Leaving::default();
+    let triggers = triggers(&config, &manifest, &parents, &reads, &leaving);
     let pipeline = Pipeline {
         applier: Applier::new(client, events, &name, config.instance.clone()).with_event_budget(
             apply::events::Budget::for_controller(config.max_events, config.event_qps, config.event_burst),
@@ -207,6 +211,7 @@ pub fn build(
         warned_requeue: Mutex::new(HashSet::new()),
         notices: tokio::sync::broadcast::channel(64).0,
         shadow: shadow::Counters::default(),
+        leaving,
         config: config.clone(),
     };
     Controller::new(name, Arc::new(pipeline), triggers, config.controller, metrics)
@@ -215,7 +220,13 @@ pub fn build(
 /// The triggers of a module's controller: its parents (`for`, with the
 /// default predicate), their children (`owns`), and the declared `watches`
 /// — each dropping keys outside the controller's scope and selector.
-fn triggers(config: &Config, manifest: &Manifest, parents: &Arc<Informer>, reads: &ReadSet) -> Vec<Trigger<ObjectKey>> {
+fn triggers(
+    config: &Config,
+    manifest: &Manifest,
+    parents: &Arc<Informer>,
+    reads: &ReadSet,
+    leaving: &parent::Leaving,
+) -> Vec<Trigger<ObjectKey>> {
     // Keys outside the scope are dropped here (and checked again when
     // reconciled): informers are shared, each controller sees its part. A
     // child's or a watched object's event may name a parent outside this
@@ -224,13 +235,15 @@ fn triggers(config: &Config, manifest: &Manifest, parents: &Arc<Informer>, reads
     // reconcile every parent.
     let keep = {
         let scope = config.scope.clone();
-        let (parents, selector) = (parents.clone(), config.parent_selector.clone());
+        let (parents, selector, leaving) = (parents.clone(), config.parent_selector.clone(), leaving.clone());
         Arc::new(move |e: &Enqueue| {
             let key = e.key();
+            let left = || leaving.lock().unwrap_or_else(|p| p.into_inner()).contains(key);
             scope.contains(key.namespace.as_deref())
-                && !selector
-                    .as_ref()
-                    .is_some_and(|s| parents.store().get(key).is_some_and(|p| !s.matches_with(|k| p.label(k))))
+                && (left()
+                    || !selector
+                        .as_ref()
+                        .is_some_and(|s| parents.store().get(key).is_some_and(|p| !s.matches_with(|k| p.label(k)))))
         })
     };
     let mut triggers = Vec::new();
@@ -239,7 +252,8 @@ fn triggers(config: &Config, manifest: &Manifest, parents: &Arc<Informer>, reads
     let indexes: Vec<Option<Arc<ParentIndex>>> =
         reads.watched.iter().map(|(w, _)| ParentIndex::new(&w.mapping).map(Arc::new)).collect();
     let filed: Vec<Arc<ParentIndex>> = indexes.iter().flatten().cloned().collect();
-    let (k, selector) = (keep.clone(), config.parent_selector.clone());
+    let (k, selector, leaving) = (keep.clone(), config.parent_selector.clone(), leaving.clone());
+    let finalizer = manifest.finalizer.clone();
     triggers.push(Trigger::events(parents.clone(), move |ev| {
         for index in &filed {
             match ev {
@@ -248,8 +262,14 @@ fn triggers(config: &Config, manifest: &Manifest, parents: &Arc<Informer>, reads
             }
         }
         let (object, _) = mapping::event_object(ev);
-        if selector.as_ref().is_some_and(|s| !s.matches_with(|l| object.label(l))) {
-            return Vec::new();
+        if let Some(s) = &selector
+            && !s.matches_with(|l| object.label(l))
+        {
+            return parent::left_selector(ev, s, finalizer.as_deref(), &leaving)
+                .map(Enqueue::Now)
+                .into_iter()
+                .filter(|e| k(e))
+                .collect();
         }
         mapping::for_event(ev).into_iter().filter(|e| k(e)).collect()
     }));
@@ -371,8 +391,9 @@ impl Pipeline {
         if let Some(selector) = &self.config.parent_selector
             && !selector.matches_with(|k| parent.label(k))
         {
-            // Another plugin's parent (or no longer ours): not touched.
-            return Ok(Action::Done);
+            // Another plugin's parent, or no longer ours: not touched, but
+            // for the finalizer of one that left.
+            return self.outside_selector(&parent, key, fence).await;
         }
         let finalizing = match &self.manifest.finalizer {
             Some(f) if parent.is_deleting() => {
@@ -382,7 +403,7 @@ impl Pipeline {
                 true
             }
             Some(f) => {
-                if !parent.has_finalizer(f) {
+                if parent::on_every_parent(&active.module) && !parent.has_finalizer(f) {
                     self.applier.set_finalizer(&parent, f, true, fence).await.map_err(Error::Finalizer)?;
                 }
                 false
@@ -503,6 +524,9 @@ impl Pipeline {
             return Err(Error::Apply(e));
         }
         self.on_probation(module, None);
+        if !finalizing {
+            self.finalizer_released(&parent, &outcome, fence).await?;
+        }
         if finalizing && outcome.finalized {
             if let Some(f) = &self.manifest.finalizer {
                 self.applier.set_finalizer(&parent, f, false, fence).await.map_err(Error::Finalizer)?;
@@ -635,6 +659,15 @@ impl Pipeline {
             }
         }
         apply::check_ownership(parent, &children, self.config.grants.adopt, |kind, key| reads.owned_object(kind, key))?;
+        if let Some(meta) = &outcome.parent_metadata {
+            parent::check_metadata(meta, self.config.parent_selector.as_ref())?;
+        }
+        self.finalizer_asked(parent, outcome, fence).await?;
+        if let Some(meta) = &outcome.parent_metadata {
+            if self.applier.parent_metadata(parent, meta, fence).await? {
+                self.metrics.applied(&self.name, ApplyOperation::Apply);
+            }
+        }
         let strategy = |kind: &Gvk| self.manifest.update_strategy(kind);
         let report =
             self.applier.apply(parent, &children, existing, outcome, self.config.grants.adopt, strategy, fence).await?;

@@ -96,6 +96,8 @@ impl Contract for V0_1 {
                 requeue_after_ms: o.requeue_after_ms,
                 requeue_at: None,
                 finalized: o.finalized,
+                needs_finalizer: None,
+                parent_metadata: None,
             }),
             Err(wit::Failure::Transient(m)) => Err(RawFailure { failure: Failure::Transient(m), status: None }),
             Err(wit::Failure::Terminal(m)) => Err(RawFailure { failure: Failure::Terminal(m), status: None }),

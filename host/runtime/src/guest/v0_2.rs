@@ -4,7 +4,9 @@
 
 use super::{Contract, RawFailure, RawOutcome, State, host_import};
 use crate::contract::readiness::{Readiness, ReadinessStatus};
-use crate::contract::{Denial, Failure, Gvk, Manifest, Mapping, Request, Review, UpdateStrategy, Watch};
+use crate::contract::{
+    Denial, Failure, Gvk, Manifest, Mapping, ParentMetadata, Request, Review, UpdateStrategy, Watch,
+};
 use serde_json::Value;
 use wasmtime::Store;
 use wasmtime::component::{HasSelf, InstancePre, Linker};
@@ -106,6 +108,11 @@ impl Contract for V0_2 {
                 requeue_after_ms: o.requeue_after_ms,
                 requeue_at: o.requeue_at,
                 finalized: o.finalized,
+                needs_finalizer: Some(o.needs_finalizer),
+                parent_metadata: o.parent_metadata.map(|m| ParentMetadata {
+                    labels: m.labels.into_iter().collect(),
+                    annotations: m.annotations.into_iter().collect(),
+                }),
             }),
             Err(wit::Failure::Transient(d)) => {
                 Err(RawFailure { failure: Failure::Transient(d.message), status: observed(d.status) })

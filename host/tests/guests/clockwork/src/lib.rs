@@ -113,6 +113,8 @@ impl Guest for Component {
             requeue_after_ms: None,
             requeue_at: spec["requeueAt"].as_str().map(str::to_string),
             finalized: false,
+            needs_finalizer: false,
+            parent_metadata: None,
         })
     }
 }

@@ -1,0 +1,145 @@
+//! What a guest may change of its own parent besides the status: the
+//! host's finalizer, and (contract 0.2) labels and annotations.
+//!
+//! The finalizer: a 0.1 module's finalizer goes on every
+//! parent in scope; a 0.2 module's only on the parents whose outcomes say
+//! `needs-finalizer` (added before anything of that outcome is written,
+//! so no external state exists without it), and it is released when an
+//! outcome stops saying it, when the guest answers `finalized`, or when the
+//! parent leaves the Reconciler's selector — so a decorator's parent that
+//! opts out is never left holding it.
+
+use super::{Error, Pipeline};
+use crate::cache::{CachedObject, ObjectEvent, ObjectKey};
+use crate::contract::rules::Refused;
+use crate::contract::{Outcome, ParentMetadata, Selector};
+use crate::controller::Action;
+use crate::leader::Fence;
+use crate::runtime::Module;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+/// Parents that left the selector while carrying the finalizer, queued to
+/// have it released. Only a change seen leaving counts: a parent never
+/// selected is another Reconciler's (a shard of the same module shares the
+/// finalizer's name), and its finalizer is not ours to take.
+pub(super) type Leaving = Arc<Mutex<HashSet<ObjectKey>>>;
+
+/// Whether every parent carries the finalizer (contract 0.1).
+pub(super) fn on_every_parent(module: &Module) -> bool {
+    operon_contract::compatible(&module.info().wit_version, "0.1.0")
+}
+
+/// The parent an event takes out of `selector` while it carries
+/// `finalizer`: noted in `leaving`, and its key returned to be queued.
+pub(super) fn left_selector(
+    event: &ObjectEvent,
+    selector: &Selector,
+    finalizer: Option<&str>,
+    leaving: &Leaving,
+) -> Option<ObjectKey> {
+    let ObjectEvent::Applied { old: Some(old), new, .. } = event else { return None };
+    let finalizer = finalizer?;
+    let left = selector.matches_with(|k| old.label(k)) && !selector.matches_with(|k| new.label(k));
+    if !left || !new.has_finalizer(finalizer) {
+        return None;
+    }
+    let key = new.key();
+    leaving.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone());
+    Some(key)
+}
+
+/// Refuse labels and annotations a guest may not set on its parent: the
+/// host's own (`operon.dev/`), and labels the Reconciler's selector reads
+/// (a plugin does not choose which Reconciler acts on a parent).
+pub(super) fn check_metadata(meta: &ParentMetadata, selector: Option<&Selector>) -> Result<(), Refused> {
+    let keys = meta.labels.keys().map(|k| ("label", k)).chain(meta.annotations.keys().map(|k| ("annotation", k)));
+    for (what, key) in keys {
+        if key.starts_with("operon.dev/") {
+            return Err(Refused(format!("parent-metadata sets the {what} {key:?}: operon.dev keys are the host's")));
+        }
+        if what == "label" && selector.is_some_and(|s| s.keys().any(|k| k == key)) {
+            return Err(Refused(format!(
+                "parent-metadata sets the label {key:?}, which the Reconciler's selector reads: a plugin does not \
+                 choose which Reconciler acts on a parent"
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl Pipeline {
+    /// A parent outside the selector: release the finalizer if it left
+    /// while carrying it; otherwise it is not ours.
+    pub(super) async fn outside_selector(
+        &self,
+        parent: &CachedObject,
+        key: &ObjectKey,
+        fence: &Fence,
+    ) -> Result<Action, Error> {
+        let left = self.leaving.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+        if let (true, Some(f)) = (left, &self.manifest.finalizer)
+            && parent.has_finalizer(f)
+        {
+            self.applier.set_finalizer(parent, f, false, fence).await.map_err(Error::Finalizer)?;
+            tracing::info!(finalizer = %f, "released the finalizer of a parent that left the selector");
+        }
+        Ok(Action::Done)
+    }
+
+    /// Once an outcome is checked, before anything of it is written: add
+    /// the finalizer it asks for.
+    pub(super) async fn finalizer_asked(
+        &self,
+        parent: &CachedObject,
+        outcome: &Outcome,
+        fence: &Fence,
+    ) -> Result<(), crate::apply::Error> {
+        if let (Some(f), Some(true)) = (&self.manifest.finalizer, outcome.needs_finalizer)
+            && !parent.has_finalizer(f)
+            && !parent.is_deleting()
+        {
+            self.applier.set_finalizer(parent, f, true, fence).await?;
+        }
+        Ok(())
+    }
+
+    /// After an outcome is written: release the finalizer it no longer
+    /// asks for.
+    pub(super) async fn finalizer_released(
+        &self,
+        parent: &CachedObject,
+        outcome: &Outcome,
+        fence: &Fence,
+    ) -> Result<(), Error> {
+        if let (Some(f), Some(false)) = (&self.manifest.finalizer, outcome.needs_finalizer)
+            && parent.has_finalizer(f)
+            && !parent.is_deleting()
+        {
+            self.applier.set_finalizer(parent, f, false, fence).await.map_err(Error::Finalizer)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> ParentMetadata {
+        let map = |kv: &[(&str, &str)]| kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        ParentMetadata { labels: map(labels), annotations: map(annotations) }
+    }
+
+    #[test]
+    fn a_guest_should_not_set_the_hosts_keys_or_the_labels_that_select_its_parent() {
+        let selector = Selector::parse("shard=a").unwrap();
+        assert!(check_metadata(&meta(&[("example.com/exposed", "true")], &[("note", "x")]), Some(&selector)).is_ok());
+        let host = check_metadata(&meta(&[], &[("operon.dev/applied", "x")]), None).unwrap_err();
+        assert!(host.0.contains("operon.dev keys are the host's"), "{}", host.0);
+        let moved = check_metadata(&meta(&[("shard", "b")], &[]), Some(&selector)).unwrap_err();
+        assert!(moved.0.contains("selector"), "{}", moved.0);
+        // The same key as an annotation selects nothing.
+        assert!(check_metadata(&meta(&[], &[("shard", "b")]), Some(&selector)).is_ok());
+    }
+}
