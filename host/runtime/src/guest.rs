@@ -72,6 +72,9 @@ pub(crate) struct RawOutcome {
     /// RFC 3339 (0.2).
     pub requeue_at: Option<String>,
     pub finalized: bool,
+    /// 0.2: the parent's generation, set as the status's
+    /// `observedGeneration` unless the guest set it.
+    pub observed_generation: Option<i64>,
     /// 0.2: `None` for 0.1.
     pub needs_finalizer: Option<bool>,
     pub parent_metadata: Option<host_types::ParentMetadata>,
@@ -81,6 +84,8 @@ pub(crate) struct RawOutcome {
 pub(crate) struct RawFailure {
     pub failure: host_types::Failure,
     pub status: Option<String>,
+    /// As [`RawOutcome::observed_generation`].
+    pub observed_generation: Option<i64>,
 }
 
 /// The `host` import and the shared types' conversions for one version's

@@ -465,9 +465,9 @@ impl Admitted {
         let max = inner.calls.limits.max_output;
         match inner.worlds.reconcile(&inner.calls, &mut self.pass, scope, request)? {
             Ok(outcome) => convert_outcome(outcome, max, request.now).map(Ok),
-            Err(RawFailure { failure, status }) => {
+            Err(RawFailure { failure, status, observed_generation }) => {
                 check_size(failure.message().len() + status.as_ref().map_or(0, String::len), max)?;
-                let status = status.as_deref().map(parse_status).transpose()?;
+                let status = status.as_deref().map(|s| parse_status(s, observed_generation)).transpose()?;
                 Ok(Err(Failed { failure, status }))
             }
         }
@@ -529,10 +529,16 @@ pub(super) fn check_size(size: usize, limit: usize) -> Result<(), CallError> {
     Ok(())
 }
 
-/// A status as the guest wrote it: a JSON object.
-fn parse_status(text: &str) -> Result<Value, CallError> {
+/// A status as the guest wrote it: a JSON object; with `observed` (0.2),
+/// `observedGeneration` set to it unless the guest set it.
+fn parse_status(text: &str, observed: Option<i64>) -> Result<Value, CallError> {
     match serde_json::from_str::<Value>(text) {
-        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(Value::Object(mut map)) => {
+            if let Some(generation) = observed {
+                map.entry("observedGeneration").or_insert(generation.into());
+            }
+            Ok(Value::Object(map))
+        }
         Ok(_) => Err(CallError::Malformed("status is not a JSON object".into())),
         Err(e) => Err(CallError::Malformed(format!("status is not valid JSON: {e}"))),
     }
@@ -551,7 +557,7 @@ fn convert_outcome(o: RawOutcome, max_output: usize, now: jiff::Timestamp) -> Re
         .enumerate()
         .map(|(i, text)| parse_object(text).map_err(|e| CallError::Malformed(format!("desired[{i}] {e}"))))
         .collect::<Result<Vec<_>, _>>()?;
-    let status = o.status.as_deref().map(parse_status).transpose()?;
+    let status = o.status.as_deref().map(|s| parse_status(s, o.observed_generation)).transpose()?;
     let after = o.requeue_after_ms.map(Duration::from_millis);
     let at = match &o.requeue_at {
         None => None,
@@ -606,6 +612,7 @@ pub fn fuzz_outcome(
         requeue_after_ms,
         requeue_at: None,
         finalized: false,
+        observed_generation: None,
         needs_finalizer: None,
         parent_metadata: None,
     };
@@ -656,6 +663,14 @@ mod tests {
         let core = b"\0asm\x01\0\0\0";
         assert!(check_header(core).unwrap_err().to_string().contains("wasm-tools component new"));
         assert!(check_header(b"hello world").is_err());
+    }
+
+    #[test]
+    fn observed_generation_should_be_set_for_0_2_unless_the_guest_set_it() {
+        assert_eq!(parse_status(r#"{"ready":true}"#, Some(3)).unwrap()["observedGeneration"], 3);
+        assert_eq!(parse_status(r#"{"observedGeneration":1}"#, Some(3)).unwrap()["observedGeneration"], 1);
+        assert!(parse_status(r#"{"a":1}"#, None).unwrap().get("observedGeneration").is_none());
+        assert!(parse_status("[1]", Some(3)).is_err());
     }
 
     #[test]

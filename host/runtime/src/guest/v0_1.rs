@@ -96,11 +96,16 @@ impl Contract for V0_1 {
                 requeue_after_ms: o.requeue_after_ms,
                 requeue_at: None,
                 finalized: o.finalized,
+                observed_generation: None,
                 needs_finalizer: None,
                 parent_metadata: None,
             }),
-            Err(wit::Failure::Transient(m)) => Err(RawFailure { failure: Failure::Transient(m), status: None }),
-            Err(wit::Failure::Terminal(m)) => Err(RawFailure { failure: Failure::Terminal(m), status: None }),
+            Err(wit::Failure::Transient(m)) => {
+                Err(RawFailure { failure: Failure::Transient(m), status: None, observed_generation: None })
+            }
+            Err(wit::Failure::Terminal(m)) => {
+                Err(RawFailure { failure: Failure::Terminal(m), status: None, observed_generation: None })
+            }
         })
     }
 

@@ -7,7 +7,6 @@ use crate::contract::readiness::{Readiness, ReadinessStatus};
 use crate::contract::{
     Denial, Failure, Gvk, Manifest, Mapping, ParentMetadata, Request, Review, UpdateStrategy, Watch,
 };
-use serde_json::Value;
 use wasmtime::Store;
 use wasmtime::component::{HasSelf, InstancePre, Linker};
 
@@ -99,27 +98,31 @@ impl Contract for V0_2 {
         store: &mut Store<State>,
         (r, generation): &(wit::Request, Option<i64>),
     ) -> wasmtime::Result<Result<RawOutcome, RawFailure>> {
-        let observed = |status: Option<String>| status.map(|s| with_observed_generation(s, *generation));
         Ok(match b.operon_reconciler_guest().call_reconcile(store, r)? {
             Ok(o) => Ok(RawOutcome {
                 desired: o.desired,
-                status: observed(o.status),
+                status: o.status,
                 events: events(o.events),
                 requeue_after_ms: o.requeue_after_ms,
                 requeue_at: o.requeue_at,
                 finalized: o.finalized,
+                observed_generation: *generation,
                 needs_finalizer: Some(o.needs_finalizer),
                 parent_metadata: o.parent_metadata.map(|m| ParentMetadata {
                     labels: m.labels.into_iter().collect(),
                     annotations: m.annotations.into_iter().collect(),
                 }),
             }),
-            Err(wit::Failure::Transient(d)) => {
-                Err(RawFailure { failure: Failure::Transient(d.message), status: observed(d.status) })
-            }
-            Err(wit::Failure::Terminal(d)) => {
-                Err(RawFailure { failure: Failure::Terminal(d.message), status: observed(d.status) })
-            }
+            Err(wit::Failure::Transient(d)) => Err(RawFailure {
+                failure: Failure::Transient(d.message),
+                status: d.status,
+                observed_generation: *generation,
+            }),
+            Err(wit::Failure::Terminal(d)) => Err(RawFailure {
+                failure: Failure::Terminal(d.message),
+                status: d.status,
+                observed_generation: *generation,
+            }),
         })
     }
 
@@ -137,20 +140,6 @@ impl Contract for V0_2 {
         r: &Review,
     ) -> wasmtime::Result<Result<Option<String>, Denial>> {
         Ok(b.operon_reconciler_admission().call_mutate(store, &review(r))?.map_err(denial))
-    }
-}
-
-/// The status with `observedGeneration` set to the parent's generation,
-/// unless the guest set it. Text that is not a JSON object is left as it is
-/// (the outcome check refuses it).
-fn with_observed_generation(status: String, generation: Option<i64>) -> String {
-    let Some(generation) = generation else { return status };
-    match serde_json::from_str::<Value>(&status) {
-        Ok(Value::Object(mut map)) if !map.contains_key("observedGeneration") => {
-            map.insert("observedGeneration".into(), generation.into());
-            Value::Object(map).to_string()
-        }
-        _ => status,
     }
 }
 
@@ -200,24 +189,5 @@ fn manifest(m: wit::ReconcilerManifest) -> Manifest {
                 (Gvk::from(u.kind), strategy)
             })
             .collect(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::with_observed_generation;
-
-    #[test]
-    fn observed_generation_should_be_set_unless_the_guest_set_it() {
-        assert_eq!(
-            with_observed_generation(r#"{"ready":true}"#.into(), Some(3)),
-            r#"{"observedGeneration":3,"ready":true}"#
-        );
-        assert_eq!(
-            with_observed_generation(r#"{"observedGeneration":1}"#.into(), Some(3)),
-            r#"{"observedGeneration":1}"#
-        );
-        assert_eq!(with_observed_generation(r#"{"a":1}"#.into(), None), r#"{"a":1}"#);
-        assert_eq!(with_observed_generation("[1]".into(), Some(3)), "[1]");
     }
 }
