@@ -44,7 +44,7 @@ fn inspect_shows_the_manifest_and_the_module() {
         "reconciles:   example.operon.dev/v1alpha1 WebApp",
         "apps/v1 Deployment, v1 Service, networking.k8s.io/v1 Ingress",
         "finalizer:    example.operon.dev/cleanup",
-        "operon:reconciler@0.1.0 (host speaks 0.1.0)",
+        "operon:reconciler@0.1.0 (host runs 0.1.0 and 0.2.0)",
         "wasi:         no",
         "compile time:",
     ] {
@@ -144,7 +144,7 @@ fn version_prints_the_binary_the_contract_and_each_sdk() {
     let version = env!("CARGO_PKG_VERSION");
     assert!(text.starts_with(&format!("operon {version}\n")), "{text}");
     assert!(
-        text.contains("contract operon:reconciler@0.1.0 (runs guests built for operon:reconciler 0.1.x)"),
+        text.contains("contract operon:reconciler@0.1.0 (runs guests built for operon:reconciler 0.1.x and 0.2.x)"),
         "{text}"
     );
     for (lang, line) in [
@@ -180,4 +180,28 @@ fn new_names_the_sdk_package_or_vendors_it() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout(&out).contains("is vendored in the project"), "{}", stdout(&out));
     assert!(scratch.path().join("vendored/operon_sdk/__init__.py").is_file());
+}
+
+/// A contract 0.2 module's fixtures run at the clock they carry: the same
+/// fixture passes every time, and another `now` changes the answer
+/// (`requeue-at` is measured from it).
+#[test]
+fn a_0_2_modules_fixtures_run_at_their_own_clock() {
+    let module = common::guests_dir().join("clockwork.wasm").display().to_string();
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/guests/clockwork/fixtures");
+    let out = operon(&["test", &module, fixtures.to_str().unwrap()]);
+    assert!(out.status.success(), "{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert!(stdout(&out).contains("2 passed"), "{}", stdout(&out));
+
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&fixtures, dir.path());
+    let timer = dir.path().join("timer.yaml");
+    let text = std::fs::read_to_string(&timer)
+        .unwrap()
+        .replace("now: \"2026-01-01T09:00:00Z\"", "now: \"2026-01-01T09:10:00Z\"");
+    std::fs::write(&timer, text).unwrap();
+    let out = operon(&["test", &module, dir.path().to_str().unwrap()]);
+    let text = stdout(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("requeueAfterMs") && text.contains("1200000"), "twenty minutes left at 09:10:\n{text}");
 }

@@ -39,7 +39,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-pub use operon_contract::{WIT_PACKAGE, WIT_VERSION};
+pub use operon_contract::{WIT_PACKAGE, WIT_VERSION, WIT_VERSIONS_RUN};
 
 /// Process-wide engine settings. Per-module limits live in [`Limits`].
 #[derive(Debug, Clone)]

@@ -325,7 +325,7 @@ fn describe(module: &Module) -> String {
          watches:      {}\n\
          reads:        {}\n\
          finalizer:    {}\n\
-         wit:          {}@{} (host speaks {})\n\
+         wit:          {}@{} (host runs {})\n\
          digest:       {}\n\
          size:         {} bytes\n\
          compile time: {:.1} ms\n\
@@ -340,7 +340,7 @@ fn describe(module: &Module) -> String {
         m.finalizer.as_deref().unwrap_or("-"),
         runtime::WIT_PACKAGE,
         info.wit_version,
-        runtime::WIT_VERSION,
+        runtime::WIT_VERSIONS_RUN.join(" and "),
         info.digest,
         info.size,
         info.compile_time.as_secs_f64() * 1000.0,
@@ -366,16 +366,20 @@ fn version(json: bool) -> anyhow::Result<String> {
             .collect();
         let value = serde_json::json!({
             "operon": env!("CARGO_PKG_VERSION"),
-            "contract": {"package": runtime::WIT_PACKAGE, "version": runtime::WIT_VERSION},
+            "contract": {"package": runtime::WIT_PACKAGE, "version": runtime::WIT_VERSION, "runs": runtime::WIT_VERSIONS_RUN},
             "sdks": sdks,
         });
         return Ok(format!("{}\n", serde_json::to_string_pretty(&value)?));
     }
-    let (major, minor) = {
-        let mut it = runtime::WIT_VERSION.split('.');
-        (it.next().unwrap_or("0"), it.next().unwrap_or("0"))
-    };
-    let runs = if major == "0" { format!("{major}.{minor}.x") } else { format!("{major}.x") };
+    let runs: Vec<String> = runtime::WIT_VERSIONS_RUN
+        .iter()
+        .map(|v| {
+            let mut it = v.split('.');
+            let (major, minor) = (it.next().unwrap_or("0"), it.next().unwrap_or("0"));
+            if major == "0" { format!("{major}.{minor}.x") } else { format!("{major}.x") }
+        })
+        .collect();
+    let runs = runs.join(" and ");
     let mut out = format!(
         "operon {}\ncontract {contract} (runs guests built for {} {runs})\n\
          SDKs (what `operon new` depends on; `operon new --vendor` copies the same sources):\n",
