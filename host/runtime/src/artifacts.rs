@@ -11,9 +11,17 @@
 //!   warning says why;
 //! - each entry is named by the module's digest and the engine's hash, must
 //!   be a regular file owned by the host's user and writable by nobody else,
-//!   and ends with the sha256 of the module digest and the artifact, so a
-//!   torn write, a corrupted file or an entry copied under another module's
-//!   name is recompiled, never loaded.
+//!   and has beside it (`.sum`) the sha256 of the module digest and the
+//!   artifact, so a torn write, a corrupted file or an entry copied under
+//!   another module's name is recompiled, never loaded.
+//!
+//! **Artifacts are mapped, not read** (`Component::deserialize_file`): the
+//! compiled code is file-backed pages, shared by every Reconciler that runs
+//! the same module and resident only where touched, rather than a private
+//! copy in anonymous memory per load (issue 21). The checksum is streamed
+//! from the file first, never held. A mapped file is never written in place
+//! (entries are written beside and renamed over), so a mapping never sees
+//! it change.
 
 #![allow(unsafe_code, reason = "deserialising a precompiled artifact is unsafe in wasmtime's API")]
 
@@ -151,12 +159,15 @@ impl ArtifactCache {
             let _ = std::fs::remove_file(path);
             return None;
         }
-        let data = std::fs::read(path).ok()?;
-        // The file ends with the sha256 of the module digest and what
-        // precedes it, so a torn or corrupted write, or an entry copied under
+        // The `.sum` beside it is the sha256 of the module digest and the
+        // artifact, so a torn or corrupted write, or an entry copied under
         // another module's name, is detected before wasmtime sees it.
-        let (artifact, sum) = data.split_at_checked(data.len().checked_sub(32)?)?;
-        if checksum(digest, artifact).as_slice() != sum {
+        let sum_meta = std::fs::symlink_metadata(sum_path(path)).ok()?;
+        if !sum_meta.file_type().is_file() || sum_meta.uid() != uid || sum_meta.mode() & 0o022 != 0 {
+            return None;
+        }
+        let sum = std::fs::read(sum_path(path)).ok()?;
+        if file_checksum(digest, path).ok()?.as_slice() != sum {
             tracing::warn!(path = %path.display(), "compiled-module cache entry is corrupt; recompiling");
             let _ = std::fs::remove_file(path);
             return None;
@@ -169,7 +180,9 @@ impl ArtifactCache {
         // `trusted`), so no one else can have planted it. wasmtime
         // additionally checks the engine's version and settings in the
         // artifact header.
-        match unsafe { Component::deserialize(engine, artifact) } {
+        // Mapped from the file, so its pages are shared and paged, not
+        // copied.
+        match unsafe { Component::deserialize_file(engine, path) } {
             Ok(c) => Some(c),
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "unusable compiled-module cache entry; recompiling");
@@ -178,16 +191,40 @@ impl ArtifactCache {
         }
     }
 
+    /// Write the artifact, then its `.sum` (each written beside and renamed
+    /// over, so a reader sees whole files; an artifact without its sum is
+    /// recompiled).
     fn store(&self, path: &Path, digest: &str, component: &Component) -> std::io::Result<()> {
-        let mut data = component.serialize().map_err(std::io::Error::other)?;
+        let data = component.serialize().map_err(std::io::Error::other)?;
         let sum = checksum(digest, &data);
-        data.extend_from_slice(&sum);
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-        std::io::Write::write_all(&mut file, &data)?;
-        drop(file);
-        std::fs::rename(&tmp, path)
+        let _ = std::fs::remove_file(sum_path(path));
+        write_new(path, &data)?;
+        write_new(&sum_path(path), &sum)
     }
+}
+
+/// Write `data` to `path` through a file beside it, renamed over, mode 0600.
+fn write_new(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    std::io::Write::write_all(&mut file, data)?;
+    drop(file);
+    std::fs::rename(&tmp, path)
+}
+
+/// Where an artifact's checksum is kept.
+fn sum_path(artifact: &Path) -> PathBuf {
+    artifact.with_extension("cwasm.sum")
+}
+
+/// [`checksum`] of an artifact file, streamed.
+fn file_checksum(digest: &str, path: &Path) -> std::io::Result<[u8; 32]> {
+    let mut h = Sha256::new();
+    h.update(digest.as_bytes());
+    h.update([0]);
+    let mut file = std::fs::File::open(path)?;
+    std::io::copy(&mut file, &mut h)?;
+    Ok(h.finalize().into())
 }
 
 /// sha256 of the module digest, a separator, and the artifact.

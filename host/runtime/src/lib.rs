@@ -226,3 +226,22 @@ fn spawn_epoch_ticker(engine: &wasmtime::Engine, tick: Duration, stop: Arc<Atomi
         })
         .expect("spawning the epoch ticker thread");
 }
+
+/// Convert `request` into contract `version`'s form (`"0.1.0"` or
+/// `"0.2.0"`) `n` times and return the time it took: the host's part of a
+/// reconcile's cost that differs between the versions (0.2 rates every
+/// child's readiness and formats the clock), for `cargo xtask bench
+/// runtime`. Not an API.
+#[doc(hidden)]
+pub fn request_conversion(request: &Request, version: &str, n: u32) -> Duration {
+    use guest::Contract;
+    let started = std::time::Instant::now();
+    for _ in 0..n {
+        if version == guest::v0_1::V0_1::VERSION {
+            std::hint::black_box(guest::v0_1::V0_1::request(std::hint::black_box(request)));
+        } else {
+            std::hint::black_box(guest::v0_2::V0_2::request(std::hint::black_box(request)));
+        }
+    }
+    started.elapsed()
+}
