@@ -25,8 +25,32 @@ const WAIT: Duration = Duration::from_secs(90);
 fn plane() -> &'static operon_envtest::ControlPlane {
     operon_envtest::shared_with(|| {
         use kube::CustomResourceExt;
-        operon_envtest::Options::default().crd(thing_crd()).crd(Reconciler::crd()).crd(ClusterReconciler::crd())
+        operon_envtest::Options::default()
+            .crd(thing_crd())
+            .crd(gadget_crd())
+            .crd(Reconciler::crd())
+            .crd(ClusterReconciler::crd())
     })
+}
+
+/// `Gadget` in two versions: `v1beta1` (stored) and `v1`, no conversion of
+/// its own (strategy None) until a plugin serves it.
+fn gadget_crd() -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    let version = |name: &str, storage: bool| {
+        json!({"name": name, "served": true, "storage": storage, "subresources": {"status": {}},
+            "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}})
+    };
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.operon.dev"},
+        "spec": {"group": "example.operon.dev", "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "conversion": {"strategy": "None"},
+            "versions": [version("v1beta1", true), version("v1", false)]}
+    }))
+    .unwrap()
 }
 
 fn grants() -> Value {
@@ -371,6 +395,61 @@ async fn a_parent_that_leaves_the_selector_is_released_from_the_finalizer() {
     eventually("the finalizer released once it left the selector", WAIT, || async {
         let s = sets.get("leaver").await.ok()?;
         (!s.metadata.finalizers.unwrap_or_default().iter().any(|f| f == FINALIZER)).then_some(())
+    })
+    .await;
+    host.stop().await;
+}
+
+#[tokio::test]
+async fn a_plugin_granted_conversion_serves_its_crds_versions_and_gives_the_crd_back() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{ApiResource, GroupVersionKind, PostParams};
+    let host = Host::start_serving_webhooks(plane(), "contract-convert").await;
+    host.module_config_map("converter", &guest("converter")).await;
+    let grants = json!({"for": [{"group": "example.operon.dev", "kind": "Gadget"}], "conversion": true});
+    host.reconciler("converter", json!({"module": config_map_module("converter"), "grants": grants})).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(host.client.clone());
+    eventually("the CRD's conversion pointed at the plugin", WAIT, || async {
+        let crd = crds.get("gadgets.example.operon.dev").await.ok()?;
+        (crd.spec.conversion?.strategy == "Webhook").then_some(())
+    })
+    .await;
+    let at = |version: &str| {
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.operon.dev", version, "Gadget"));
+        Api::<DynamicObject>::namespaced_with(host.client.clone(), &host.ns, &ar)
+    };
+    let (beta, v1) = (at("v1beta1"), at("v1"));
+    let gadget = |version: &str, name: &str, spec: Value| -> DynamicObject {
+        serde_json::from_value(json!({"apiVersion": format!("example.operon.dev/{version}"), "kind": "Gadget",
+            "metadata": {"name": name}, "spec": spec}))
+        .unwrap()
+    };
+    beta.create(&PostParams::default(), &gadget("v1beta1", "big", json!({"size": "large"}))).await.unwrap();
+    v1.create(&PostParams::default(), &gadget("v1", "one", json!({"replicas": 1}))).await.unwrap();
+    // Stored as v1beta1, served as v1 through the guest's convert; and back.
+    assert_eq!(v1.get("big").await.unwrap().data["spec"], json!({"replicas": 3}));
+    assert_eq!(beta.get("one").await.unwrap().data["spec"], json!({"size": "small"}));
+    // The controller reads v1: it reconciled both through the conversion.
+    eventually("both Gadgets reconciled at v1", WAIT, || async {
+        let big = v1.get("big").await.ok()?.data["status"]["replicas"].as_u64()?;
+        let one = v1.get("one").await.ok()?.data["status"]["replicas"].as_u64()?;
+        (big == 3 && one == 1).then_some(())
+    })
+    .await;
+
+    // A convert that traps: the API server says which plugin and why.
+    beta.create(&PostParams::default(), &gadget("v1beta1", "bomb", json!({"size": "explode"}))).await.unwrap();
+    let err = v1.get("bomb").await.unwrap_err().to_string();
+    assert!(err.contains("could not convert") && err.contains("trapped"), "{err}");
+    beta.delete("bomb", &Default::default()).await.unwrap();
+
+    // The Reconciler goes: the CRD gets its own settings back.
+    host.reconcilers().delete("converter", &Default::default()).await.unwrap();
+    eventually("the CRD's conversion given back", WAIT, || async {
+        let crd = crds.get("gadgets.example.operon.dev").await.ok()?;
+        let annotated = crd.metadata.annotations.unwrap_or_default().contains_key("operon.dev/conversion-before");
+        let conversion = crd.spec.conversion?;
+        (conversion.strategy == "None" && conversion.webhook.is_none() && !annotated).then_some(())
     })
     .await;
     host.stop().await;

@@ -30,7 +30,7 @@ fn thing() -> Request {
 }
 
 fn call(module: &Module, req: &Request) -> Result<Result<runtime::Outcome, Failure>, CallError> {
-    module.reconcile(req, Arc::new(NoObjects))
+    module.reconcile(req, Arc::new(NoObjects)).map(|answer| answer.map_err(|failed| failed.failure))
 }
 
 /// The well-behaved module still answers correctly.

@@ -299,6 +299,7 @@ async fn an_object_the_cache_has_not_seen_yet_is_not_adopted_by_the_apply() {
         events: vec![],
         requeue_after: None,
         finalized: false,
+        ..Outcome::default()
     };
     let policy = Policy {
         controller: "race".into(),
@@ -311,7 +312,9 @@ async fn an_object_the_cache_has_not_seen_yet_is_not_adopted_by_the_apply() {
     let children = apply::validate(&policy, &parent, &outcome, |_| true).unwrap();
     apply::check_ownership(&parent, &children, false, |_, _| None).expect("the cache saw nothing");
     let applier = Applier::new(client.clone(), client.clone(), "race", None);
-    let refused = applier.apply(&parent, &children, &[], &outcome, false, &operon::leader::Fence::open()).await;
+    let in_place = |_: &Gvk| operon::contract::UpdateStrategy::InPlace;
+    let refused =
+        applier.apply(&parent, &children, &[], &outcome, false, in_place, &operon::leader::Fence::open()).await;
     let err = refused.expect_err("the apply took over an object it may not adopt").to_string();
     assert!(err.contains("without a controller owner") && err.contains("spec.grants.adopt"), "{err}");
     let cm = cms.get("taken").await.unwrap();
@@ -319,7 +322,7 @@ async fn an_object_the_cache_has_not_seen_yet_is_not_adopted_by_the_apply() {
     assert!(cm.metadata.owner_references.unwrap_or_default().is_empty());
 
     // With the adoption grant, the same apply adopts it.
-    applier.apply(&parent, &children, &[], &outcome, true, &operon::leader::Fence::open()).await.unwrap();
+    applier.apply(&parent, &children, &[], &outcome, true, in_place, &operon::leader::Fence::open()).await.unwrap();
     let cm = cms.get("taken").await.unwrap();
     assert_eq!(cm.data.unwrap()["owner"], "the plugin");
     assert_eq!(cm.metadata.owner_references.unwrap()[0].uid, parent.uid().unwrap());

@@ -16,6 +16,7 @@ use operon_contract as contract;
 mod admission;
 mod artifacts;
 mod call;
+mod conversion;
 mod error;
 mod gate;
 mod guest;

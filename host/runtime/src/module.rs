@@ -63,6 +63,8 @@ pub(super) struct Inner {
     pub(super) calls: Calls,
     /// The module's worlds, of the contract version it was built for.
     pub(super) worlds: Box<dyn Worlds>,
+    /// The conversion world (0.2), when the module exports `convert`.
+    pub(super) conversion: Option<Slot<super::guest::v0_2::conversion_world::ReconcilerWithConversion>>,
 }
 
 /// The worlds of one module — the reconciler world, and the admission
@@ -203,6 +205,13 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
     let linker = if uses_wasi { &runtime.inner.wasi_linker } else { &runtime.inner.linker };
     let instance_pre = linker.instantiate_pre(&component).map_err(LoadError::Link)?;
     let admission = export_names.iter().any(|e| e.starts_with(&format!("{WIT_PACKAGE}/admission@")));
+    let conversion = if export_names.iter().any(|e| e.starts_with(&format!("{WIT_PACKAGE}/conversion@"))) {
+        let pre = super::guest::v0_2::conversion_world::ReconcilerWithConversionPre::new(instance_pre.clone())
+            .map_err(LoadError::Link)?;
+        Some(Slot::new(pre, &limits, runtime.gate()))
+    } else {
+        None
+    };
     let worlds: Box<dyn Worlds> = if operon_contract::compatible(&wit_version, V0_2::VERSION) {
         Box::new(Slots::<V0_2>::new(instance_pre, admission, &limits, runtime.gate())?)
     } else {
@@ -224,6 +233,7 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
         },
         manifest: Arc::new(placeholder_manifest()),
         worlds,
+        conversion,
         calls: Calls {
             engine: runtime.engine().clone(),
             epoch_tick: runtime.config().epoch_tick,

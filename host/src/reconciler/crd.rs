@@ -214,6 +214,12 @@ pub struct Grants {
     /// An object controlled by someone else is never taken over.
     #[serde(default)]
     pub adopt: bool,
+    /// Whether it serves the conversion webhook of its `for` kind's CRD
+    /// (a module exporting `convert`, contract 0.2): the host points the
+    /// CRD's `spec.conversion` at it, and gives the CRD its own settings
+    /// back when the Reconciler goes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub conversion: bool,
 }
 
 /// `spec.limits`.

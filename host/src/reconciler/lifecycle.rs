@@ -62,6 +62,10 @@ struct Plugin {
     /// The registration's settings, while registered.
     admission: Option<String>,
     admission_refused: Option<String>,
+    /// The conversion registration (module digest, leading), while
+    /// registered; and the last refusal told.
+    conversion: Option<String>,
+    conversion_refused: Option<String>,
     problem: Option<(Reason, String)>,
     /// Decisions of this replica not yet seen in the status. Only a step of
     /// this plugin writes it (one at a time): it clears what it wrote once

@@ -200,7 +200,13 @@ pub(super) fn webhook_name(hook: Hook, plugin: &str) -> String {
 }
 
 fn client_config(hook: Hook, plugin: &str, target: &Target<'_>) -> WebhookClientConfig {
-    let path = hook.path(plugin);
+    client_config_at(&hook.path(plugin), target)
+}
+
+/// Where the API server calls `path` of this server (admission
+/// configurations and CRD conversion share the shape).
+pub(super) fn client_config_at(path: &str, target: &Target<'_>) -> WebhookClientConfig {
+    let path = path.to_string();
     let ca_bundle = target.ca_bundle.map(|pem| ByteString(pem.to_vec()));
     match target.endpoint {
         Endpoint::Url { host, port } => {

@@ -36,6 +36,7 @@
 
 mod certs;
 mod config;
+mod conversion;
 mod endpoint;
 mod handler;
 mod keep;
@@ -94,6 +95,15 @@ pub enum Error {
          reconciler-with-admission world, or do not ask for admission webhooks"
     )]
     NoAdmission {
+        /// The plugin.
+        plugin: String,
+    },
+    /// The plugin's module does not export `convert`.
+    #[error(
+        "plugin {plugin}: its module does not export operon:reconciler/conversion (contract 0.2); build it for \
+         the reconciler-with-conversion world, or do not grant it conversion"
+    )]
+    NoConversion {
         /// The plugin.
         plugin: String,
     },
@@ -268,6 +278,8 @@ struct Shared {
     max_concurrent_per_plugin: usize,
     self_signed: bool,
     routes: RwLock<HashMap<String, Arc<Route>>>,
+    /// Conversion routes, by plugin.
+    conversions: RwLock<HashMap<String, conversion::Route>>,
     generations: AtomicU64,
     /// Stops the server.
     stop: watch::Sender<bool>,
@@ -307,6 +319,7 @@ impl Webhooks {
                 max_concurrent_per_plugin: config.max_concurrent_per_plugin.max(1),
                 self_signed: config.cert_dir.is_none(),
                 routes: RwLock::new(HashMap::new()),
+                conversions: RwLock::new(HashMap::new()),
                 generations: AtomicU64::new(0),
                 stop,
                 writing: tokio::sync::Mutex::new(()),

@@ -34,6 +34,7 @@ pub(super) fn router(webhooks: Webhooks) -> Router {
     Router::new()
         .route("/validate/{plugin}", post(validate))
         .route("/mutate/{plugin}", post(mutate))
+        .route("/convert/{plugin}", post(convert))
         .route("/healthz", get(|| async { "ok\n" }))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(webhooks)
@@ -45,6 +46,13 @@ async fn validate(state: State<Webhooks>, plugin: Path<String>, headers: HeaderM
 
 async fn mutate(state: State<Webhooks>, plugin: Path<String>, headers: HeaderMap, body: Bytes) -> Response {
     review(state, plugin, headers, body, Hook::Mutate).await
+}
+
+async fn convert(State(webhooks): State<Webhooks>, Path(plugin): Path<String>, body: Bytes) -> Response {
+    match webhooks.answer_conversion(&plugin, &body).await {
+        Ok(answer) => ([(header::CONTENT_TYPE, "application/json")], answer.to_string()).into_response(),
+        Err(message) => (StatusCode::BAD_REQUEST, message).into_response(),
+    }
 }
 
 async fn review(

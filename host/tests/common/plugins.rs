@@ -38,6 +38,22 @@ impl Host {
         Host::start_configured(plane, prefix, allow_module_paths, pipeline).await
     }
 
+    /// [`Host::start_on`], serving webhooks on 127.0.0.1 (a self-signed
+    /// certificate; the API server calls `clientConfig.url`).
+    pub async fn start_serving_webhooks(plane: &operon_envtest::ControlPlane, prefix: &str) -> Host {
+        let webhooks = operon::webhook::Config {
+            bind: ([127, 0, 0, 1], 0).into(),
+            cert_dir: None,
+            endpoint: operon::webhook::Endpoint::Url { host: "127.0.0.1".into(), port: None },
+            ..Default::default()
+        };
+        let pipeline = operon::pipeline::Config {
+            controller: operon::controller::Config { max_concurrent_reconciles: 4, ..Default::default() },
+            ..Default::default()
+        };
+        Host::start_full(plane, prefix, false, pipeline, Some(webhooks)).await
+    }
+
     /// [`Host::start_on`] with the plugins' controllers configured by
     /// `pipeline` (the manager's base for every Reconciler).
     pub async fn start_configured(
@@ -45,6 +61,16 @@ impl Host {
         prefix: &str,
         allow_module_paths: bool,
         pipeline: operon::pipeline::Config,
+    ) -> Host {
+        Host::start_full(plane, prefix, allow_module_paths, pipeline, None).await
+    }
+
+    async fn start_full(
+        plane: &operon_envtest::ControlPlane,
+        prefix: &str,
+        allow_module_paths: bool,
+        pipeline: operon::pipeline::Config,
+        webhooks: Option<operon::webhook::Config>,
     ) -> Host {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
@@ -56,9 +82,13 @@ impl Host {
         let runtime =
             Runtime::new(runtime::Config { artifact_dir: Some(artifacts.path().to_path_buf()), ..Default::default() })
                 .unwrap();
-        let manager = Manager::builder(client.clone())
+        let mut builder = Manager::builder(client.clone())
             .config(manager::Config { pipeline, server_addr: None, ..Default::default() })
-            .runtime(runtime.clone())
+            .runtime(runtime.clone());
+        if let Some(webhooks) = webhooks {
+            builder = builder.webhooks(webhooks);
+        }
+        let manager = builder
             .add(reconciler::Reconcilers::component(
                 reconciler::Config {
                     kube_config: Some(plane.config()),

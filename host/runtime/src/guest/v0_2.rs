@@ -27,6 +27,35 @@ pub(crate) mod admission_world {
     });
 }
 
+/// The world with `convert` beside `reconcile`.
+pub(crate) mod conversion_world {
+    wasmtime::component::bindgen!({
+        path: "../../wit/0.2/reconciler.wit",
+        world: "reconciler-with-conversion",
+        with: {
+            "operon:reconciler/types": super::operon::reconciler::types,
+            "operon:reconciler/host": super::operon::reconciler::host,
+        },
+    });
+}
+
+impl super::super::call::World for conversion_world::ReconcilerWithConversion {
+    type Pre = conversion_world::ReconcilerWithConversionPre<State>;
+    fn instantiate(pre: &Self::Pre, store: &mut Store<State>) -> wasmtime::Result<Self> {
+        pre.instantiate(store)
+    }
+}
+
+/// Call `convert`.
+pub(crate) fn convert(
+    b: &conversion_world::ReconcilerWithConversion,
+    store: &mut Store<State>,
+    objects: &[String],
+    desired_api_version: &str,
+) -> wasmtime::Result<Result<Vec<String>, String>> {
+    b.operon_reconciler_conversion().call_convert(store, objects, desired_api_version)
+}
+
 use admission_world::exports::operon::reconciler::admission;
 
 host_import!();

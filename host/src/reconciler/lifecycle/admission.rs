@@ -1,5 +1,6 @@
 //! The plugin's webhooks as the plan says: registered while a version that
-//! exports admission serves, removed otherwise.
+//! exports admission serves, removed otherwise; and its CRD's conversion
+//! webhook while it is granted conversion.
 
 use super::*;
 use crate::webhook::{FailurePolicy as HookPolicy, Registration};
@@ -79,6 +80,74 @@ impl Lifecycle {
                         Ok(()) => plugin.lock().unwrap_or_else(|e| e.into_inner()).admission = None,
                         Err(e) => return Err(StepError::Admission(e)),
                     }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Lifecycle {
+    /// Serve the `for` CRD's conversion while the Reconciler is granted it
+    /// and its controller runs; give the CRD its settings back otherwise.
+    pub(super) async fn sync_conversion(
+        &self,
+        key: &PluginKey,
+        plugin: &Arc<Mutex<Plugin>>,
+        leadership: &Leadership,
+        observed: &Observed,
+    ) -> Result<(), StepError> {
+        let Some(webhooks) = self.manager.webhooks() else { return Ok(()) };
+        let (controller, registered) = {
+            let p = plugin.lock().unwrap_or_else(|e| e.into_inner());
+            (p.controller.clone(), p.conversion.clone())
+        };
+        let granted = matches!(&observed.spec, Ok(spec) if spec.grants.conversion) && observed.object.is_some();
+        let name = key.webhook_name(&self.name(key));
+        let leading = leadership.is_leading();
+        match controller.filter(|_| granted) {
+            Some(controller) => {
+                let fingerprint = format!("{}|{leading}", controller.module().info().digest);
+                if registered.as_deref() == Some(fingerprint.as_str()) {
+                    return Ok(());
+                }
+                match webhooks.register_conversion(&name, controller, leading).await {
+                    Ok(crd) => {
+                        let mut p = plugin.lock().unwrap_or_else(|e| e.into_inner());
+                        if p.conversion.is_none() && leading {
+                            drop(p);
+                            self.event(
+                                key,
+                                leadership,
+                                false,
+                                "ConversionRegistered",
+                                &format!("{crd} converts through this plugin"),
+                            );
+                            p = plugin.lock().unwrap_or_else(|e| e.into_inner());
+                        }
+                        p.conversion = Some(fingerprint);
+                        p.conversion_refused = None;
+                        Ok(())
+                    }
+                    Err(e @ crate::webhook::Error::NoConversion { .. }) => {
+                        let message = e.to_string();
+                        let told = plugin
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .conversion_refused
+                            .replace(message.clone());
+                        if told.as_deref() != Some(message.as_str()) {
+                            self.event(key, leadership, true, "ConversionRefused", &message);
+                        }
+                        Ok(())
+                    }
+                    Err(e) => Err(StepError::Admission(e)),
+                }
+            }
+            None => {
+                if registered.is_some() {
+                    webhooks.unregister_conversion(&name, leading).await.map_err(StepError::Admission)?;
+                    plugin.lock().unwrap_or_else(|e| e.into_inner()).conversion = None;
                 }
                 Ok(())
             }

@@ -329,6 +329,7 @@ impl Lifecycle {
         let rebuilt = self.converge(key, name, plugin, leadership, settings, plan).await?;
         // 4. The webhooks.
         self.sync_admission(key, plugin, leadership, observed, settings, plan, rebuilt).await?;
+        self.sync_conversion(key, plugin, leadership, observed).await?;
         // 5. Events and the status.
         for e in &plan.events {
             self.event(key, leadership, e.warning, e.reason, &e.message);
@@ -406,9 +407,9 @@ impl Lifecycle {
         self.loader.forget(key);
         let Some(plugin) = plugin else { return };
         let name = self.name(key);
-        let (leadership, registered, config_map) = {
+        let (leadership, registered, config_map, conversion) = {
             let mut p = plugin.lock().unwrap_or_else(|e| e.into_inner());
-            (p.leadership.clone(), p.admission.take(), p.config_map.take())
+            (p.leadership.clone(), p.admission.take(), p.config_map.take(), p.conversion.take())
         };
         if let Some((_, _, task)) = config_map {
             task.abort();
@@ -418,6 +419,12 @@ impl Lifecycle {
             let leading = leadership.as_ref().is_some_and(Leadership::is_leading);
             if let Err(e) = webhooks.unregister(&key.webhook_name(&name), leading).await {
                 tracing::warn!(plugin = %key, error = %e, "removing the webhook configurations failed");
+            }
+        }
+        if let (Some(webhooks), Some(_)) = (self.manager.webhooks(), conversion) {
+            let leading = leadership.as_ref().is_some_and(Leadership::is_leading);
+            if let Err(e) = webhooks.unregister_conversion(&key.webhook_name(&name), leading).await {
+                tracing::warn!(plugin = %key, error = %e, "giving the CRD its conversion settings back failed");
             }
         }
         if let Some(l) = leadership {

@@ -1,0 +1,162 @@
+//! Conversion webhooks (contract 0.2): a plugin whose module exports
+//! `convert` and whose Reconciler is granted conversion serves its `for`
+//! CRD's conversion at `POST /convert/<plugin>`, and the replica that leads
+//! it points the CRD's `spec.conversion` there — keeping the CRD's own
+//! settings in the annotation [`BEFORE`], and putting them back when the
+//! plugin goes. Calls read the controller's module when they start, as
+//! admission calls do, so a swap changes the converter atomically.
+
+use super::{Error, Webhooks, config};
+use crate::pipeline::ModuleController;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// The CRD annotation holding its `spec.conversion` from before a plugin
+/// took it over (JSON).
+pub const BEFORE: &str = "operon.dev/conversion-before";
+
+/// The deadline of one conversion call: well under the API server's 30 s
+/// for conversion webhooks.
+const DEADLINE: Duration = Duration::from_secs(10);
+
+type Crd = k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+/// One plugin's conversion route.
+#[derive(Clone)]
+pub(super) struct Route {
+    pub controller: ModuleController,
+    pub crd: String,
+}
+
+impl Webhooks {
+    /// Serve `POST /convert/<name>` from `controller`'s module and, when
+    /// `leading`, point its `for` CRD's conversion at it.
+    ///
+    /// # Errors
+    /// [`Error::NoConversion`] when the module does not export `convert`;
+    /// [`Error::Discovery`] when its kind is not served; [`Error::Api`] when
+    /// the CRD cannot be written.
+    pub async fn register_conversion(
+        &self,
+        name: &str,
+        controller: ModuleController,
+        leading: bool,
+    ) -> Result<String, Error> {
+        let module = controller.module();
+        if !module.conversion() {
+            return Err(Error::NoConversion { plugin: name.to_string() });
+        }
+        let kind = module.manifest().for_kind.clone();
+        let gvk = kube::api::GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
+        let (resource, _) = kube::discovery::pinned_kind(&self.shared.client, &gvk)
+            .await
+            .map_err(|source| Error::Discovery { plugin: name.to_string(), kind: kind.to_string(), source })?;
+        let crd = format!("{}.{}", resource.plural, kind.group);
+        self.conversions_mut().insert(name.to_string(), Route { controller, crd: crd.clone() });
+        if leading {
+            self.point_crd(name, &crd).await?;
+        }
+        tracing::info!(plugin = %name, crd = %crd, "conversion webhook registered");
+        Ok(crd)
+    }
+
+    /// Stop serving `name`'s conversion; when `leading`, give its CRD its
+    /// own conversion settings back.
+    ///
+    /// # Errors
+    /// [`Error::Api`] when the CRD cannot be written (the route is kept, so
+    /// the CRD never points at a path that is not served).
+    pub async fn unregister_conversion(&self, name: &str, leading: bool) -> Result<(), Error> {
+        let Some(route) = self.conversions().get(name).cloned() else { return Ok(()) };
+        if leading {
+            self.restore_crd(&route.crd).await?;
+        }
+        self.conversions_mut().remove(name);
+        tracing::info!(plugin = %name, crd = %route.crd, "conversion webhook unregistered");
+        Ok(())
+    }
+
+    async fn point_crd(&self, plugin: &str, crd: &str) -> Result<(), Error> {
+        let api: Api<Crd> = Api::all(self.shared.client.clone());
+        let api_error =
+            |source| Error::Api { action: "pointing", resource: "CustomResourceDefinition", name: crd.into(), source };
+        let current = api.get(crd).await.map_err(api_error)?;
+        let mut patch = json!({"spec": {"conversion": {
+            "strategy": "Webhook",
+            "webhook": {"conversionReviewVersions": ["v1"], "clientConfig": self.client_config(plugin)},
+        }}});
+        let annotations = current.metadata.annotations.unwrap_or_default();
+        if !annotations.contains_key(BEFORE) {
+            let before = current.spec.conversion.map(|c| serde_json::to_value(c).unwrap_or_default());
+            let before = before.unwrap_or_else(|| json!({"strategy": "None"}));
+            patch["metadata"] = json!({"annotations": {BEFORE: before.to_string()}});
+        }
+        api.patch(crd, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(api_error)?;
+        Ok(())
+    }
+
+    async fn restore_crd(&self, crd: &str) -> Result<(), Error> {
+        let api: Api<Crd> = Api::all(self.shared.client.clone());
+        let api_error =
+            |source| Error::Api { action: "restoring", resource: "CustomResourceDefinition", name: crd.into(), source };
+        let current = match api.get_opt(crd).await.map_err(api_error)? {
+            Some(c) => c,
+            None => return Ok(()),
+        };
+        let annotations = current.metadata.annotations.unwrap_or_default();
+        let Some(before) = annotations.get(BEFORE) else { return Ok(()) };
+        let mut before: Value = serde_json::from_str(before).unwrap_or_else(|_| json!({"strategy": "None"}));
+        // A merge patch keeps what it does not name: the webhook goes
+        // unless the settings from before had one.
+        if before.get("webhook").is_none() {
+            before["webhook"] = Value::Null;
+        }
+        let patch = json!({"metadata": {"annotations": {BEFORE: null}}, "spec": {"conversion": before}});
+        api.patch(crd, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(api_error)?;
+        Ok(())
+    }
+
+    fn client_config(&self, plugin: &str) -> Value {
+        let ca = self.ca_bundle();
+        let target = self.target(ca.as_ref().map(|c| c.as_slice()));
+        serde_json::to_value(config::client_config_at(&format!("/convert/{plugin}"), &target)).unwrap_or_default()
+    }
+
+    fn conversions(&self) -> std::sync::RwLockReadGuard<'_, std::collections::HashMap<String, Route>> {
+        self.shared.conversions.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn conversions_mut(&self) -> std::sync::RwLockWriteGuard<'_, std::collections::HashMap<String, Route>> {
+        self.shared.conversions.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Answer one ConversionReview for `plugin`: the converted objects, or a
+    /// `Failure` result whose message names the plugin (what the API server
+    /// shows). A request it cannot read is a 400.
+    pub async fn answer_conversion(&self, plugin: &str, body: &[u8]) -> Result<Value, String> {
+        let review: Value = serde_json::from_slice(body).map_err(|e| format!("not a ConversionReview: {e}"))?;
+        let request = review.get("request").ok_or("a ConversionReview without a request")?;
+        let uid = request.get("uid").cloned().unwrap_or(Value::Null);
+        let desired =
+            request.get("desiredAPIVersion").and_then(Value::as_str).ok_or("no desiredAPIVersion")?.to_string();
+        let objects = request.get("objects").and_then(Value::as_array).cloned().unwrap_or_default();
+        let answer = |result: Value, converted: Vec<Value>| {
+            json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+                "response": {"uid": uid, "result": result, "convertedObjects": converted}})
+        };
+        let failure = |message: String| answer(json!({"status": "Failure", "message": message}), Vec::new());
+        let Some(route) = self.conversions().get(plugin).cloned() else {
+            return Ok(failure(format!("operon: no plugin {plugin} converts here")));
+        };
+        let module = route.controller.module();
+        let admitted = module.admit().await;
+        let called = tokio::task::spawn_blocking(move || admitted.convert(&objects, &desired, DEADLINE)).await;
+        Ok(match called {
+            Ok(Ok(Ok(converted))) => answer(json!({"status": "Success"}), converted),
+            Ok(Ok(Err(refused))) => failure(format!("plugin {plugin} refused the conversion: {refused}")),
+            Ok(Err(e)) => failure(format!("plugin {plugin} could not convert: {e}")),
+            Err(e) => failure(format!("plugin {plugin} could not convert: {e}")),
+        })
+    }
+}
