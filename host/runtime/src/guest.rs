@@ -88,9 +88,11 @@ pub(crate) struct RawFailure {
     pub observed_generation: Option<i64>,
 }
 
-/// The `host` import and the shared types' conversions for one version's
-/// generated module (`$v`, holding `operon::reconciler::{host, types}`):
-/// every version answers reads and logs the same way.
+/// What every version's generated module (holding
+/// `operon::reconciler::{host, types}`, the `Reconciler` world and
+/// `admission_world`) needs the same: the `host` import, the shared types'
+/// conversions, the worlds' templates and the admission calls — so every
+/// version answers reads, logs and reviews the same way.
 macro_rules! host_import {
     () => {
         use self::operon::reconciler::host as wit_host;
@@ -173,6 +175,52 @@ macro_rules! host_import {
                 .into_iter()
                 .map(|e| crate::contract::Event { warning: e.warning, reason: e.reason, message: e.message })
                 .collect()
+        }
+
+        /// Add this version's `host` import to `linker`.
+        pub(crate) fn add_to_linker(
+            linker: &mut wasmtime::component::Linker<crate::guest::State>,
+        ) -> wasmtime::Result<()> {
+            Reconciler::add_to_linker::<crate::guest::State, wasmtime::component::HasSelf<crate::guest::State>>(
+                linker,
+                |s| s,
+            )
+        }
+
+        impl crate::call::World for Reconciler {
+            type Pre = ReconcilerPre<crate::guest::State>;
+            fn instantiate(
+                pre: &Self::Pre,
+                store: &mut wasmtime::Store<crate::guest::State>,
+            ) -> wasmtime::Result<Self> {
+                pre.instantiate(store)
+            }
+        }
+
+        impl crate::call::World for admission_world::ReconcilerWithAdmission {
+            type Pre = admission_world::ReconcilerWithAdmissionPre<crate::guest::State>;
+            fn instantiate(
+                pre: &Self::Pre,
+                store: &mut wasmtime::Store<crate::guest::State>,
+            ) -> wasmtime::Result<Self> {
+                pre.instantiate(store)
+            }
+        }
+
+        fn validate(
+            b: &admission_world::ReconcilerWithAdmission,
+            store: &mut wasmtime::Store<crate::guest::State>,
+            r: &crate::contract::Review,
+        ) -> wasmtime::Result<Result<Vec<String>, crate::contract::Denial>> {
+            Ok(b.operon_reconciler_admission().call_validate(store, &review(r))?.map_err(denial))
+        }
+
+        fn mutate(
+            b: &admission_world::ReconcilerWithAdmission,
+            store: &mut wasmtime::Store<crate::guest::State>,
+            r: &crate::contract::Review,
+        ) -> wasmtime::Result<Result<Option<String>, crate::contract::Denial>> {
+            Ok(b.operon_reconciler_admission().call_mutate(store, &review(r))?.map_err(denial))
         }
     };
 }

@@ -8,7 +8,7 @@ use crate::contract::{
     Denial, Failure, Gvk, Manifest, Mapping, ParentMetadata, Request, Review, UpdateStrategy, Watch,
 };
 use wasmtime::Store;
-use wasmtime::component::{HasSelf, InstancePre, Linker};
+use wasmtime::component::InstancePre;
 
 wasmtime::component::bindgen!({
     path: "../../wit/0.2/reconciler.wit",
@@ -59,25 +59,6 @@ pub(crate) fn convert(
 use admission_world::exports::operon::reconciler::admission;
 
 host_import!();
-
-/// Add this version's `host` import to `linker`.
-pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
-    Reconciler::add_to_linker::<State, HasSelf<State>>(linker, |s| s)
-}
-
-impl super::super::call::World for Reconciler {
-    type Pre = ReconcilerPre<State>;
-    fn instantiate(pre: &Self::Pre, store: &mut Store<State>) -> wasmtime::Result<Self> {
-        pre.instantiate(store)
-    }
-}
-
-impl super::super::call::World for admission_world::ReconcilerWithAdmission {
-    type Pre = admission_world::ReconcilerWithAdmissionPre<State>;
-    fn instantiate(pre: &Self::Pre, store: &mut Store<State>) -> wasmtime::Result<Self> {
-        pre.instantiate(store)
-    }
-}
 
 /// Contract 0.2.
 pub(crate) struct V0_2;
@@ -160,7 +141,7 @@ impl Contract for V0_2 {
         store: &mut Store<State>,
         r: &Review,
     ) -> wasmtime::Result<Result<Vec<String>, Denial>> {
-        Ok(b.operon_reconciler_admission().call_validate(store, &review(r))?.map_err(denial))
+        validate(b, store, r)
     }
 
     fn mutate(
@@ -168,7 +149,7 @@ impl Contract for V0_2 {
         store: &mut Store<State>,
         r: &Review,
     ) -> wasmtime::Result<Result<Option<String>, Denial>> {
-        Ok(b.operon_reconciler_admission().call_mutate(store, &review(r))?.map_err(denial))
+        mutate(b, store, r)
     }
 }
 
