@@ -53,6 +53,17 @@ impl Webhooks {
             .await
             .map_err(|source| Error::Discovery { plugin: name.to_string(), kind: kind.to_string(), source })?;
         let crd = format!("{}.{}", resource.plural, kind.group);
+        // One converter per CRD: two would take the CRD from each other, and
+        // the first to go would give it back under the other.
+        let other = self.conversions().iter().find(|(n, r)| *n != name && r.crd == crd).map(|(n, _)| n.clone());
+        if let Some(other) = other {
+            return Err(Error::InvalidPlugin {
+                plugin: name.to_string(),
+                reason: format!(
+                    "{crd} is already converted by plugin {other}: grant conversion to one Reconciler of a kind"
+                ),
+            });
+        }
         self.conversions_mut().insert(name.to_string(), Route { controller, crd: crd.clone() });
         if leading {
             self.point_crd(name, &crd).await?;

@@ -129,7 +129,9 @@ impl Lifecycle {
                         p.conversion_refused = None;
                         Ok(())
                     }
-                    Err(e @ crate::webhook::Error::NoConversion { .. }) => {
+                    Err(
+                        e @ (crate::webhook::Error::NoConversion { .. } | crate::webhook::Error::InvalidPlugin { .. }),
+                    ) => {
                         let message = e.to_string();
                         let told = plugin
                             .lock()
