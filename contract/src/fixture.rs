@@ -295,6 +295,7 @@ impl RequestFile {
             attempt: self.attempt,
             now,
             generation: self.object.pointer("/metadata/generation").and_then(Value::as_i64),
+            readiness: Vec::new(),
         })
     }
 

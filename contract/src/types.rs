@@ -197,6 +197,10 @@ pub struct Request {
     /// The parent's `metadata.generation`, for the `observedGeneration` the
     /// host writes for 0.2 modules.
     pub generation: Option<i64>,
+    /// Each child's readiness, in the shape of `children`, when the host
+    /// rated them already (its cache rates an object version once); empty,
+    /// or of another shape, means rated when the request crosses.
+    pub readiness: Vec<Vec<crate::Readiness>>,
 }
 
 impl Request {

@@ -145,6 +145,9 @@ pub struct CachedObject {
     annotations_digest: u64,
     finalizers: Box<[Box<str>]>,
     controller: Option<Box<ControllerRef>>,
+    /// Its readiness, rated on first use (contract 0.2 hands it with each
+    /// child): once per object version, not once per reconcile.
+    readiness: std::sync::OnceLock<Box<crate::contract::Readiness>>,
 }
 
 /// The metadata fields extracted from an object.
@@ -272,7 +275,13 @@ impl CachedObject {
             annotations_digest,
             finalizers: e.finalizers.unwrap_or_default().into_iter().map(boxed).collect(),
             controller,
+            readiness: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Its kstatus readiness ([`crate::contract::Readiness`]), rated once.
+    pub fn readiness(&self) -> &crate::contract::Readiness {
+        self.readiness.get_or_init(|| Box::new(crate::contract::Readiness::of_json(&self.json)))
     }
 
     /// `apiVersion`, e.g. `apps/v1`.

@@ -403,7 +403,7 @@ impl Pipeline {
                 true
             }
             Some(f) => {
-                if parent::on_every_parent(&active.module) && !parent.has_finalizer(f) {
+                if parent::speaks_0_1(&active.module) && !parent.has_finalizer(f) {
                     self.applier.set_finalizer(&parent, f, true, fence).await.map_err(Error::Finalizer)?;
                 }
                 false
@@ -413,7 +413,8 @@ impl Pipeline {
         };
 
         let children = active.reads.children(&parent);
-        let request = active.reads.request(&parent, &children, finalizing, ctx.attempt, &self.config.scope);
+        let rates = !parent::speaks_0_1(&active.module);
+        let request = active.reads.request(&parent, &children, finalizing, ctx.attempt, &self.config.scope, rates);
         let call_started = Instant::now();
         let call = {
             let module = active.module.clone();
@@ -427,7 +428,8 @@ impl Pipeline {
                     request.clone()
                 } else {
                     let children = c.reads.children(&parent);
-                    c.reads.request(&parent, &children, finalizing, ctx.attempt, &self.config.scope)
+                    let rates = !parent::speaks_0_1(&c.module);
+                    c.reads.request(&parent, &children, finalizing, ctx.attempt, &self.config.scope, rates)
                 };
                 let reader: Arc<dyn crate::runtime::ObjectReader> =
                     Arc::new(c.reads.reader(key.namespace.clone(), &self.config.scope));

@@ -25,8 +25,9 @@ use std::sync::{Arc, Mutex};
 /// finalizer's name), and its finalizer is not ours to take.
 pub(super) type Leaving = Arc<Mutex<HashSet<ObjectKey>>>;
 
-/// Whether every parent carries the finalizer (contract 0.1).
-pub(super) fn on_every_parent(module: &Module) -> bool {
+/// Whether the module speaks contract 0.1: every parent carries its
+/// finalizer, and its children cross without their readiness.
+pub(super) fn speaks_0_1(module: &Module) -> bool {
     operon_contract::compatible(&module.info().wit_version, "0.1.0")
 }
 

@@ -79,14 +79,24 @@ impl ReadSet {
         finalizing: bool,
         attempt: u32,
         scope: &Scope,
+        rates_readiness: bool,
     ) -> Request {
-        let children = self
+        let grouped: Vec<(Gvk, Vec<&Arc<CachedObject>>)> = self
             .owned
             .iter()
-            .map(|(kind, _)| {
-                let objects = children.iter().filter(|(k, _)| k == kind).map(|(_, c)| c.json().to_string()).collect();
-                (kind.clone(), objects)
-            })
+            .map(|(kind, _)| (kind.clone(), children.iter().filter(|(k, _)| k == kind).map(|(_, c)| c).collect()))
+            .collect();
+        // Rated once per object version (the cache keeps it), for contract
+        // 0.2, whose request carries it.
+        let readiness = match rates_readiness {
+            true => {
+                grouped.iter().map(|(_, objects)| objects.iter().map(|c| c.readiness().clone()).collect()).collect()
+            }
+            false => Vec::new(),
+        };
+        let children = grouped
+            .into_iter()
+            .map(|(kind, objects)| (kind, objects.iter().map(|c| c.json().to_string()).collect()))
             .collect();
         let key = parent.key();
         let mut related = Vec::new();
@@ -129,6 +139,7 @@ impl ReadSet {
             attempt,
             now: jiff::Timestamp::now(),
             generation: parent.generation(),
+            readiness,
         }
     }
 }

@@ -84,15 +84,25 @@ impl Contract for V0_2 {
     }
 
     fn request(r: &Request) -> (wit::Request, Option<i64>) {
-        let child = |text: &String| wit::Child { object: text.clone(), readiness: readiness(Readiness::of_json(text)) };
+        // Rated by the host's cache once per object version; otherwise here.
+        let rated_all = r.readiness.len() == r.children.len()
+            && r.readiness.iter().zip(&r.children).all(|(rated, (_, objects))| rated.len() == objects.len());
+        let child = |group: usize, i: usize, text: &String| wit::Child {
+            object: text.clone(),
+            readiness: readiness(match r.readiness.get(group).and_then(|g| g.get(i)).filter(|_| rated_all) {
+                Some(known) => known.clone(),
+                None => Readiness::of_json(text),
+            }),
+        };
         let request = wit::Request {
             object: r.object.clone(),
             children: r
                 .children
                 .iter()
-                .map(|(kind, objects)| wit::Children {
+                .enumerate()
+                .map(|(g, (kind, objects))| wit::Children {
                     kind: kind.into(),
-                    objects: objects.iter().map(child).collect(),
+                    objects: objects.iter().enumerate().map(|(i, text)| child(g, i, text)).collect(),
                 })
                 .collect(),
             related: r.related.clone(),
