@@ -73,11 +73,82 @@ impl Readiness {
 
     /// The readiness of an object given as JSON text, as guests and the wire
     /// carry it; text that is not a JSON object is `Unknown`.
+    ///
+    /// Only the fields the rules read are kept (a Deployment's pod template
+    /// is skipped, not built): rating is a fraction of parsing the whole
+    /// object. Text whose fields are not of the expected shapes takes the
+    /// whole parse, so the verdict is always [`Readiness::of`]'s.
     pub fn of_json(text: &str) -> Readiness {
+        // Only an object takes the narrow parse (serde would read an array
+        // as a struct's fields in order).
+        if text.trim_start().starts_with('{')
+            && let Ok(narrow) = serde_json::from_str::<Narrow>(text)
+        {
+            return Readiness::of(&narrow.into_value());
+        }
         match serde_json::from_str::<Value>(text) {
             Ok(object) => Readiness::of(&object),
             Err(e) => unknown(format!("object is not JSON: {e}")),
         }
+    }
+}
+
+/// The fields of an object the rules read (see `compute` and the kinds'
+/// rules); every other field is skipped while parsing.
+#[derive(serde::Deserialize)]
+struct Narrow {
+    #[serde(rename = "apiVersion")]
+    api_version: Option<Value>,
+    kind: Option<Value>,
+    metadata: Option<NarrowMeta>,
+    spec: Option<NarrowSpec>,
+    status: Option<Value>,
+}
+
+#[derive(serde::Deserialize)]
+struct NarrowMeta {
+    generation: Option<Value>,
+    #[serde(rename = "deletionTimestamp")]
+    deletion_timestamp: Option<Value>,
+}
+
+#[derive(serde::Deserialize)]
+struct NarrowSpec {
+    replicas: Option<Value>,
+    #[serde(rename = "progressDeadlineSeconds")]
+    progress_deadline_seconds: Option<Value>,
+    #[serde(rename = "updateStrategy")]
+    update_strategy: Option<Value>,
+    #[serde(rename = "type")]
+    type_: Option<Value>,
+}
+
+impl Narrow {
+    fn into_value(self) -> Value {
+        let mut object = serde_json::Map::new();
+        let mut put = |map: &mut serde_json::Map<String, Value>, key: &str, v: Option<Value>| {
+            if let Some(v) = v {
+                map.insert(key.to_string(), v);
+            }
+        };
+        put(&mut object, "apiVersion", self.api_version);
+        put(&mut object, "kind", self.kind);
+        if let Some(m) = self.metadata {
+            let mut meta = serde_json::Map::new();
+            put(&mut meta, "generation", m.generation);
+            put(&mut meta, "deletionTimestamp", m.deletion_timestamp);
+            object.insert("metadata".into(), Value::Object(meta));
+        }
+        if let Some(s) = self.spec {
+            let mut spec = serde_json::Map::new();
+            put(&mut spec, "replicas", s.replicas);
+            put(&mut spec, "progressDeadlineSeconds", s.progress_deadline_seconds);
+            put(&mut spec, "updateStrategy", s.update_strategy);
+            put(&mut spec, "type", s.type_);
+            object.insert("spec".into(), Value::Object(spec));
+        }
+        put(&mut object, "status", self.status);
+        Value::Object(object)
     }
 }
 
@@ -1017,6 +1088,15 @@ mod tests {
             assert_eq!(r.status, status, "{name}: {r:?}");
             assert!(r.message.contains(message), "{name}: message {:?} should contain {message:?}", r.message);
         }
+    }
+
+    #[test]
+    fn the_narrow_parse_should_judge_as_the_whole_object_does() {
+        for (name, object, _, _) in table() {
+            assert_eq!(Readiness::of_json(&object.to_string()), Readiness::of(&object), "{name}");
+        }
+        let array = r#"[{"apiVersion": "v1"}, "Pod", null, null, null]"#;
+        assert_eq!(Readiness::of_json(array).status, Unknown);
     }
 
     #[test]
