@@ -126,7 +126,7 @@ struct NarrowSpec {
 impl Narrow {
     fn into_value(self) -> Value {
         let mut object = serde_json::Map::new();
-        let mut put = |map: &mut serde_json::Map<String, Value>, key: &str, v: Option<Value>| {
+        let put = |map: &mut serde_json::Map<String, Value>, key: &str, v: Option<Value>| {
             if let Some(v) = v {
                 map.insert(key.to_string(), v);
             }

@@ -20,6 +20,7 @@ mod parent;
 mod reader;
 mod request;
 mod shadow;
+mod triggers;
 
 pub use budget::Ticket as GuestTicket;
 pub use budget::{Budget, parse_cpu};
@@ -29,10 +30,9 @@ pub use host::HostLimit;
 pub use reader::CacheReader;
 
 use crate::apply::{self, Applier, Policy};
-use crate::cache::{Cache, CachedObject, Informer, ObjectEvent, ObjectKey, WatchKey};
+use crate::cache::{Cache, CachedObject, Informer, ObjectKey, WatchKey};
 use crate::contract::{Failed, Failure, Gvk, Manifest, Outcome};
-use crate::controller::index::ParentIndex;
-use crate::controller::{self, Action, Context, Controller, Enqueue, Reconcile, Retry, Trigger, mapping};
+use crate::controller::{self, Action, Context, Controller, Reconcile, Retry};
 use crate::leader::Fence;
 use crate::metrics::{ApplyOperation, GuestErrorKind, Metrics};
 use crate::runtime::{CallError, Module};
@@ -187,7 +187,7 @@ pub fn build(
     };
     let budget = budget::Budget::new(config.guest_cpu, config.guest_cpu_burst, module.limits().timeout).map(Arc::new);
     let leaving = parent::Leaving::default();
-    let triggers = triggers(&config, &manifest, &parents, &reads, &leaving);
+    let triggers = triggers::triggers(&config, &manifest, &parents, &reads, &leaving);
     let pipeline = Pipeline {
         applier: Applier::new(client, events, &name, config.instance.clone()).with_event_budget(
             apply::events::Budget::for_controller(config.max_events, config.event_qps, config.event_burst),
@@ -215,80 +215,6 @@ pub fn build(
         config: config.clone(),
     };
     Controller::new(name, Arc::new(pipeline), triggers, config.controller, metrics)
-}
-
-/// The triggers of a module's controller: its parents (`for`, with the
-/// default predicate), their children (`owns`), and the declared `watches`
-/// — each dropping keys outside the controller's scope and selector.
-fn triggers(
-    config: &Config,
-    manifest: &Manifest,
-    parents: &Arc<Informer>,
-    reads: &ReadSet,
-    leaving: &parent::Leaving,
-) -> Vec<Trigger<ObjectKey>> {
-    // Keys outside the scope are dropped here (and checked again when
-    // reconciled): informers are shared, each controller sees its part. A
-    // child's or a watched object's event may name a parent outside this
-    // controller's selector (another Reconciler's share of the kind): drop
-    // it here rather than as a no-op reconcile, or every sharer would
-    // reconcile every parent.
-    let keep = {
-        let scope = config.scope.clone();
-        let (parents, selector, leaving) = (parents.clone(), config.parent_selector.clone(), leaving.clone());
-        Arc::new(move |e: &Enqueue| {
-            let key = e.key();
-            let left = || leaving.lock().unwrap_or_else(|p| p.into_inner()).contains(key);
-            scope.contains(key.namespace.as_deref())
-                && (left()
-                    || !selector
-                        .as_ref()
-                        .is_some_and(|s| parents.store().get(key).is_some_and(|p| !s.matches_with(|k| p.label(k)))))
-        })
-    };
-    let mut triggers = Vec::new();
-    // The parents' references and selectors, for the watches that read a
-    // field of the parent: kept by the parents' own events (below).
-    let indexes: Vec<Option<Arc<ParentIndex>>> =
-        reads.watched.iter().map(|(w, _)| ParentIndex::new(&w.mapping).map(Arc::new)).collect();
-    let filed: Vec<Arc<ParentIndex>> = indexes.iter().flatten().cloned().collect();
-    let (k, selector, leaving) = (keep.clone(), config.parent_selector.clone(), leaving.clone());
-    let finalizer = manifest.finalizer.clone();
-    triggers.push(Trigger::events(parents.clone(), move |ev| {
-        for index in &filed {
-            match ev {
-                ObjectEvent::Applied { new, .. } | ObjectEvent::Resync(new) => index.update(new),
-                ObjectEvent::Deleted(gone) => index.remove(&gone.key()),
-            }
-        }
-        let (object, _) = mapping::event_object(ev);
-        if let Some(s) = &selector
-            && !s.matches_with(|l| object.label(l))
-        {
-            return parent::left_selector(ev, s, finalizer.as_deref(), &leaving)
-                .map(Enqueue::Now)
-                .into_iter()
-                .filter(|e| k(e))
-                .collect();
-        }
-        mapping::for_event(ev).into_iter().filter(|e| k(e)).collect()
-    }));
-    for (_, informer) in &reads.owned {
-        let (k, kind, parents) = (keep.clone(), manifest.for_kind.clone(), parents.clone());
-        triggers.push(Trigger::events(informer.clone(), move |ev| {
-            // Unknown until discovery answered: namespaced is the common case.
-            let namespaced = parents.namespaced().unwrap_or(true);
-            mapping::owned_event(ev, &kind, namespaced).into_iter().filter(|e| k(e)).collect()
-        }));
-    }
-    for ((watch, informer), index) in reads.watched.iter().zip(indexes) {
-        let (k, mapping, parents) = (keep.clone(), watch.mapping.clone(), parents.clone());
-        triggers.push(Trigger::events(informer.clone(), move |ev| {
-            let parents_in = |ns: Option<&str>| parents.store().in_namespace(ns).iter().map(|p| p.key()).collect();
-            mapping::watched_event(ev, &mapping, parents_in, index.as_deref()).into_iter().filter(|e| k(e)).collect()
-        }));
-    }
-    triggers
 }
 
 impl Reconcile for Pipeline {
