@@ -69,6 +69,11 @@ use std::path::{Path, PathBuf};
 
 /// The subdirectory of admission fixtures.
 pub const ADMISSION_DIR: &str = "admission";
+/// The subdirectory of conversion cases (contract 0.2's `convert`): each
+/// `NAME.yaml` holds `desiredAPIVersion` and `objects`, and its expected
+/// file `converted` (the objects) or `error` (the refusal or the sandbox's
+/// verdict).
+pub const CONVERSION_DIR: &str = "conversion";
 
 /// The extensions of fixture files, in the order an expected file is looked for.
 pub const EXTENSIONS: [&str; 3] = ["yaml", "yml", "json"];
@@ -135,6 +140,8 @@ pub struct Cases {
     pub requests: Vec<Case>,
     /// `DIR/admission/NAME.yaml`, sorted by file name; none without the subdirectory.
     pub reviews: Vec<Case>,
+    /// `DIR/conversion/NAME.yaml`, sorted by file name; none without the subdirectory.
+    pub conversions: Vec<Case>,
 }
 
 /// Whether `path` is a request (or review) file: a file `*.yaml`, `*.yml` or
@@ -186,10 +193,12 @@ pub fn discover(dir: &Path) -> Result<Cases, Error> {
     let requests = cases_in(dir)?;
     let admission = dir.join(ADMISSION_DIR);
     let reviews = if admission.is_dir() { cases_in(&admission)? } else { Vec::new() };
-    if requests.is_empty() && reviews.is_empty() {
+    let conversion = dir.join(CONVERSION_DIR);
+    let conversions = if conversion.is_dir() { cases_in(&conversion)? } else { Vec::new() };
+    if requests.is_empty() && reviews.is_empty() && conversions.is_empty() {
         return Err(Error::invalid(dir, "no fixtures (*.yaml, *.yml or *.json other than *.expected.*)"));
     }
-    Ok(Cases { requests, reviews })
+    Ok(Cases { requests, reviews, conversions })
 }
 
 // ---------------------------------------------------------------------------
@@ -484,6 +493,19 @@ pub enum Kind {
     Reconcile,
     /// An admission answer ([`admission_answer`]).
     Admission,
+    /// A conversion's answer: `converted` objects, or `error`.
+    Conversion,
+}
+
+/// A conversion fixture, `conversion/NAME.yaml`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ConversionFile {
+    /// The version to convert to, `group/version`.
+    #[serde(rename = "desiredAPIVersion")]
+    pub desired_api_version: String,
+    /// The objects, as the API server sends them.
+    pub objects: Vec<Value>,
 }
 
 /// Reads an expected file as the JSON value a run is compared with, what
@@ -500,6 +522,12 @@ pub fn read_expected(kind: Kind, path: &Path) -> Result<Value, Error> {
     match kind {
         Kind::Reconcile => expected_outcome(value).map_err(|reason| Error::invalid(path, reason)),
         Kind::Admission => expected_answer(value).map_err(|reason| Error::invalid(path, reason)),
+        Kind::Conversion => match &value {
+            Value::Object(map) if map.len() == 1 && (map.contains_key("converted") || map.contains_key("error")) => {
+                Ok(value)
+            }
+            _ => Err(Error::invalid(path, "not a conversion answer: `converted: [objects]` or `error: message`")),
+        },
     }
 }
 

@@ -72,11 +72,19 @@ pub fn run_dir_with(module: &Module, dir: &Path, options: Options, out: &mut dyn
     let cases = fixture::discover(dir)?;
     let mut report = Report::default();
     let paint = Paint(options.color);
-    let all = cases.requests.iter().map(|c| (c, false)).chain(cases.reviews.iter().map(|c| (c, true)));
-    for (case, admission) in all {
-        let name = if admission { format!("{}/{}", fixture::ADMISSION_DIR, case.name) } else { case.name.clone() };
-        let result =
-            if admission { run_review(module, case, options.update) } else { run_one(module, case, options.update) };
+    let all = (cases.requests.iter().map(|c| (c, Kind::Reconcile)))
+        .chain(cases.reviews.iter().map(|c| (c, Kind::Admission)))
+        .chain(cases.conversions.iter().map(|c| (c, Kind::Conversion)));
+    for (case, kind) in all {
+        let (name, result) = match kind {
+            Kind::Reconcile => (case.name.clone(), run_one(module, case, options.update)),
+            Kind::Admission => {
+                (format!("{}/{}", fixture::ADMISSION_DIR, case.name), run_review(module, case, options.update))
+            }
+            Kind::Conversion => {
+                (format!("{}/{}", fixture::CONVERSION_DIR, case.name), run_conversion(module, case, options.update))
+            }
+        };
         let _ = match result {
             Ok(Concluded::Pass) if options.update => {
                 report.passed += 1;
@@ -300,6 +308,25 @@ fn run_review(module: &Module, case: &Case, update: bool) -> Result<Concluded, E
     let reader = FixtureReader { objects: cluster, namespace: review.namespace.clone() };
     let observed = admit(module, &review, Arc::new(reader));
     conclude(Kind::Admission, case, &observed, update)
+}
+
+/// One conversion fixture (contract 0.2's `convert`).
+fn run_conversion(module: &Module, case: &Case, update: bool) -> Result<Concluded, Error> {
+    if !module.conversion() {
+        return Ok(Concluded::Differs(format!(
+            "  the module does not export {}/conversion (contract 0.2): build it for the \
+             reconciler-with-conversion world or remove {}/",
+            crate::runtime::WIT_PACKAGE,
+            fixture::CONVERSION_DIR
+        )));
+    }
+    let file: fixture::ConversionFile = fixture::read(&case.path)?;
+    let observed = match module.convert(&file.objects, &file.desired_api_version, std::time::Duration::from_secs(10)) {
+        Ok(Ok(converted)) => serde_json::json!({ "converted": converted }),
+        Ok(Err(refused)) => serde_json::json!({ "error": refused }),
+        Err(e) => serde_json::json!({ "error": format!("sandbox: {e}") }),
+    };
+    conclude(Kind::Conversion, case, &observed, update)
 }
 
 fn indent(text: &str) -> String {

@@ -205,3 +205,23 @@ fn a_0_2_modules_fixtures_run_at_their_own_clock() {
     assert!(!out.status.success(), "{text}");
     assert!(text.contains("requeueAfterMs") && text.contains("1200000"), "twenty minutes left at 09:10:\n{text}");
 }
+
+/// Conversion fixtures (`conversion/`) run a 0.2 module's `convert`
+/// offline, and a changed answer fails with a diff.
+#[test]
+fn conversion_fixtures_run_a_modules_convert() {
+    let module = common::guests_dir().join("converter.wasm").display().to_string();
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/guests/converter/fixtures");
+    let out = operon(&["test", &module, fixtures.to_str().unwrap()]);
+    assert!(out.status.success(), "{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert!(stdout(&out).contains("ok      conversion/up") && stdout(&out).contains("2 passed"), "{}", stdout(&out));
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("conversion")).unwrap();
+    copy_dir(&fixtures.join("conversion"), &dir.path().join("conversion"));
+    let up = dir.path().join("conversion/up.yaml");
+    std::fs::write(&up, std::fs::read_to_string(&up).unwrap().replace("{size: large}", "{size: small}")).unwrap();
+    let out = operon(&["test", &module, dir.path().to_str().unwrap()]);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(stdout(&out).contains("FAILED  conversion/up") && stdout(&out).contains("replicas"), "{}", stdout(&out));
+}
