@@ -6,10 +6,12 @@
 //! plugin goes. Calls read the controller's module when they start, as
 //! admission calls do, so a swap changes the converter atomically.
 
-use super::{Error, Webhooks, config};
+use super::handler::{self, Warned};
+use super::{Answer, Error, Webhooks, config};
 use crate::pipeline::ModuleController;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The CRD annotation holding its `spec.conversion` from before a plugin
@@ -22,11 +24,14 @@ const DEADLINE: Duration = Duration::from_secs(10);
 
 type Crd = k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
-/// One plugin's conversion route.
+/// One plugin's conversion route, with its own places (the admission
+/// caps' per-plugin figure) and refusal log.
 #[derive(Clone)]
 pub(super) struct Route {
     pub controller: ModuleController,
     pub crd: String,
+    pub slots: Arc<tokio::sync::Semaphore>,
+    pub warned: Arc<Warned>,
 }
 
 impl Webhooks {
@@ -64,7 +69,12 @@ impl Webhooks {
                 ),
             });
         }
-        self.conversions_mut().insert(name.to_string(), Route { controller, crd: crd.clone() });
+        let slots = self.conversions().get(name).map_or_else(
+            || Arc::new(tokio::sync::Semaphore::new(self.shared.max_concurrent_per_plugin)),
+            |r| r.slots.clone(),
+        );
+        let route = Route { controller, crd: crd.clone(), slots, warned: Arc::default() };
+        self.conversions_mut().insert(name.to_string(), route);
         if leading {
             self.point_crd(name, &crd).await?;
         }
@@ -144,13 +154,21 @@ impl Webhooks {
 
     /// Answer one ConversionReview for `plugin`: the converted objects, or a
     /// `Failure` result whose message names the plugin (what the API server
-    /// shows). A request it cannot read is a 400.
-    pub async fn answer_conversion(&self, plugin: &str, body: &[u8]) -> Result<Value, String> {
-        let review: Value = serde_json::from_slice(body).map_err(|e| format!("not a ConversionReview: {e}"))?;
-        let request = review.get("request").ok_or("a ConversionReview without a request")?;
+    /// shows). A request it cannot read is a 400. Calls are bounded as
+    /// admission calls are (`handler::admit`: the per-plugin and total caps,
+    /// the plugin's CPU budget; a refusal is a 429) and run on threads of
+    /// their own, never tokio's blocking pool.
+    pub async fn answer_conversion(&self, plugin: &str, body: &[u8]) -> Result<Value, Answer> {
+        let unreadable = |why: String| Answer::error(400, why);
+        let review: Value =
+            serde_json::from_slice(body).map_err(|e| unreadable(format!("not a ConversionReview: {e}")))?;
+        let request = review.get("request").ok_or_else(|| unreadable("a ConversionReview without a request".into()))?;
         let uid = request.get("uid").cloned().unwrap_or(Value::Null);
-        let desired =
-            request.get("desiredAPIVersion").and_then(Value::as_str).ok_or("no desiredAPIVersion")?.to_string();
+        let desired = request
+            .get("desiredAPIVersion")
+            .and_then(Value::as_str)
+            .ok_or_else(|| unreadable("no desiredAPIVersion".into()))?
+            .to_string();
         let objects = request.get("objects").and_then(Value::as_array).cloned().unwrap_or_default();
         let answer = |result: Value, converted: Vec<Value>| {
             json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
@@ -160,13 +178,27 @@ impl Webhooks {
         let Some(route) = self.conversions().get(plugin).cloned() else {
             return Ok(failure(format!("operon: no plugin {plugin} converts here")));
         };
+        let caps = handler::Caps {
+            plugin,
+            controller: &route.controller,
+            slots: &route.slots,
+            warned: &route.warned,
+            consequence: "the API server fails the request that needed the conversion",
+        };
+        let places = handler::admit(self, &caps, &format!("/convert/{plugin}"))?;
         let module = route.controller.module();
-        let admitted = module.admit().await;
-        let called = tokio::task::spawn_blocking(move || admitted.convert(&objects, &desired, DEADLINE)).await;
+        // The host's gate (shared with every reconcile), awaited without a
+        // thread, within the deadline.
+        let Ok(admitted) = tokio::time::timeout(DEADLINE, module.admit()).await else {
+            return Ok(failure(format!(
+                "plugin {plugin} could not convert: the host's guest calls were all busy for {DEADLINE:?}"
+            )));
+        };
+        let span = tracing::debug_span!("conversion", plugin = %plugin, desired = %desired);
+        let called = handler::on_own_thread(places, span, move || admitted.convert(&objects, &desired, DEADLINE)).await;
         Ok(match called {
-            Ok(Ok(Ok(converted))) => answer(json!({"status": "Success"}), converted),
-            Ok(Ok(Err(refused))) => failure(format!("plugin {plugin} refused the conversion: {refused}")),
-            Ok(Err(e)) => failure(format!("plugin {plugin} could not convert: {e}")),
+            Ok(Ok(converted)) => answer(json!({"status": "Success"}), converted),
+            Ok(Err(refused)) => failure(format!("plugin {plugin} refused the conversion: {refused}")),
             Err(e) => failure(format!("plugin {plugin} could not convert: {e}")),
         })
     }

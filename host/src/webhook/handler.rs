@@ -61,7 +61,16 @@ pub(super) async fn answer(webhooks: &Webhooks, hook: Hook, plugin: &str, body: 
     let path = hook.path(plugin);
     let started = Instant::now();
     let in_flight = metrics.webhook_request_started(&path);
-    let answer = match admit(webhooks, &route, &path) {
+    let plugin = &route.registration;
+    let consequence = format!("the webhook's failurePolicy ({}) applies", plugin.failure_policy);
+    let caps = Caps {
+        plugin: &plugin.name,
+        controller: &plugin.controller,
+        slots: &route.slots,
+        warned: &route.warned,
+        consequence: &consequence,
+    };
+    let answer = match admit(webhooks, &caps, &path) {
         Err(refusal) => {
             // A refusal touches nothing that yields: let a flood of them
             // give the runtime's other tasks their turn.
@@ -107,25 +116,36 @@ impl Refused {
     }
 }
 
+/// What bounds one plugin's webhook calls (admission and conversion
+/// alike): its places, its controller's CPU budget, and what the API server
+/// does with a refusal.
+pub(super) struct Caps<'a> {
+    pub plugin: &'a str,
+    pub controller: &'a crate::pipeline::ModuleController,
+    pub slots: &'a Arc<tokio::sync::Semaphore>,
+    pub warned: &'a Warned,
+    /// Said after a refusal: "the webhook's failurePolicy (Fail) applies".
+    pub consequence: &'a str,
+}
+
 /// Let a call in, or refuse it at once (429, counted, logged now and then).
-fn admit(webhooks: &Webhooks, route: &Route, path: &str) -> Result<Places, Answer> {
+pub(super) fn admit(webhooks: &Webhooks, caps: &Caps<'_>, path: &str) -> Result<Places, Answer> {
     let shared = &webhooks.shared;
-    let plugin = &route.registration;
+    let (plugin, consequence) = (caps.plugin, caps.consequence);
     let refuse = |why: Refused, message: String| {
         shared.metrics.webhook_refused(path, why.label());
-        if route.warned.note(why, Instant::now()) {
-            tracing::warn!(plugin = %plugin.name, reason = why.label(), "admission calls refused: {message}");
+        if caps.warned.note(why, Instant::now()) {
+            tracing::warn!(plugin = %plugin, reason = why.label(), "webhook calls refused: {message}");
         }
         Err(refusal(&message))
     };
-    let Ok(mine) = route.slots.clone().try_acquire_owned() else {
+    let Ok(mine) = caps.slots.clone().try_acquire_owned() else {
         return refuse(
             Refused::PluginConcurrency,
             format!(
-                "plugin {} is answering {} admission calls already, its most at once \
-                 (--webhook-max-concurrent-per-plugin); this call was refused, and the webhook's failurePolicy \
-                 ({}) applies",
-                plugin.name, shared.max_concurrent_per_plugin, plugin.failure_policy
+                "plugin {plugin} is answering {} webhook calls already, its most at once \
+                 (--webhook-max-concurrent-per-plugin); this call was refused, and {consequence}",
+                shared.max_concurrent_per_plugin
             ),
         );
     };
@@ -133,28 +153,55 @@ fn admit(webhooks: &Webhooks, route: &Route, path: &str) -> Result<Places, Answe
         return refuse(
             Refused::TotalConcurrency,
             format!(
-                "this host is answering {} admission calls already, its most at once (--webhook-max-concurrent); \
-                 plugin {}'s call was refused, and the webhook's failurePolicy ({}) applies",
-                shared.max_concurrent, plugin.name, plugin.failure_policy
+                "this host is answering {} webhook calls already, its most at once (--webhook-max-concurrent); \
+                 plugin {plugin}'s call was refused, and {consequence}",
+                shared.max_concurrent
             ),
         );
     };
-    let ticket = match plugin.controller.admit_guest_call() {
+    let ticket = match caps.controller.admit_guest_call() {
         Ok(ticket) => ticket,
         Err(wait) => {
-            let cpu = plugin.controller.guest_cpu().unwrap_or_default();
+            let cpu = caps.controller.guest_cpu().unwrap_or_default();
             return refuse(
                 Refused::CpuBudget,
                 format!(
-                    "plugin {}'s guest calls used more than their CPU budget of {cpu} CPU (spec.limits.cpu, \
-                     --guest-cpu); admission calls are refused for {wait:.1?}, and the webhook's failurePolicy \
-                     ({}) applies",
-                    plugin.name, plugin.failure_policy
+                    "plugin {plugin}'s guest calls used more than their CPU budget of {cpu} CPU (spec.limits.cpu, \
+                     --guest-cpu); its webhook calls are refused for {wait:.1?}, and {consequence}"
                 ),
             );
         }
     };
     Ok(Places { _total: total, _plugin: mine, ticket })
+}
+
+/// Run `f` (a guest call) on a thread of its own, not tokio's blocking
+/// pool, so a flood of webhook calls never takes the threads of reconciles
+/// and module loads: the total cap bounds these threads. The call's wall
+/// time is charged to the plugin's CPU budget, and its places go back
+/// before its answer does (a caller answered may call again at once).
+pub(super) async fn on_own_thread<T: Send + 'static>(
+    places: Places,
+    span: tracing::Span,
+    f: impl FnOnce() -> Result<T, CallError> + Send + 'static,
+) -> Result<T, CallError> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new().name("operon-webhook".into()).spawn(move || {
+        let Places { _total, _plugin, ticket } = places;
+        let started = Instant::now();
+        let outcome = span.in_scope(f);
+        if let Some(ticket) = ticket {
+            ticket.charge(started.elapsed());
+        }
+        drop((_total, _plugin));
+        let _ = tx.send(outcome);
+    });
+    match spawned {
+        Ok(_) => rx.await.unwrap_or_else(|_| {
+            Err(CallError::Trap { trap: "the webhook call did not complete (its thread panicked)".into(), said: None })
+        }),
+        Err(e) => Err(CallError::Trap { trap: format!("no thread for the webhook call: {e}"), said: None }),
+    }
 }
 
 /// A refusal as the API server reads one: 429 with a `Status`, whose
@@ -209,29 +256,7 @@ async fn call(webhooks: &Webhooks, route: &Route, hook: Hook, path: &str, review
         webhooks.shared.metrics.webhook_guest_failed(path, kind, plugin.failure_policy.as_str());
         return review::answer(&uid, failed(&plugin.name, hook, plugin.failure_policy, kind, &error));
     };
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let spawned = std::thread::Builder::new().name("operon-admission".into()).spawn(move || {
-        let Places { _total, _plugin, ticket } = places;
-        let started = Instant::now();
-        let outcome = span.in_scope(|| run(admitted, hook, &review, reader, deadline));
-        // The call's wall time, as a reconcile's is charged.
-        if let Some(ticket) = ticket {
-            ticket.charge(started.elapsed());
-        }
-        // Its places go back before its answer does: a caller answered may
-        // call again at once, and must find them free.
-        drop((_total, _plugin));
-        let _ = tx.send(outcome);
-    });
-    let outcome = match spawned {
-        Ok(_) => rx.await.unwrap_or_else(|_| {
-            Err(CallError::Trap {
-                trap: "the admission call did not complete (its thread panicked)".into(),
-                said: None,
-            })
-        }),
-        Err(e) => Err(CallError::Trap { trap: format!("no thread for the admission call: {e}"), said: None }),
-    };
+    let outcome = on_own_thread(places, span, move || run(admitted, hook, &review, reader, deadline)).await;
     let response = match outcome {
         Ok(response) => response,
         Err(error) => {

@@ -51,7 +51,10 @@ async fn mutate(state: State<Webhooks>, plugin: Path<String>, headers: HeaderMap
 async fn convert(State(webhooks): State<Webhooks>, Path(plugin): Path<String>, body: Bytes) -> Response {
     match webhooks.answer_conversion(&plugin, &body).await {
         Ok(answer) => ([(header::CONTENT_TYPE, "application/json")], answer.to_string()).into_response(),
-        Err(message) => (StatusCode::BAD_REQUEST, message).into_response(),
+        Err(answer) => {
+            let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            (status, [(header::CONTENT_TYPE, answer.content_type)], answer.body).into_response()
+        }
     }
 }
 
