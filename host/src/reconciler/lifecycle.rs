@@ -38,6 +38,9 @@ pub enum StepError {
     /// The webhooks could not be registered yet.
     #[error("admission webhooks not registered yet: {0}")]
     Admission(#[source] crate::webhook::Error),
+    /// The CRD's conversion could not be pointed at the plugin, or given back.
+    #[error("conversion webhook not in place yet: {0}")]
+    Conversion(#[source] crate::webhook::Error),
     /// The controller could not be started.
     #[error("starting the controller: {0}")]
     Start(#[source] crate::manager::Error),

@@ -40,8 +40,8 @@ impl Webhooks {
     ///
     /// # Errors
     /// [`Error::NoConversion`] when the module does not export `convert`;
-    /// [`Error::Discovery`] when its kind is not served; [`Error::Api`] when
-    /// the CRD cannot be written.
+    /// [`Error::Discovery`] when its kind is not served; [`Error::Crd`] when
+    /// the CRD cannot be read or written.
     pub async fn register_conversion(
         &self,
         name: &str,
@@ -86,7 +86,7 @@ impl Webhooks {
     /// own conversion settings back.
     ///
     /// # Errors
-    /// [`Error::Api`] when the CRD cannot be written (the route is kept, so
+    /// [`Error::Crd`] when the CRD cannot be written (the route is kept, so
     /// the CRD never points at a path that is not served).
     pub async fn unregister_conversion(&self, name: &str, leading: bool) -> Result<(), Error> {
         let Some(route) = self.conversions().get(name).cloned() else { return Ok(()) };
@@ -100,8 +100,7 @@ impl Webhooks {
 
     async fn point_crd(&self, plugin: &str, crd: &str) -> Result<(), Error> {
         let api: Api<Crd> = Api::all(self.shared.client.clone());
-        let api_error =
-            |source| Error::Api { action: "pointing", resource: "CustomResourceDefinition", name: crd.into(), source };
+        let api_error = |source| Error::Crd { action: "pointing", name: crd.into(), source };
         let current = api.get(crd).await.map_err(api_error)?;
         let mut patch = json!({"spec": {"conversion": {
             "strategy": "Webhook",
@@ -119,8 +118,7 @@ impl Webhooks {
 
     async fn restore_crd(&self, crd: &str) -> Result<(), Error> {
         let api: Api<Crd> = Api::all(self.shared.client.clone());
-        let api_error =
-            |source| Error::Api { action: "restoring", resource: "CustomResourceDefinition", name: crd.into(), source };
+        let api_error = |source| Error::Crd { action: "restoring", name: crd.into(), source };
         let current = match api.get_opt(crd).await.map_err(api_error)? {
             Some(c) => c,
             None => return Ok(()),

@@ -126,6 +126,20 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// A plugin's CRD could not be read or its conversion written.
+    #[error(
+        "{action} the conversion of CustomResourceDefinition {name} failed (is the plugin's kind served by that \
+         CRD, and may operon's ServiceAccount get and patch customresourcedefinitions?)"
+    )]
+    Crd {
+        /// `pointing` or `restoring`.
+        action: &'static str,
+        /// The CRD's name.
+        name: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
     /// A webhook configuration could not be written or deleted.
     #[error(
         "{action} {resource} {name} failed (does operon's ServiceAccount have RBAC for admissionregistration.k8s.io?)"

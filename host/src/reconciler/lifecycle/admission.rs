@@ -143,12 +143,12 @@ impl Lifecycle {
                         }
                         Ok(())
                     }
-                    Err(e) => Err(StepError::Admission(e)),
+                    Err(e) => Err(StepError::Conversion(e)),
                 }
             }
             None => {
                 if registered.is_some() {
-                    webhooks.unregister_conversion(&name, leading).await.map_err(StepError::Admission)?;
+                    webhooks.unregister_conversion(&name, leading).await.map_err(StepError::Conversion)?;
                     plugin.lock().unwrap_or_else(|e| e.into_inner()).conversion = None;
                 }
                 Ok(())
