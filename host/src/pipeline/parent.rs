@@ -28,7 +28,7 @@ pub(super) type Leaving = Arc<Mutex<HashSet<ObjectKey>>>;
 /// Whether the module speaks contract 0.1: every parent carries its
 /// finalizer, and its children cross without their readiness.
 pub(super) fn speaks_0_1(module: &Module) -> bool {
-    operon_contract::compatible(&module.info().wit_version, "0.1.0")
+    operon_contract::compatible(&module.info().wit_version, operon_contract::WIT_VERSIONS_RUN[0])
 }
 
 /// The parent an event takes out of `selector` while it carries

@@ -35,7 +35,7 @@ impl Contract for V0_1 {
     type Reconciler = Reconciler;
     type Admission = admission_world::ReconcilerWithAdmission;
     type Request = wit::Request;
-    const VERSION: &'static str = "0.1.0";
+    const VERSION: &'static str = crate::contract::WIT_VERSIONS_RUN[0];
     const CLOCK: bool = false;
 
     fn reconciler_pre(pre: InstancePre<State>) -> wasmtime::Result<ReconcilerPre<State>> {

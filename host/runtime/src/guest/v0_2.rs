@@ -68,7 +68,7 @@ impl Contract for V0_2 {
     type Admission = admission_world::ReconcilerWithAdmission;
     /// The request, and the parent's generation for `observedGeneration`.
     type Request = (wit::Request, Option<i64>);
-    const VERSION: &'static str = "0.2.0";
+    const VERSION: &'static str = crate::contract::WIT_VERSIONS_RUN[1];
     const CLOCK: bool = true;
 
     fn reconciler_pre(pre: InstancePre<State>) -> wasmtime::Result<ReconcilerPre<State>> {
