@@ -184,6 +184,16 @@ impl Drop for Replica {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A failed test shows what each replica said (CI keeps no files).
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(60)..];
+            eprintln!("---- the last {} lines of {}'s log ({}):", tail.len(), self.name, self.log.display());
+            for line in tail {
+                eprintln!("{}", line.chars().take(600).collect::<String>());
+            }
+        }
     }
 }
 

@@ -16,6 +16,10 @@ use tokio::sync::Semaphore;
 /// Downloads (URL and OCI sources) running at once, across every tenant.
 pub const FETCH_SLOTS: usize = 4;
 
+/// How long a restore that found nothing (or failed) is reported as such
+/// before it is tried again.
+pub const RESTORE_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Where a plugin's fetch stands.
 #[derive(Debug, Clone)]
 pub enum Fetch {
@@ -62,6 +66,10 @@ struct Inner {
     slots: Semaphore,
     fetches: Mutex<HashMap<PluginKey, FetchSlot>>,
     loads: Mutex<HashMap<(PluginKey, String, Limits), Load>>,
+    /// When a restore that found nothing (or failed) may be tried again:
+    /// another replica may keep the version's bytes a moment later, and a
+    /// replica must not give up on the version it should roll back to.
+    restore_retry: Mutex<HashMap<(PluginKey, String, Limits), tokio::time::Instant>>,
     /// The module digest behind a pinned OCI manifest digest, once pulled:
     /// an unchanged pin is never pulled again.
     oci: Mutex<HashMap<String, String>>,
@@ -80,6 +88,7 @@ impl Loader {
                 slots: Semaphore::new(FETCH_SLOTS),
                 fetches: Mutex::new(HashMap::new()),
                 loads: Mutex::new(HashMap::new()),
+                restore_retry: Mutex::new(HashMap::new()),
                 oci: Mutex::new(HashMap::new()),
                 done: Box::new(done),
             }),
@@ -192,6 +201,7 @@ impl Loader {
     pub fn forget(&self, key: &PluginKey) {
         self.inner.fetches.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
         self.inner.loads.lock().unwrap_or_else(|p| p.into_inner()).retain(|(k, _, _), _| k != key);
+        self.inner.restore_retry.lock().unwrap_or_else(|p| p.into_inner()).retain(|(k, _, _), _| k != key);
     }
 
     /// Load `bytes` (whose digest is `digest`) with `limits`, in a task of
@@ -200,6 +210,7 @@ impl Loader {
     pub fn load(&self, key: &PluginKey, digest: &str, bytes: Option<Arc<Fetched>>, limits: &Limits) -> Load {
         let slot = (key.clone(), digest.to_string(), limits.clone());
         let mut loads = self.inner.loads.lock().unwrap_or_else(|p| p.into_inner());
+        self.expire_restore(&mut loads, &slot);
         if let Some(state) = loads.get(&slot) {
             return state.clone();
         }
@@ -208,6 +219,7 @@ impl Loader {
         let this = self.clone();
         let (runtime, limits) = (self.inner.runtime.clone(), limits.clone());
         let digest = digest.to_string();
+        let restore = bytes.is_none();
         tokio::spawn(async move {
             let result = tokio::task::spawn_blocking(move || match bytes {
                 Some(f) => runtime.load(&f.bytes, limits).map(Some),
@@ -221,16 +233,33 @@ impl Loader {
                 Err(join) => Load::Failed(Arc::new(LoadError::Panicked(join.to_string()))),
             };
             let key = slot.0.clone();
+            if restore && matches!(state, Load::Missing | Load::Failed(_)) {
+                let at = tokio::time::Instant::now() + RESTORE_RETRY;
+                this.inner.restore_retry.lock().unwrap_or_else(|p| p.into_inner()).insert(slot.clone(), at);
+            }
             this.inner.loads.lock().unwrap_or_else(|p| p.into_inner()).insert(slot, state);
             (this.inner.done)(&key);
         });
         Load::Running
     }
 
-    /// Where the load of `digest` with `limits` stands, without starting it.
+    /// Where the load of `digest` with `limits` stands, without starting it
+    /// (a restore that found nothing is forgotten after [`RESTORE_RETRY`],
+    /// so the next step asks again).
     pub fn peek(&self, key: &PluginKey, digest: &str, limits: &Limits) -> Option<Load> {
-        let loads = self.inner.loads.lock().unwrap_or_else(|p| p.into_inner());
-        loads.get(&(key.clone(), digest.to_string(), limits.clone())).cloned()
+        let slot = (key.clone(), digest.to_string(), limits.clone());
+        let mut loads = self.inner.loads.lock().unwrap_or_else(|p| p.into_inner());
+        self.expire_restore(&mut loads, &slot);
+        loads.get(&slot).cloned()
+    }
+
+    /// Forget a failed restore of `slot` once its retry time has come.
+    fn expire_restore(&self, loads: &mut HashMap<(PluginKey, String, Limits), Load>, slot: &(PluginKey, String, Limits)) {
+        let mut retry = self.inner.restore_retry.lock().unwrap_or_else(|p| p.into_inner());
+        if retry.get(slot).is_some_and(|at| tokio::time::Instant::now() >= *at) {
+            retry.remove(slot);
+            loads.remove(slot);
+        }
     }
 
     /// Every load for `key` with `limits` that finished with a module.
@@ -264,5 +293,43 @@ fn done(result: Result<Fetched, source::Error>) -> Fetch {
             let retry = matches!(error, source::Error::Unavailable(_) | source::Error::Missing(_));
             Fetch::Failed { error, retry }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A restore whose bytes this host does not keep is reported missing,
+    /// then asked for again after [`RESTORE_RETRY`]: another replica may
+    /// keep the version a moment later, and a replica that gave up for good
+    /// would hold its lease with nothing to run.
+    #[tokio::test(start_paused = true)]
+    async fn a_missing_restore_should_be_tried_again_later() {
+        crate::install_crypto_provider();
+        let dir = tempfile::tempdir().unwrap();
+        let config = crate::runtime::Config {
+            artifact_dir: Some(dir.path().to_path_buf()),
+            instance_slots: 4,
+            ..Default::default()
+        };
+        let runtime = Runtime::new(config).unwrap();
+        let loader = Loader::new(runtime, Bounds::default(), |_| {});
+        let key = PluginKey::ClusterReconciler("r".into());
+        let (digest, limits) = ("sha256:00", Limits::default());
+        assert!(matches!(loader.load(&key, digest, None, &limits), Load::Running));
+        let mut state = None;
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            state = loader.peek(&key, digest, &limits);
+            if !matches!(state, Some(Load::Running)) {
+                break;
+            }
+        }
+        assert!(matches!(state, Some(Load::Missing)), "a version nobody kept is missing");
+        tokio::time::advance(RESTORE_RETRY).await;
+        assert!(loader.peek(&key, digest, &limits).is_none(), "after the retry time the restore is asked for again");
+        assert!(matches!(loader.load(&key, digest, None, &limits), Load::Running));
     }
 }

@@ -144,6 +144,9 @@ impl Lifecycle {
             ((spec, load, restores, modules, durable), live)
         };
         let (spec, load, restores, modules, durable) = &inputs_owned;
+        // A version to roll back to that this replica could not load yet is
+        // asked for again (its bytes may be kept a moment later).
+        let restore_unavailable = restores.values().any(|r| *r == Restore::Unavailable);
         let plan = plan::plan(&Inputs {
             spec,
             deleting: observed.deleting,
@@ -166,6 +169,9 @@ impl Lifecycle {
             self.mark_settled(key);
         }
         outcome?;
+        if restore_unavailable {
+            return Ok(Action::RequeueAfter(loader::RESTORE_RETRY));
+        }
         if facts.retry {
             if let Source::Unavailable(m) = &facts.source {
                 return Err(StepError::Source(m.clone()));
