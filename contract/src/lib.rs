@@ -55,7 +55,7 @@ pub use readiness::{Readiness, ReadinessStatus};
 pub use selector::Selector;
 pub use types::{
     Event, Failed, Failure, Gvk, Manifest, Mapping, Outcome, ParentMetadata, Request, UpdateStrategy, Watch, field_at,
-    rfc3339,
+    observe_generation, requeue_after, rfc3339,
 };
 
 #[cfg(test)]

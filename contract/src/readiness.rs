@@ -63,6 +63,12 @@ pub struct Readiness {
 }
 
 impl Readiness {
+    /// A verdict stated rather than computed (tests that fix a child's
+    /// readiness).
+    pub fn new(status: ReadinessStatus, message: impl Into<String>) -> Readiness {
+        Readiness { status, message: message.into() }
+    }
+
     /// The readiness of `object` (a whole Kubernetes object as JSON).
     pub fn of(object: &Value) -> Readiness {
         if !object.is_object() {

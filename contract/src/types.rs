@@ -306,6 +306,41 @@ impl fmt::Display for Failure {
     }
 }
 
+/// When to reconcile again, from an outcome's `requeue-after-ms` and (0.2)
+/// `requeue-at`, the latter measured from the request's `now`: the earlier
+/// of the two wins, and a time already past is zero (the host's floor
+/// applies later). The host and the SDKs' fixture runners read an outcome
+/// through this one rule.
+///
+/// # Errors
+///
+/// When `at` is not an RFC 3339 time.
+pub fn requeue_after(after_ms: Option<u64>, at: Option<&str>, now: jiff::Timestamp) -> Result<Option<Duration>, String> {
+    let after = after_ms.map(Duration::from_millis);
+    let at = match at {
+        None => None,
+        Some(text) => {
+            let at = text.parse::<jiff::Timestamp>().map_err(|e| {
+                format!("requeue-at {text:?} is not an RFC 3339 time such as 2026-01-01T00:00:00Z ({e})")
+            })?;
+            Some(Duration::try_from(now.duration_until(at)).unwrap_or(Duration::ZERO))
+        }
+    };
+    Ok(match (after, at) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    })
+}
+
+/// A status as a 0.2 host writes it: `observedGeneration` set to the
+/// parent's `generation` unless the guest set it (a status that is not a
+/// JSON object is left as it is, for the caller to refuse).
+pub fn observe_generation(status: &mut Value, generation: Option<i64>) {
+    if let (Value::Object(map), Some(generation)) = (status, generation) {
+        map.entry("observedGeneration").or_insert(generation.into());
+    }
+}
+
 /// `Option<Duration>` as optional whole milliseconds, named `requeueAfterMs`
 /// in fixtures to match the WIT field.
 mod millis {

@@ -225,3 +225,26 @@ fn conversion_fixtures_run_a_modules_convert() {
     assert!(!out.status.success(), "{}", stdout(&out));
     assert!(stdout(&out).contains("FAILED  conversion/up") && stdout(&out).contains("replicas"), "{}", stdout(&out));
 }
+
+/// `operon readiness` rates objects by the host's rules (what SDK test
+/// runners ask natively), one verdict per object, in order.
+#[test]
+fn readiness_rates_each_object_as_the_host_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("objects.yaml");
+    std::fs::write(
+        &file,
+        "- apiVersion: apps/v1\n  kind: Deployment\n  metadata: {name: a, generation: 2}\n  spec: {replicas: 2}\n  status: {observedGeneration: 1}\n\
+         - apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: c}\n\
+         - apiVersion: batch/v1\n  kind: Job\n  metadata: {name: j, deletionTimestamp: '2026-01-01T00:00:00Z'}\n",
+    )
+    .unwrap();
+    let out = operon(&["readiness", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let verdicts: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let statuses: Vec<&str> = verdicts.as_array().unwrap().iter().map(|v| v["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["InProgress", "Current", "Terminating"], "{verdicts}");
+    let bad = operon(&["readiness", dir.path().join("missing.yaml").to_str().unwrap()]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("missing.yaml"), "{}", String::from_utf8_lossy(&bad.stderr));
+}

@@ -2,7 +2,8 @@
 //! (`guest-examples/{rust,python,ts,go,c}-webapp`), and every one of them
 //! must give the same outcome for every shared fixture
 //! (`guest-examples/webapp/fixtures` and its subdirectories: reconcile
-//! requests, and the admission reviews of `admission/`).
+//! requests, the admission reviews of `admission/` and the conversion
+//! requests of `conversion/`).
 //!
 //! Each language's component comes from `target/guests/` (built by `cargo
 //! xtask guests`, which `cargo xtask test` runs first) and goes through
@@ -57,9 +58,13 @@ fn fixture_dirs(dir: &Path, root: bool, out: &mut Vec<(PathBuf, Vec<String>)>) {
         .filter(|p| p.is_dir())
         .collect();
     subdirs.sort();
-    if root && dir.join("admission").is_dir() {
-        names.extend(fixture_names(&dir.join("admission")).into_iter().map(|n| format!("admission/{n}")));
-        subdirs.retain(|d| !d.ends_with("admission"));
+    // `operon test` runs the root's `admission/` reviews and `conversion/`
+    // requests with it (reported as `admission/NAME`, `conversion/NAME`).
+    for with_root in ["admission", "conversion"] {
+        if root && dir.join(with_root).is_dir() {
+            names.extend(fixture_names(&dir.join(with_root)).into_iter().map(|n| format!("{with_root}/{n}")));
+            subdirs.retain(|d| !d.ends_with(with_root));
+        }
     }
     if !names.is_empty() {
         out.push((dir.to_path_buf(), names));

@@ -32,17 +32,42 @@ pub mod admission {
             package operon:sdk;
 
             world admission-exports {
-                export operon:reconciler/admission@0.1.0;
+                export operon:reconciler/admission@0.2.0;
             }
         ",
         path: "wit",
         world: "operon:sdk/admission-exports",
         with: {
-            "operon:reconciler/types@0.1.0": crate::bindings::operon::reconciler::types,
+            "operon:reconciler/types@0.2.0": crate::bindings::operon::reconciler::types,
         },
         pub_export_macro: true,
         export_macro_name: "export_admission",
         default_bindings_module: "::operon_sdk::__private::bindings::admission",
+        additional_derives: [PartialEq, Eq, Hash],
+    });
+}
+
+/// The `conversion` export, generated the same way as [`admission`]:
+/// `export!(R with conversion)` adds it, and the component's metadata
+/// merges the worlds into `reconciler-with-conversion` (or, with admission
+/// too, `reconciler-with-admission-and-conversion`).
+pub mod conversion {
+    wit_bindgen::generate!({
+        inline: "
+            package operon:sdk;
+
+            world conversion-exports {
+                export operon:reconciler/conversion@0.2.0;
+            }
+        ",
+        path: "wit",
+        world: "operon:sdk/conversion-exports",
+        with: {
+            "operon:reconciler/types@0.2.0": crate::bindings::operon::reconciler::types,
+        },
+        pub_export_macro: true,
+        export_macro_name: "export_conversion",
+        default_bindings_module: "::operon_sdk::__private::bindings::conversion",
         additional_derives: [PartialEq, Eq, Hash],
     });
 }

@@ -1,18 +1,23 @@
 //! [`Failure`]: why a reconcile produced no outcome.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
+
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::raw;
 
-/// Why a reconcile produced no outcome. Nothing of the reconcile is written.
+/// Why a reconcile produced no outcome. Nothing of the outcome is written
+/// — except, when the failure carries one, the parent's status
+/// ([`with_status`](Failure::with_status)).
 ///
-/// - [`Failure::Transient`]: may succeed later (a dependency is not ready, a
-///   related object is missing). The host retries with per-object
-///   exponential backoff (5 ms doubling up to 1000 s); [`Request::attempt`]
-///   counts the failures in a row.
-/// - [`Failure::Terminal`]: retrying cannot help (the spec is invalid). The
-///   host records a warning event and does not retry until the object
-///   changes.
+/// - [transient](Failure::transient): may succeed later (a dependency is
+///   not ready, a related object is missing). The host retries with
+///   per-object exponential backoff (5 ms doubling up to 1000 s);
+///   [`Request::attempt`] counts the failures in a row.
+/// - [terminal](Failure::terminal): retrying cannot help (the spec is
+///   invalid). The host records a warning event and does not retry until
+///   the object changes.
 ///
 /// `?` converts a [`serde_json::Error`] into a terminal failure. Turn any other
 /// error into a failure with `map_err(Failure::transient)` or
@@ -29,34 +34,67 @@ use crate::raw;
 ///
 /// [`Request::attempt`]: crate::Request::attempt
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Failure {
-    /// Retry with backoff.
-    Transient(String),
-    /// Do not retry until the object changes.
-    Terminal(String),
+pub struct Failure {
+    terminal: bool,
+    message: String,
+    status: Option<Value>,
 }
 
 impl Failure {
     /// A failure the host retries with backoff.
     pub fn transient(message: impl fmt::Display) -> Failure {
-        Failure::Transient(message.to_string())
+        Failure { terminal: false, message: message.to_string(), status: None }
     }
 
     /// A failure the host does not retry until the object changes.
     pub fn terminal(message: impl fmt::Display) -> Failure {
-        Failure::Terminal(message.to_string())
+        Failure { terminal: true, message: message.to_string(), status: None }
+    }
+
+    /// The parent's status to write before the host backs off (contract
+    /// 0.2), so the parent tells the truth while it waits — a `Ready`
+    /// condition `False` with the reason, as `r.Status().Update` in a
+    /// controller-runtime error path. Written like [`Outcome::status`]
+    /// (only when it differs; the host sets `observedGeneration`); nothing
+    /// else is written.
+    ///
+    /// A status that does not serialize to a JSON object is dropped, and
+    /// the message says so.
+    ///
+    /// ```
+    /// use operon_sdk::Failure;
+    /// use serde_json::json;
+    ///
+    /// let failure = Failure::terminal("spec.port must be 1-65535")
+    ///     .with_status(json!({"conditions": [{"type": "Ready", "status": "False", "reason": "InvalidSpec"}]}));
+    /// assert_eq!(failure.status().unwrap()["conditions"][0]["reason"], "InvalidSpec");
+    /// ```
+    ///
+    /// [`Outcome::status`]: crate::Outcome::status
+    pub fn with_status(mut self, status: impl Serialize) -> Failure {
+        match serde_json::to_value(status) {
+            Ok(value @ Value::Object(_)) => self.status = Some(value),
+            Ok(_) => self.message.push_str(" (its status is not a JSON object and was dropped)"),
+            Err(error) => {
+                let _ = write!(self.message, " (its status was dropped: {})", json_error_message(&error));
+            }
+        }
+        self
     }
 
     /// Whether retrying cannot help.
     pub fn is_terminal(&self) -> bool {
-        matches!(self, Failure::Terminal(_))
+        self.terminal
     }
 
     /// The message.
     pub fn message(&self) -> &str {
-        match self {
-            Failure::Transient(message) | Failure::Terminal(message) => message,
-        }
+        &self.message
+    }
+
+    /// The status this failure carries, if any.
+    pub fn status(&self) -> Option<&Value> {
+        self.status.as_ref()
     }
 
     /// Prefixes the message with `context: `, keeping the kind.
@@ -65,20 +103,16 @@ impl Failure {
     /// let failure = operon_sdk::Failure::transient("not found").context("secret db-password");
     /// assert_eq!(failure.message(), "secret db-password: not found");
     /// ```
-    pub fn context(self, context: impl fmt::Display) -> Failure {
-        match self {
-            Failure::Transient(message) => Failure::Transient(format!("{context}: {message}")),
-            Failure::Terminal(message) => Failure::Terminal(format!("{context}: {message}")),
-        }
+    pub fn context(mut self, context: impl fmt::Display) -> Failure {
+        self.message = format!("{context}: {}", self.message);
+        self
     }
 }
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Failure::Transient(message) => write!(f, "transient failure: {message}"),
-            Failure::Terminal(message) => write!(f, "terminal failure: {message}"),
-        }
+        let kind = if self.terminal { "terminal" } else { "transient" };
+        write!(f, "{kind} failure: {}", self.message)
     }
 }
 
@@ -89,25 +123,28 @@ impl std::error::Error for Failure {}
 /// the host's serialization, not something the author wrote).
 impl From<serde_json::Error> for Failure {
     fn from(error: serde_json::Error) -> Failure {
-        Failure::Terminal(json_error_message(&error))
+        Failure::terminal(json_error_message(&error))
     }
 }
 
 impl From<Failure> for raw::Failure {
     fn from(failure: Failure) -> raw::Failure {
-        match failure {
-            Failure::Transient(message) => raw::Failure::Transient(message),
-            Failure::Terminal(message) => raw::Failure::Terminal(message),
-        }
+        let detail = raw::FailureDetail {
+            message: failure.message,
+            status: failure.status.map(|status| crate::outcome::to_json(&status)),
+        };
+        if failure.terminal { raw::Failure::Terminal(detail) } else { raw::Failure::Transient(detail) }
     }
 }
 
 impl From<raw::Failure> for Failure {
     fn from(failure: raw::Failure) -> Failure {
-        match failure {
-            raw::Failure::Transient(message) => Failure::Transient(message),
-            raw::Failure::Terminal(message) => Failure::Terminal(message),
-        }
+        let (terminal, detail) = match failure {
+            raw::Failure::Transient(detail) => (false, detail),
+            raw::Failure::Terminal(detail) => (true, detail),
+        };
+        let status = detail.status.and_then(|text| serde_json::from_str(&text).ok());
+        Failure { terminal, message: detail.message, status }
     }
 }
 
@@ -134,5 +171,16 @@ mod tests {
         }
         let error = serde_json::from_str::<Spec>("{\"replicas\": 1}").unwrap_err();
         assert_eq!(Failure::from(error), Failure::terminal("missing field `image`"));
+    }
+
+    #[test]
+    fn a_status_should_cross_with_the_failure() {
+        let failure = Failure::transient("waiting").with_status(serde_json::json!({"phase": "Waiting"}));
+        let raw::Failure::Transient(detail) = raw::Failure::from(failure.clone()) else { panic!("transient") };
+        assert_eq!(detail.status.as_deref(), Some(r#"{"phase":"Waiting"}"#));
+        assert_eq!(Failure::from(raw::Failure::Transient(detail)), failure);
+        let dropped = Failure::terminal("bad").with_status(3);
+        assert!(dropped.status().is_none());
+        assert!(dropped.message().starts_with("bad (its status"), "{}", dropped.message());
     }
 }

@@ -21,10 +21,19 @@
 //!   calls (an instance may be fresh for every call).
 //! - **Whole truth.** The [`Outcome`] lists *every* child that should exist;
 //!   existing children it leaves out are deleted.
-//! - **Deterministic.** Same request, same outcome: no clock readings, no
-//!   randomness, so an unchanged cluster causes no writes.
-//! - **Failures.** [`Failure::Transient`] is retried with backoff,
-//!   [`Failure::Terminal`] is not retried until the object changes.
+//! - **Deterministic.** Same request, same outcome: no clock readings (the
+//!   time is an input, [`Request::now`]), no randomness, so an unchanged
+//!   cluster causes no writes.
+//! - **Failures.** A [transient](Failure::transient) failure is retried with
+//!   backoff, a [terminal](Failure::terminal) one is not retried until the
+//!   object changes; either may carry the parent's status
+//!   ([`Failure::with_status`]).
+//!
+//! This release speaks contract 0.2 (`operon:reconciler@0.2.0`): the time
+//! as an input, watches by reference and selector, each child's
+//! [readiness](Request::readiness), failures with a status, update
+//! strategies, parent labels and annotations, finalizers on demand and
+//! [conversion](Reconciler::convert).
 //!
 //! # Example
 //!
@@ -162,7 +171,7 @@ pub use context::Context;
 pub use failure::Failure;
 pub use host::{Host, Level};
 pub use kind::{Gvk, ObjectKind};
-pub use manifest::{Manifest, Mapping};
+pub use manifest::{Manifest, Mapping, UpdateStrategy};
 pub use outcome::{Event, Outcome};
 pub use request::{Metadata, Request};
 
@@ -175,10 +184,17 @@ pub mod raw {
     pub use crate::bindings::admission::exports::operon::reconciler::admission::{Denial, Operation, Review, UserInfo};
     pub use crate::bindings::operon::reconciler::host::Level;
     pub use crate::bindings::operon::reconciler::types::{
-        Children, Event, Failure, Gvk, Mapping, Object, ObjectRef, Outcome, ReconcilerManifest as Manifest, Request,
-        Watch,
+        Child, Children, Event, Failure, FailureDetail, Gvk, Mapping, Object, ObjectRef, Outcome, OwnedUpdate,
+        ParentMetadata, Readiness, ReadinessStatus, ReconcilerManifest as Manifest, Request, UpdateStrategy, Watch,
     };
 }
+
+/// The time type of [`Request::now`] and [`Outcome::requeue_at`].
+pub use jiff;
+/// A child's readiness, as the host computes it for every child it hands in
+/// (kstatus's rules, from `operon_contract::readiness`: the same verdicts
+/// in the host, `operon test` and this crate's [`testing`]).
+pub use operon_contract::{Readiness, ReadinessStatus};
 
 use serde::de::DeserializeOwned;
 
@@ -215,9 +231,10 @@ pub trait Reconciler {
     ///
     /// # Errors
     ///
-    /// [`Failure::Transient`] to be retried with backoff,
-    /// [`Failure::Terminal`] to wait until the object changes. Nothing of the
-    /// reconcile is written either way.
+    /// A [transient](Failure::transient) [`Failure`] to be retried with
+    /// backoff, a [terminal](Failure::terminal) one to wait until the object
+    /// changes. Nothing of the reconcile is written either way, except the
+    /// status a failure carries.
     fn reconcile(req: Request<Self::Object>, ctx: &Context) -> Result<Outcome, Failure>;
 
     /// Accepts or refuses a create or update of a parent before the API
@@ -273,6 +290,26 @@ pub trait Reconciler {
         let _ = (review, ctx);
         Ok(None)
     }
+
+    /// Converts every object to `desired_api_version` (`group/version`), in
+    /// order: the CRD's conversion webhook, served by the host when the
+    /// component is exported `with conversion` and the Reconciler is
+    /// granted conversion (contract 0.2).
+    ///
+    /// Each answer keeps the object's `kind`, `metadata.name`,
+    /// `metadata.namespace` and `metadata.uid` and carries the desired
+    /// `apiVersion`; an object already at that version is returned as it
+    /// is. Must be pure: it reads nothing ([`Context`] is not offered).
+    ///
+    /// The default refuses.
+    ///
+    /// # Errors
+    ///
+    /// Why the request is refused (the API server shows the message).
+    fn convert(objects: Vec<serde_json::Value>, desired_api_version: &str) -> Result<Vec<serde_json::Value>, String> {
+        let _ = objects;
+        Err(format!("this reconciler does not convert objects (to {desired_api_version})"))
+    }
 }
 
 /// The guest's allocator (the `arena` feature): see `alloc.rs`.
@@ -285,6 +322,7 @@ pub mod __private {
     //! Used by the expansion of [`export!`](crate::export); not public API.
     pub use crate::bindings;
     pub use crate::bindings::admission::exports::operon::reconciler::admission::Guest as Admission;
+    pub use crate::bindings::conversion::exports::operon::reconciler::conversion::Guest as Conversion;
     pub use crate::bindings::exports::operon::reconciler::guest::Guest;
     pub use crate::host::WitHost;
 

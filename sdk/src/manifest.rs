@@ -3,7 +3,7 @@
 use crate::Gvk;
 use crate::raw;
 
-pub use crate::raw::Mapping;
+pub use crate::raw::{Mapping, UpdateStrategy};
 
 /// Describes a reconciler to the host: its name, the kind it reconciles, the
 /// kinds it owns, watches and reads, and its finalizer.
@@ -42,6 +42,7 @@ impl Manifest {
                 owns: Vec::new(),
                 watches: Vec::new(),
                 reads: Vec::new(),
+                updates: Vec::new(),
                 finalizer: None,
             },
         }
@@ -57,6 +58,22 @@ impl Manifest {
 
     /// Declares a kind whose changes reconcile the parent that `mapping`
     /// points at; the mapped objects arrive in [`Request::related`].
+    ///
+    /// Contract 0.2 maps from the parent too: [`Mapping::Reference`] (the
+    /// parent's field at a dotted path names the object, as
+    /// `spec.configRef.name`) and [`Mapping::Selector`] (the parent's field
+    /// is a label selector over the watched kind, as a Service's
+    /// `spec.selector`). The host keeps the index, so an event reconciles
+    /// exactly the parents that name or select the object.
+    ///
+    /// ```
+    /// use operon_sdk::{Gvk, Manifest, Mapping};
+    ///
+    /// let manifest = Manifest::new("app", Gvk::new("example.com", "v1", "App"))
+    ///     .watches(Gvk::new("", "v1", "ConfigMap"), Mapping::Reference("spec.configRef.name".into()))
+    ///     .watches(Gvk::new("", "v1", "Pod"), Mapping::Selector("spec.selector".into()));
+    /// assert_eq!(manifest.as_raw().watches.len(), 2);
+    /// ```
     ///
     /// [`Request::related`]: crate::Request::related
     pub fn watches(mut self, kind: Gvk, mapping: Mapping) -> Manifest {
@@ -74,15 +91,31 @@ impl Manifest {
         self
     }
 
-    /// Sets the finalizer the host adds to every parent. While it is set, a
-    /// deleted parent is reconciled with [`Request::finalizing`] until the
-    /// outcome is [`Outcome::finalized`].
+    /// How the host changes existing children of `kind` (an owned kind):
+    /// [`UpdateStrategy::InPlace`] (the default: server-side apply),
+    /// [`UpdateStrategy::Recreate`] (delete and create anew when the API
+    /// server refuses a change of an immutable field, as a Pod's spec), or
+    /// [`UpdateStrategy::OnDelete`] (never change an existing child).
+    pub fn updates(mut self, kind: Gvk, strategy: UpdateStrategy) -> Manifest {
+        self.raw.updates.push(raw::OwnedUpdate { kind, strategy });
+        self
+    }
+
+    /// Sets the finalizer the host keeps on the parents whose outcome
+    /// [needs it](crate::Outcome::needs_finalizer) — by default every
+    /// parent. While a deleted parent carries it, it is reconciled with
+    /// [`Request::finalizing`] until the outcome is [`Outcome::finalized`].
     ///
     /// [`Request::finalizing`]: crate::Request::finalizing
     /// [`Outcome::finalized`]: crate::Outcome::finalized
     pub fn finalizer(mut self, name: impl Into<String>) -> Manifest {
         self.raw.finalizer = Some(name.into());
         self
+    }
+
+    /// The finalizer, if the reconciler has one.
+    pub fn finalizer_name(&self) -> Option<&str> {
+        self.raw.finalizer.as_deref()
     }
 
     /// The reconciler's name.

@@ -91,7 +91,10 @@ pub struct Outcome {
     status: Option<Value>,
     events: Vec<Event>,
     requeue_after: Option<Duration>,
+    requeue_at: Option<String>,
     finalized: bool,
+    needs_finalizer: Option<bool>,
+    parent_metadata: Option<raw::ParentMetadata>,
     error: Option<Failure>,
 }
 
@@ -195,12 +198,77 @@ impl Outcome {
         self
     }
 
+    /// Reconciles again at `at` even if nothing changes: for schedules,
+    /// expiries and TTLs (contract 0.2). Measured from [`Request::now`]: a
+    /// time already past means as soon as the host's floor allows; with
+    /// [`requeue_after`](Outcome::requeue_after) too, the earlier wins.
+    ///
+    /// ```
+    /// use operon_sdk::{Outcome, jiff::Timestamp};
+    ///
+    /// let at: Timestamp = "2026-11-26T09:30:00Z".parse().unwrap();
+    /// let raw = Outcome::new().requeue_at(at).into_raw().unwrap();
+    /// assert_eq!(raw.requeue_at.as_deref(), Some("2026-11-26T09:30:00.000Z"));
+    /// ```
+    ///
+    /// [`Request::now`]: crate::Request::now
+    pub fn requeue_at(mut self, at: jiff::Timestamp) -> Outcome {
+        self.requeue_at = Some(operon_contract::rfc3339(at));
+        self
+    }
+
     /// Clean-up is complete: the host may remove the finalizer and let the
     /// parent go. Only meaningful when [`Request::finalizing`].
     ///
     /// [`Request::finalizing`]: crate::Request::finalizing
     pub fn finalized(mut self) -> Outcome {
         self.finalized = true;
+        self
+    }
+
+    /// Whether this parent needs clean-up when it is deleted (contract
+    /// 0.2): the host keeps the manifest's finalizer on it while outcomes
+    /// say so, adding it now, and releases it when one says `false`.
+    ///
+    /// Unset, it is `true` when the manifest declares a
+    /// [finalizer](crate::Manifest::finalizer) — every parent carries it, as
+    /// under contract 0.1 — except in the answer to a finalizing request;
+    /// a decorator that holds only some parents says it per parent.
+    pub fn needs_finalizer(mut self, needs: bool) -> Outcome {
+        self.needs_finalizer = Some(needs);
+        self
+    }
+
+    /// Keeps the label `key=value` on the parent (contract 0.2): written by
+    /// server-side apply under the plugin's field manager, so a label an
+    /// outcome stops keeping is removed and labels others set are left
+    /// alone. Nothing else of the parent is written. Keys under
+    /// `operon.dev/` and the Reconciler selector's keys are refused.
+    pub fn parent_label(mut self, key: impl Into<String>, value: impl Into<String>) -> Outcome {
+        self.parent_metadata.get_or_insert_with(empty_metadata).labels.push((key.into(), value.into()));
+        self
+    }
+
+    /// Keeps the annotation `key=value` on the parent, as
+    /// [`parent_label`](Outcome::parent_label) keeps a label.
+    pub fn parent_annotation(mut self, key: impl Into<String>, value: impl Into<String>) -> Outcome {
+        self.parent_metadata.get_or_insert_with(empty_metadata).annotations.push((key.into(), value.into()));
+        self
+    }
+
+    /// Keeps no labels or annotations of this reconciler on the parent
+    /// (removing the ones earlier outcomes kept), where an outcome without
+    /// [`parent_label`](Outcome::parent_label) or
+    /// [`parent_annotation`](Outcome::parent_annotation) leaves them alone.
+    pub fn clear_parent_metadata(mut self) -> Outcome {
+        self.parent_metadata = Some(empty_metadata());
+        self
+    }
+
+    /// `needs_finalizer` when the reconciler did not say: what
+    /// [`run::reconcile`](crate::run::reconcile) applies from the manifest.
+    pub(crate) fn needs_finalizer_by_default(mut self, needs: bool) -> Outcome {
+        self.needs_finalizer.get_or_insert(needs);
         self
     }
 
@@ -228,9 +296,16 @@ impl Outcome {
             status: self.status.map(|status| to_json(&status)),
             events: self.events,
             requeue_after_ms: self.requeue_after.map(|delay| u64::try_from(delay.as_millis()).unwrap_or(u64::MAX)),
+            requeue_at: self.requeue_at,
             finalized: self.finalized,
+            needs_finalizer: self.needs_finalizer.unwrap_or(false),
+            parent_metadata: self.parent_metadata,
         })
     }
+}
+
+fn empty_metadata() -> raw::ParentMetadata {
+    raw::ParentMetadata { labels: Vec::new(), annotations: Vec::new() }
 }
 
 #[cfg(test)]
@@ -262,6 +337,25 @@ mod tests {
         let raw = Outcome::new().apply_kind(Settings { metadata: json!({"name": "s"}) }).into_raw().unwrap();
         let object: Value = serde_json::from_str(&raw.desired[0]).unwrap();
         assert_eq!(object, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "s"}}));
+    }
+
+    #[test]
+    fn parent_metadata_should_be_kept_only_when_asked() {
+        assert_eq!(Outcome::new().into_raw().unwrap().parent_metadata, None, "left alone");
+        let raw = Outcome::new().parent_label("tier", "web").parent_annotation("note", "x").into_raw().unwrap();
+        let kept = raw.parent_metadata.unwrap();
+        assert_eq!(kept.labels, [("tier".to_owned(), "web".to_owned())]);
+        assert_eq!(kept.annotations, [("note".to_owned(), "x".to_owned())]);
+        let cleared = Outcome::new().clear_parent_metadata().into_raw().unwrap().parent_metadata.unwrap();
+        assert!(cleared.labels.is_empty() && cleared.annotations.is_empty());
+    }
+
+    #[test]
+    fn needs_finalizer_should_default_to_what_the_runner_says() {
+        assert!(!Outcome::new().into_raw().unwrap().needs_finalizer);
+        assert!(Outcome::new().needs_finalizer_by_default(true).into_raw().unwrap().needs_finalizer);
+        let said = Outcome::new().needs_finalizer(false).needs_finalizer_by_default(true);
+        assert!(!said.into_raw().unwrap().needs_finalizer, "an explicit answer wins");
     }
 
     #[test]

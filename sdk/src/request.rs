@@ -6,7 +6,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
 use crate::failure::json_error_message;
-use crate::{Failure, Gvk, ObjectKind, raw};
+use crate::{Failure, Gvk, ObjectKind, Readiness, ReadinessStatus, raw};
 
 /// The parent's `metadata`, as far as reconcilers commonly need it.
 ///
@@ -100,8 +100,30 @@ pub struct Request<K> {
     metadata: Metadata,
     api_version: String,
     kind: String,
-    children: Vec<raw::Children>,
+    now: String,
+    children: Vec<Group>,
     related: Vec<String>,
+}
+
+/// The children of one owned kind, with their readiness.
+#[derive(Debug, Clone)]
+struct Group {
+    kind: Gvk,
+    objects: Vec<String>,
+    readiness: Vec<Readiness>,
+}
+
+/// The contract's readiness as the SDK's (one set of values, from
+/// `operon_contract`).
+fn readiness(raw: raw::Readiness) -> Readiness {
+    let status = match raw.status {
+        raw::ReadinessStatus::Current => ReadinessStatus::Current,
+        raw::ReadinessStatus::InProgress => ReadinessStatus::InProgress,
+        raw::ReadinessStatus::Failed => ReadinessStatus::Failed,
+        raw::ReadinessStatus::Terminating => ReadinessStatus::Terminating,
+        raw::ReadinessStatus::Unknown => ReadinessStatus::Unknown,
+    };
+    Readiness { status, message: raw.message }
 }
 
 impl<K: DeserializeOwned> Request<K> {
@@ -126,7 +148,15 @@ impl<K: DeserializeOwned> Request<K> {
             metadata: head.metadata,
             api_version: head.api_version,
             kind: head.kind,
-            children: request.children,
+            now: request.now,
+            children: request
+                .children
+                .into_iter()
+                .map(|group| {
+                    let (objects, rated) = group.objects.into_iter().map(|c| (c.object, readiness(c.readiness))).unzip();
+                    Group { kind: group.kind, objects, readiness: rated }
+                })
+                .collect(),
             related: request.related,
         })
     }
@@ -166,6 +196,57 @@ impl<K> Request<K> {
     /// The parent's annotations.
     pub fn annotations(&self) -> &BTreeMap<String, String> {
         &self.metadata.annotations
+    }
+
+    /// The host's clock when this reconcile began (contract 0.2): one value
+    /// for the whole call, so time-dependent logic is deterministic and a
+    /// fixture fixes it with `now:`. Use it instead of reading a clock.
+    ///
+    /// The Unix epoch if the host's text does not parse (it always does).
+    pub fn now(&self) -> jiff::Timestamp {
+        self.now.parse().unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+    }
+
+    /// [`now`](Request::now) as the host wrote it: RFC 3339 in UTC with
+    /// milliseconds (`2026-11-26T04:05:06.789Z`), ready for a status field.
+    pub fn now_rfc3339(&self) -> &str {
+        &self.now
+    }
+
+    /// The readiness the host computed for the child of `C`'s kind called
+    /// `name` (kstatus's rules: a Deployment rolled out and available, a
+    /// Job complete, a custom resource `Ready` for its generation), or
+    /// `None` when there is no such child.
+    pub fn readiness<C: ObjectKind + ?Sized>(&self, name: &str) -> Option<&Readiness> {
+        self.readiness_of(&C::gvk(), name)
+    }
+
+    /// As [`readiness`](Request::readiness), for a kind given as a [`Gvk`].
+    pub fn readiness_of(&self, kind: &Gvk, name: &str) -> Option<&Readiness> {
+        let group = self.children.iter().find(|group| group.kind == *kind)?;
+        let at = group
+            .objects
+            .iter()
+            .position(|json| serde_json::from_str::<Head>(json).is_ok_and(|head| head.metadata.name == name))?;
+        group.readiness.get(at)
+    }
+
+    /// Every child's kind, name and readiness, in the order of
+    /// `manifest.owns`, each kind's sorted by namespace then name.
+    pub fn children_readiness(&self) -> impl Iterator<Item = (&Gvk, String, &Readiness)> {
+        self.children.iter().flat_map(|group| {
+            group.objects.iter().zip(&group.readiness).map(move |(json, rated)| {
+                let name = serde_json::from_str::<Head>(json).map(|head| head.metadata.name).unwrap_or_default();
+                (&group.kind, name, rated)
+            })
+        })
+    }
+
+    /// Whether every existing child is `Current`. True when there are no
+    /// children at all: check that the ones you want exist
+    /// ([`has_child`](Request::has_child)) before trusting it.
+    pub fn all_current(&self) -> bool {
+        self.children.iter().flat_map(|group| &group.readiness).all(|r| r.status == ReadinessStatus::Current)
     }
 
     /// The parent's kind, from its `apiVersion` and `kind`.
@@ -315,6 +396,28 @@ mod tests {
         assert!(request.child::<Deployment>("svc").unwrap().is_none());
         assert!(request.has_child::<Service>("svc"));
         assert!(!request.has_child::<Service>("a"));
+    }
+
+    #[test]
+    fn children_should_carry_their_readiness_and_the_request_its_time() {
+        let mut deployment = object("apps/v1", "Deployment", "a");
+        deployment["spec"] = json!({"replicas": 2});
+        deployment["status"] = json!({"replicas": 1});
+        let raw = testing::request(object("v1", "ConfigMap", "parent"))
+            .now("2026-11-26T09:00:00.000Z")
+            .child(deployment)
+            .child_with_readiness(object("v1", "Service", "svc"), Readiness::new(ReadinessStatus::Current, "up"))
+            .build::<Owner>();
+        let request = Request::<Value>::from_raw(raw).unwrap();
+        assert_eq!(request.now_rfc3339(), "2026-11-26T09:00:00.000Z");
+        assert_eq!(request.now().to_string(), "2026-11-26T09:00:00Z");
+        let rated = request.readiness::<Deployment>("a").unwrap();
+        assert_eq!((rated.status, rated.message.as_str()), (ReadinessStatus::InProgress, "Replicas: 1/2"));
+        assert_eq!(request.readiness::<Service>("svc").unwrap().status, ReadinessStatus::Current);
+        assert!(request.readiness::<Service>("a").is_none());
+        assert!(!request.all_current());
+        let names: Vec<String> = request.children_readiness().map(|(_, name, _)| name).collect();
+        assert_eq!(names, ["a", "svc"]);
     }
 
     #[test]

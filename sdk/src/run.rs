@@ -32,6 +32,7 @@ pub fn manifest<R: Reconciler>() -> raw::Manifest {
 ///     related: vec![],
 ///     finalizing: false,
 ///     attempt: 0,
+///     now: "2026-11-26T09:00:00.000Z".into(),
 /// };
 /// let outcome = run::reconcile::<Noop>(&FakeCluster::new(), request).unwrap();
 /// assert!(outcome.desired.is_empty());
@@ -47,10 +48,38 @@ pub fn manifest<R: Reconciler>() -> raw::Manifest {
 /// When `R::reconcile` panics. Inside a component a panic is a trap, which
 /// the host reports as a failed reconcile.
 pub fn reconcile<R: Reconciler>(host: &dyn Host, request: raw::Request) -> Result<raw::Outcome, raw::Failure> {
+    let finalizing = request.finalizing;
     let request = Request::<R::Object>::from_raw(request)?;
     let context = Context::new(host);
     let outcome = R::reconcile(request, &context)?;
-    Ok(outcome.into_raw()?)
+    // A manifest's finalizer is kept on every parent unless the outcome
+    // says otherwise (contract 0.1's behaviour); a finalizing answer lets it go.
+    let needs = !finalizing && R::manifest().finalizer_name().is_some();
+    Ok(outcome.needs_finalizer_by_default(needs).into_raw()?)
+}
+
+/// The `convert` export: parses the objects, calls `R::convert`,
+/// serializes the answers.
+///
+/// # Errors
+///
+/// The reconciler's refusal, or an object that is not JSON.
+///
+/// # Panics
+///
+/// When `R::convert` panics (a trap in the component: the API server is
+/// told the conversion failed).
+pub fn convert<R: Reconciler>(objects: Vec<String>, desired_api_version: &str) -> Result<Vec<String>, String> {
+    let objects = objects
+        .iter()
+        .enumerate()
+        .map(|(i, json)| {
+            serde_json::from_str(json)
+                .map_err(|e| format!("object {i} is not JSON: {}", crate::failure::json_error_message(&e)))
+        })
+        .collect::<Result<Vec<serde_json::Value>, String>>()?;
+    let converted = R::convert(objects, desired_api_version)?;
+    Ok(converted.iter().map(crate::outcome::to_json).collect())
 }
 
 /// The `validate` export: parses the review, calls `R::validate` with a

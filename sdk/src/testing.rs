@@ -57,7 +57,7 @@ use serde::Serialize;
 
 use crate::admission::{Operation, UserInfo};
 use crate::outcome::to_object;
-use crate::{Denial, Event, Failure, Gvk, Host, Level, ObjectKind, Reconciler, raw};
+use crate::{Denial, Event, Failure, Gvk, Host, Level, ObjectKind, Readiness, ReadinessStatus, Reconciler, raw};
 
 pub use operon_contract::rules::Refused;
 pub use selector::{Selector, SelectorError};
@@ -211,6 +211,7 @@ pub fn request(parent: impl Serialize) -> RequestBuilder {
             related: Vec::new(),
             finalizing: false,
             attempt: 0,
+            now: EPOCH.to_owned(),
         },
         Err(failure) => panic!("testing::request: {}", failure.message()),
     }
@@ -221,11 +222,17 @@ pub fn request(parent: impl Serialize) -> RequestBuilder {
 #[must_use = "call build::<YourReconciler>()"]
 pub struct RequestBuilder {
     object: Value,
-    children: Vec<Value>,
+    /// Each child, with the readiness the test states (else rated).
+    children: Vec<(Value, Option<Readiness>)>,
     related: Vec<Value>,
     finalizing: bool,
     attempt: u32,
+    now: String,
 }
+
+/// The time of a request that does not set one: the Unix epoch, as a fixture
+/// without `now:`, so no test depends on when it runs.
+pub const EPOCH: &str = "1970-01-01T00:00:00.000Z";
 
 impl RequestBuilder {
     /// Adds an existing child (of a kind in `manifest.owns`).
@@ -233,11 +240,34 @@ impl RequestBuilder {
     /// # Panics
     ///
     /// When `child` cannot be used as an object (it must serialize to a JSON object with `apiVersion` and `kind`).
+    /// Its readiness is rated as the host rates it (kstatus's rules, from
+    /// `operon_contract::readiness`).
     pub fn child(mut self, child: impl Serialize) -> RequestBuilder {
         match to_object(child, None) {
-            Ok(object) => self.children.push(Value::Object(object)),
+            Ok(object) => self.children.push((Value::Object(object), None)),
             Err(failure) => panic!("RequestBuilder::child: {}", failure.message()),
         }
+        self
+    }
+
+    /// Adds an existing child with the readiness the test states, instead
+    /// of the one its fields give.
+    ///
+    /// # Panics
+    ///
+    /// As [`child`](RequestBuilder::child).
+    pub fn child_with_readiness(mut self, child: impl Serialize, readiness: Readiness) -> RequestBuilder {
+        match to_object(child, None) {
+            Ok(object) => self.children.push((Value::Object(object), Some(readiness))),
+            Err(failure) => panic!("RequestBuilder::child_with_readiness: {}", failure.message()),
+        }
+        self
+    }
+
+    /// Sets the host's clock for this call (RFC 3339, as
+    /// `2026-11-26T09:00:00.000Z`); the default is [`EPOCH`].
+    pub fn now(mut self, now: impl Into<String>) -> RequestBuilder {
+        self.now = now.into();
         self
     }
 
@@ -288,15 +318,15 @@ impl RequestBuilder {
     pub fn try_build(self, manifest: &raw::Manifest) -> Result<raw::Request, String> {
         let mut groups: Vec<raw::Children> =
             manifest.owns.iter().map(|kind| raw::Children { kind: kind.clone(), objects: Vec::new() }).collect();
-        let mut children: Vec<(Head, Value)> = self
+        let mut children: Vec<(Head, Value, Option<Readiness>)> = self
             .children
             .into_iter()
-            .map(|child| (Head::deserialize_from(&child).unwrap_or_default(), child))
+            .map(|(child, rated)| (Head::deserialize_from(&child).unwrap_or_default(), child, rated))
             .collect();
-        children.sort_by(|(a, _), (b, _)| {
+        children.sort_by(|(a, ..), (b, ..)| {
             (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
         });
-        for (head, child) in children {
+        for (head, child, rated) in children {
             let Some(group) = groups.iter_mut().find(|group| group.kind.matches(&head.api_version, &head.kind)) else {
                 return Err(format!(
                     "child {} ({} {}) is not of a kind the manifest owns",
@@ -305,7 +335,8 @@ impl RequestBuilder {
                     head.kind
                 ));
             };
-            group.objects.push(child.to_string());
+            let rated = rated.unwrap_or_else(|| Readiness::of(&child));
+            group.objects.push(raw::Child { object: child.to_string(), readiness: raw_readiness(rated) });
         }
         Ok(raw::Request {
             object: self.object.to_string(),
@@ -313,6 +344,7 @@ impl RequestBuilder {
             related: self.related.iter().map(Value::to_string).collect(),
             finalizing: self.finalizing,
             attempt: self.attempt,
+            now: self.now,
         })
     }
 }
@@ -328,8 +360,14 @@ pub struct Reconciled {
     pub events: Vec<Event>,
     /// When to reconcile again.
     pub requeue_after: Option<Duration>,
+    /// When to reconcile again, as a time (RFC 3339).
+    pub requeue_at: Option<String>,
     /// Whether clean-up is complete.
     pub finalized: bool,
+    /// Whether the parent keeps the manifest's finalizer.
+    pub needs_finalizer: bool,
+    /// The labels and annotations kept on the parent, if the outcome says.
+    pub parent_metadata: Option<raw::ParentMetadata>,
 }
 
 impl Reconciled {
@@ -346,7 +384,10 @@ impl Reconciled {
             status: outcome.status.as_deref().map(parse),
             events: outcome.events,
             requeue_after: outcome.requeue_after_ms.map(Duration::from_millis),
+            requeue_at: outcome.requeue_at,
             finalized: outcome.finalized,
+            needs_finalizer: outcome.needs_finalizer,
+            parent_metadata: outcome.parent_metadata,
         }
     }
 
@@ -404,7 +445,7 @@ pub fn try_reconcile<R: Reconciler>(
     let children: Vec<Value> = request
         .children
         .iter()
-        .flat_map(|group| group.objects.iter().filter_map(|json| serde_json::from_str(json).ok()))
+        .flat_map(|group| group.objects.iter().filter_map(|child| serde_json::from_str(&child.object).ok()))
         .collect();
     let parent: Value = serde_json::from_str(&request.object).unwrap_or_default();
     match crate::run::reconcile::<R>(&host, request) {
@@ -792,4 +833,28 @@ mod tests {
         assert_eq!(validate::<Reader>(&FakeCluster::new(), built.clone()), Ok(vec![]));
         assert_eq!(mutate::<Reader>(&FakeCluster::new(), built), Ok(None));
     }
+}
+
+/// The WIT form of a readiness.
+pub(crate) fn raw_readiness(rated: Readiness) -> raw::Readiness {
+    let status = match rated.status {
+        ReadinessStatus::Current => raw::ReadinessStatus::Current,
+        ReadinessStatus::InProgress => raw::ReadinessStatus::InProgress,
+        ReadinessStatus::Failed => raw::ReadinessStatus::Failed,
+        ReadinessStatus::Terminating => raw::ReadinessStatus::Terminating,
+        ReadinessStatus::Unknown => raw::ReadinessStatus::Unknown,
+    };
+    raw::Readiness { status, message: rated.message }
+}
+
+/// Runs `R::convert` natively on `objects` (full objects), through the
+/// path the component's `convert` export takes.
+///
+/// # Errors
+///
+/// The reconciler's refusal.
+pub fn convert<R: Reconciler>(objects: &[Value], desired_api_version: &str) -> Result<Vec<Value>, String> {
+    let texts = objects.iter().map(Value::to_string).collect();
+    let converted = crate::run::convert::<R>(texts, desired_api_version)?;
+    Ok(converted.iter().map(|json| serde_json::from_str(json).expect("the SDK writes JSON")).collect())
 }

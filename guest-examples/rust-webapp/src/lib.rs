@@ -9,11 +9,13 @@
 //!   ([`children`]). Removing `spec.ingress` drops the Ingress from the
 //!   outcome, and the host deletes it.
 //! - **Status**: `observedGeneration`, `readyReplicas` from the Deployment
-//!   and a `Ready` condition ([`status::status`]): `True`/`Available` once the
-//!   Deployment runs the current spec with every replica ready, otherwise
-//!   `False`/`Progressing`. Its `lastTransitionTime` is derived from the
-//!   request, never from the clock, so the outcome is deterministic: kept
-//!   while the condition holds, else the latest time the request shows.
+//!   and a `Ready` condition ([`status::verdict`]): `True`/`Available` once
+//!   every wanted child exists, the Deployment runs the current spec and the
+//!   host rates every child `Current` (contract 0.2's readiness, kstatus's
+//!   rules — no rollout arithmetic in the guest); otherwise `False` with
+//!   `Progressing` (or `Failed`, when a child failed) and the child's
+//!   message. Its `lastTransitionTime` is kept while the condition holds,
+//!   else the request's `now`, so the outcome is a function of the request.
 //! - **Events**, only when something is about to change, so a steady state
 //!   records none: `Created` (first reconcile), `Scaled` (replicas differ
 //!   from the Deployment's), `Updated` (image differs), `IngressCreated`,
@@ -22,15 +24,20 @@
 //! - **No requeue**: the Deployment is owned, so every change of its status
 //!   reconciles the WebApp again; polling would add load and no information.
 //! - **Failures**: a spec that does not parse or validate is terminal (the
-//!   host waits for the WebApp to change).
-//! - **Deletion**: with the finalizer `example.operon.dev/cleanup`, a deleted
-//!   WebApp gets a `Cleanup` event, no children, and `finalized`.
+//!   host waits for the WebApp to change), and carries a status whose
+//!   `Ready` condition is `False`/`InvalidSpec` with the reason.
+//! - **Deletion**: with the finalizer `example.operon.dev/cleanup` (every
+//!   outcome says it is needed), a deleted WebApp gets a `Cleanup` event, no
+//!   children, and `finalized`.
 //! - **Admission** ([`admission`]): the component is exported `with
 //!   admission`; it refuses an empty image, replicas outside 0..=50 and
 //!   ports outside 1..=65535, and defaults `spec.port` to 8080.
+//! - **Conversion** ([`conversion`]): between `v1alpha1` and `v1`, which
+//!   keeps the container's fields under `spec.container`.
 
 pub mod admission;
 pub mod children;
+pub mod conversion;
 pub mod status;
 mod webapp;
 
@@ -49,7 +56,7 @@ pub const FINALIZER: &str = "example.operon.dev/cleanup";
 pub struct WebAppReconciler;
 
 impl Reconciler for WebAppReconciler {
-    type Object = WebApp;
+    type Object = serde_json::Value;
 
     fn manifest() -> Manifest {
         Manifest::new("webapp", WebApp::gvk())
@@ -59,7 +66,7 @@ impl Reconciler for WebAppReconciler {
             .finalizer(FINALIZER)
     }
 
-    fn reconcile(req: Request<WebApp>, _ctx: &Context) -> Result<Outcome, Failure> {
+    fn reconcile(req: Request<serde_json::Value>, _ctx: &Context) -> Result<Outcome, Failure> {
         let name = req.name();
         if req.finalizing {
             // Nothing outside the cluster to clean up; the children go with
@@ -68,30 +75,37 @@ impl Reconciler for WebAppReconciler {
                 .event("Cleanup", format!("webapp {name} deleted; its children are deleted with it"))
                 .finalized());
         }
-        let spec = &req.object.spec;
-        spec.validate()?;
-
         // Read through a slim view of the Deployment (see `status::Deployment`).
         let existing = req.child::<status::Deployment>(name)?;
-        let had_ingress = req.has_child::<Ingress>(name);
-        let previous = req.object.status.as_ref();
-        let status = status::status(
-            spec,
-            req.generation(),
-            req.metadata().creation_timestamp.as_deref(),
-            previous,
-            existing.as_ref(),
-            name,
-        );
+        // The parent is typed here rather than by the SDK, so that an invalid
+        // spec fails with a status that says so (the SDK's parse would fail
+        // before `reconcile` runs, with nothing to write).
+        let previous = req.object.get("status").and_then(|s| serde_json::from_value::<WebAppStatus>(s.clone()).ok());
+        let invalid = |message: String| {
+            let status = status::invalid(&req, previous.as_ref(), existing.as_ref(), &message);
+            Failure::terminal(message).with_status(status)
+        };
+        let webapp = match serde_json::from_value::<WebApp>(req.object.clone()) {
+            Ok(webapp) => webapp,
+            Err(error) => return Err(invalid(format!("{} is invalid: {error}", describe(&req)))),
+        };
+        let spec = &webapp.spec;
+        spec.validate().map_err(|failure| invalid(failure.message().to_owned()))?;
 
+        let had_ingress = req.has_child::<Ingress>(name);
+        let status = status::status(&req, spec, previous.as_ref(), existing.as_ref());
         let mut outcome = Outcome::new().apply(children::deployment(name, spec)).apply(children::service(name, spec));
         if let Some(ingress) = children::ingress(name, spec) {
             outcome = outcome.apply(ingress);
         }
-        for (reason, message) in events(name, spec, existing.as_ref(), had_ingress, previous, &status) {
+        for (reason, message) in events(name, spec, existing.as_ref(), had_ingress, previous.as_ref(), &status) {
             outcome = outcome.event(reason, message);
         }
-        Ok(outcome.status(status))
+        Ok(outcome.status(status).needs_finalizer(true))
+    }
+
+    fn convert(objects: Vec<serde_json::Value>, desired_api_version: &str) -> Result<Vec<serde_json::Value>, String> {
+        conversion::convert(objects, desired_api_version)
     }
 
     fn validate(review: AdmissionReview, _ctx: &Context) -> Result<Vec<String>, Denial> {
@@ -147,7 +161,15 @@ fn events(
     events
 }
 
-operon_sdk::export!(WebAppReconciler with admission);
+/// `WebApp default/shop`, as the SDK names an object in its messages.
+fn describe<K>(req: &Request<K>) -> String {
+    match req.namespace() {
+        Some(namespace) => format!("WebApp {namespace}/{}", req.name()),
+        None => format!("WebApp {}", req.name()),
+    }
+}
+
+operon_sdk::export!(WebAppReconciler with admission, conversion);
 
 #[cfg(test)]
 mod tests;

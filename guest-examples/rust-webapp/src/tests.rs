@@ -4,6 +4,7 @@
 
 use super::*;
 use operon_sdk::testing::{self, FakeCluster, Reconciled};
+use operon_sdk::{Readiness, ReadinessStatus};
 use serde_json::{Value, json};
 
 fn webapp(spec: Value) -> Value {
@@ -21,20 +22,37 @@ fn webapp(spec: Value) -> Value {
     })
 }
 
+/// A Deployment as the API server shows it; with `ready == replicas` its
+/// rollout is complete (what kstatus reads as `Current`).
 fn deployment(replicas: i32, ready: i32, image: &str) -> Value {
+    let complete = ready == replicas;
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": "shop", "namespace": "default", "generation": 7},
-        "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "web", "image": image}]}}},
+        "spec": {"replicas": replicas, "progressDeadlineSeconds": 600,
+                 "template": {"spec": {"containers": [{"name": "web", "image": image}]}}},
         "status": {
             "observedGeneration": 7,
+            "replicas": replicas,
             "updatedReplicas": replicas,
             "readyReplicas": ready,
-            "conditions": [{"type": "Available", "lastUpdateTime": "2026-11-20T10:07:00Z", "lastTransitionTime": "2026-11-20T10:02:00Z"}],
+            "availableReplicas": ready,
+            "conditions": [
+                {"type": "Available", "status": if complete { "True" } else { "False" }},
+                {"type": "Progressing", "status": "True",
+                 "reason": if complete { "NewReplicaSetAvailable" } else { "ReplicaSetUpdated" }},
+            ],
         },
     })
 }
+
+fn service() -> Value {
+    json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "shop", "namespace": "default"},
+           "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.10"}})
+}
+
+const NOW: &str = "2026-11-26T09:00:00.000Z";
 
 fn run(request: testing::RequestBuilder) -> Result<Reconciled, Failure> {
     testing::reconcile::<WebAppReconciler>(&FakeCluster::new(), request.build::<WebAppReconciler>())
@@ -98,20 +116,35 @@ fn ingress_should_follow_spec_ingress() {
 }
 
 #[test]
-fn ready_should_need_the_current_spec_rolled_out() {
+fn ready_should_follow_the_readiness_of_every_wanted_child() {
     let spec = json!({"image": "nginx:1.27", "replicas": 2});
-    let ready = run(testing::request(webapp(spec.clone())).child(deployment(2, 2, "nginx:1.27"))).unwrap();
+    let request = |deployment: Value| testing::request(webapp(spec.clone())).child(deployment).child(service());
+    let ready = run(request(deployment(2, 2, "nginx:1.27"))).unwrap();
     assert_eq!(ready_condition(&ready)["status"], "True");
+    assert_eq!(ready_condition(&ready)["message"], "2 of 2 replicas ready");
     assert_eq!(ready.status.as_ref().unwrap()["readyReplicas"], 2);
 
     // All pods ready, but of the old image: the rollout has not started.
-    let old_image = run(testing::request(webapp(spec.clone())).child(deployment(2, 2, "nginx:1.26"))).unwrap();
+    let old_image = run(request(deployment(2, 2, "nginx:1.26"))).unwrap();
     assert_eq!(ready_condition(&old_image)["status"], "False");
     assert_eq!(ready_condition(&old_image)["reason"], "Progressing");
     assert_eq!(reasons(&old_image), ["Updated"]);
 
-    let short = run(testing::request(webapp(spec)).child(deployment(2, 1, "nginx:1.27"))).unwrap();
-    assert_eq!(ready_condition(&short)["message"], "1 of 2 replicas ready");
+    // The host's verdict, in its words.
+    let short = run(request(deployment(2, 1, "nginx:1.27"))).unwrap();
+    assert_eq!(ready_condition(&short)["message"], "Deployment shop: Available: 1/2");
+
+    // A child the host rates Failed makes the reason Failed.
+    let stuck = run(testing::request(webapp(spec.clone()))
+        .child(deployment(2, 2, "nginx:1.27"))
+        .child_with_readiness(service(), Readiness::new(ReadinessStatus::Failed, "no endpoints")))
+    .unwrap();
+    assert_eq!(ready_condition(&stuck)["reason"], "Failed");
+    assert_eq!(ready_condition(&stuck)["message"], "Service shop: no endpoints");
+
+    // No Service yet: nothing is ready, however the Deployment stands.
+    let alone = run(testing::request(webapp(spec)).child(deployment(2, 2, "nginx:1.27"))).unwrap();
+    assert_eq!(ready_condition(&alone)["message"], "service shop does not exist yet");
 }
 
 #[test]
@@ -121,20 +154,20 @@ fn last_transition_time_should_be_kept_while_the_condition_holds() {
         "type": "Ready", "status": "True", "lastTransitionTime": "2026-11-20T10:03:00Z",
         "reason": "Available", "message": "2 of 2 replicas ready",
     }]});
-    let outcome = run(testing::request(parent).child(deployment(2, 2, "nginx:1.27"))).unwrap();
+    let outcome =
+        run(testing::request(parent).now(NOW).child(deployment(2, 2, "nginx:1.27")).child(service())).unwrap();
     assert_eq!(ready_condition(&outcome)["lastTransitionTime"], "2026-11-20T10:03:00Z");
     assert!(outcome.events.is_empty(), "a steady state records no events: {:?}", outcome.events);
 }
 
 #[test]
-fn last_transition_time_should_be_the_latest_time_the_request_shows_on_a_change() {
-    let outcome = run(testing::request(webapp(json!({"image": "nginx:1.27", "replicas": 2}))).child(deployment(
-        2,
-        2,
-        "nginx:1.27",
-    )))
-    .unwrap();
-    assert_eq!(ready_condition(&outcome)["lastTransitionTime"], "2026-11-20T10:07:00Z");
+fn last_transition_time_should_be_the_hosts_clock_on_a_change() {
+    let request = testing::request(webapp(json!({"image": "nginx:1.27", "replicas": 2})))
+        .now(NOW)
+        .child(deployment(2, 2, "nginx:1.27"))
+        .child(service());
+    let outcome = run(request).unwrap();
+    assert_eq!(ready_condition(&outcome)["lastTransitionTime"], NOW);
     assert_eq!(reasons(&outcome), ["Available"]);
 }
 
@@ -150,7 +183,7 @@ fn reconcile_should_be_deterministic() {
 }
 
 #[test]
-fn invalid_specs_should_be_terminal() {
+fn invalid_specs_should_be_terminal_and_say_so_in_the_status() {
     let cases = [
         (json!({"replicas": 1}), "WebApp default/shop is invalid: missing field `image`"),
         (json!({"image": " "}), "spec.image must not be empty"),
@@ -160,8 +193,21 @@ fn invalid_specs_should_be_terminal() {
         (json!({"image": "x", "ingress": {"host": "h", "path": "store"}}), "spec.ingress.path must start with /"),
     ];
     for (spec, message) in cases {
-        assert_eq!(run(testing::request(webapp(spec))).unwrap_err(), Failure::terminal(message));
+        let failure = run(testing::request(webapp(spec)).now(NOW)).unwrap_err();
+        assert!(failure.is_terminal());
+        assert_eq!(failure.message(), message);
+        let status = failure.status().expect("the failure carries a status");
+        let ready = &status["conditions"][0];
+        assert_eq!((&ready["status"], &ready["reason"], &ready["message"]), (&json!("False"), &json!("InvalidSpec"), &json!(message)));
+        assert_eq!(ready["lastTransitionTime"], NOW);
+        assert_eq!(status["observedGeneration"], 5);
     }
+}
+
+#[test]
+fn every_outcome_should_keep_the_finalizer_until_finalized() {
+    let outcome = run(testing::request(webapp(json!({"image": "nginx:1.27"})))).unwrap();
+    assert!(outcome.needs_finalizer);
 }
 
 #[test]
@@ -172,6 +218,7 @@ fn finalizing_should_want_nothing_and_finish() {
     .unwrap();
     assert!(outcome.desired.is_empty());
     assert!(outcome.finalized);
+    assert!(!outcome.needs_finalizer);
     assert_eq!(outcome.status, None);
     assert_eq!(reasons(&outcome), ["Cleanup"]);
 }

@@ -108,6 +108,10 @@ pub enum World {
     Reconciler,
     /// Also `validate` and `mutate` (admission webhooks).
     ReconcilerWithAdmission,
+    /// Also `convert` (the CRD's conversion webhook; contract 0.2).
+    ReconcilerWithConversion,
+    /// Admission and conversion both (contract 0.2).
+    ReconcilerWithAdmissionAndConversion,
 }
 
 impl World {
@@ -116,7 +120,19 @@ impl World {
         match self {
             World::Reconciler => "reconciler",
             World::ReconcilerWithAdmission => "reconciler-with-admission",
+            World::ReconcilerWithConversion => "reconciler-with-conversion",
+            World::ReconcilerWithAdmissionAndConversion => "reconciler-with-admission-and-conversion",
         }
+    }
+
+    /// Whether the world exports `validate` and `mutate`.
+    pub fn admission(self) -> bool {
+        matches!(self, World::ReconcilerWithAdmission | World::ReconcilerWithAdmissionAndConversion)
+    }
+
+    /// Whether the world exports `convert`.
+    pub fn conversion(self) -> bool {
+        matches!(self, World::ReconcilerWithConversion | World::ReconcilerWithAdmissionAndConversion)
     }
 }
 
@@ -281,11 +297,15 @@ fn check_component(project: &Project, bytes: &[u8]) -> Result<(), Error> {
             if exports.is_empty() { "none".to_string() } else { exports.join(", ") }
         )));
     }
-    if project.config.world == World::ReconcilerWithAdmission && !exports_iface("admission") {
-        return Err(fail(format!(
-            "operon.toml says world = \"reconciler-with-admission\" but it does not export {}/admission",
-            operon_contract::WIT_PACKAGE
-        )));
+    let world = project.config.world;
+    for (wanted, iface) in [(world.admission(), "admission"), (world.conversion(), "conversion")] {
+        if wanted && !exports_iface(iface) {
+            return Err(fail(format!(
+                "operon.toml says world = \"{}\" but it does not export {}/{iface}",
+                world.name(),
+                operon_contract::WIT_PACKAGE
+            )));
+        }
     }
     if let Some(bad) = imports.iter().find(|i| !i.starts_with("wasi:") && !i.starts_with(operon_contract::WIT_PACKAGE))
     {

@@ -543,11 +543,9 @@ pub(super) fn check_size(size: usize, limit: usize) -> Result<(), CallError> {
 /// `observedGeneration` set to it unless the guest set it.
 fn parse_status(text: &str, observed: Option<i64>) -> Result<Value, CallError> {
     match serde_json::from_str::<Value>(text) {
-        Ok(Value::Object(mut map)) => {
-            if let Some(generation) = observed {
-                map.entry("observedGeneration").or_insert(generation.into());
-            }
-            Ok(Value::Object(map))
+        Ok(mut status @ Value::Object(_)) => {
+            crate::contract::observe_generation(&mut status, observed);
+            Ok(status)
         }
         Ok(_) => Err(CallError::Malformed("status is not a JSON object".into())),
         Err(e) => Err(CallError::Malformed(format!("status is not valid JSON: {e}"))),
@@ -568,23 +566,8 @@ fn convert_outcome(o: RawOutcome, max_output: usize, now: jiff::Timestamp) -> Re
         .map(|(i, text)| parse_object(text).map_err(|e| CallError::Malformed(format!("desired[{i}] {e}"))))
         .collect::<Result<Vec<_>, _>>()?;
     let status = o.status.as_deref().map(|s| parse_status(s, o.observed_generation)).transpose()?;
-    let after = o.requeue_after_ms.map(Duration::from_millis);
-    let at = match &o.requeue_at {
-        None => None,
-        Some(text) => {
-            let at = text.parse::<jiff::Timestamp>().map_err(|e| {
-                CallError::Malformed(format!(
-                    "requeue-at {text:?} is not an RFC 3339 time such as 2026-01-01T00:00:00Z ({e})"
-                ))
-            })?;
-            // Already past: as soon as the floor allows.
-            Some(Duration::try_from(now.duration_until(at)).unwrap_or(Duration::ZERO))
-        }
-    };
-    let requeue_after = match (after, at) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    };
+    let requeue_after =
+        crate::contract::requeue_after(o.requeue_after_ms, o.requeue_at.as_deref(), now).map_err(CallError::Malformed)?;
     if let Some(m) = &o.parent_metadata {
         let size: usize = m.labels.iter().chain(&m.annotations).map(|(k, v)| k.len() + v.len()).sum();
         check_size(size, max_output)?;

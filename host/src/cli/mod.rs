@@ -163,6 +163,15 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print the readiness the host hands a guest for each object in FILE
+    /// (`-`: standard input; one object or a list, YAML or JSON), as a JSON
+    /// list of `{status, message}` — kstatus's verdicts, by the host's own
+    /// rules. SDK test runners use it so that native tests see what a
+    /// component would see.
+    Readiness {
+        /// The file of objects.
+        file: PathBuf,
+    },
     /// Print a module's manifest, WIT version, imports, size and compile time.
     Inspect {
         /// The module (a .wasm component).
@@ -290,6 +299,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{}", version(json)?);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Readiness { file } => {
+            println!("{}", readiness(&file)?);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Inspect { module, json } => {
             // No artifact cache: the compile time shown is the real one.
             let runtime = Runtime::new(runtime::Config { artifact_dir: None, ..Default::default() })?;
@@ -302,6 +315,24 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `operon readiness FILE`: each object's verdict, as a JSON list.
+fn readiness(file: &Path) -> anyhow::Result<String> {
+    let text = if file.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin())?
+    } else {
+        std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?
+    };
+    let json = file.extension().is_some_and(|e| e == "json");
+    let value: serde_json::Value = operon_contract::fixture::parse(&text, json)
+        .map_err(|e| anyhow::anyhow!("{}: not YAML or JSON objects: {e}", file.display()))?;
+    let objects = match value {
+        serde_json::Value::Array(list) => list,
+        one => vec![one],
+    };
+    let verdicts: Vec<operon_contract::Readiness> = objects.iter().map(operon_contract::Readiness::of).collect();
+    Ok(serde_json::to_string(&verdicts)?)
 }
 
 /// Read and load a module file, with the path in the error.

@@ -15,7 +15,7 @@
 // Every status also says `value`: the parent's `spec.value`, so a test
 // knows which reconcile wrote it.
 
-wit_bindgen::generate!({ path: "../../../../wit", world: "reconciler" });
+wit_bindgen::generate!({ path: "../../../../wit/0.1", world: "reconciler" });
 
 use exports::operon::reconciler::guest::Guest;
 use operon::reconciler::host;

@@ -8,7 +8,7 @@
 // READS: kinds the manifest also reads (another manifest, same behaviour).
 // FINALIZER: the finalizer the host keeps on Things.
 
-wit_bindgen::generate!({ path: "../../../../wit", world: "reconciler" });
+wit_bindgen::generate!({ path: "../../../../wit/0.1", world: "reconciler" });
 
 use exports::operon::reconciler::guest::Guest;
 use operon::reconciler::types::{Failure, Gvk, Outcome, ReconcilerManifest, Request};

@@ -16,18 +16,28 @@
 //! finalizing: false # default false
 //! attempt: 0        # default 0
 //! cluster: []       # objects that get/list see (optional)
+//! now: "2026-11-26T09:00:00Z"  # the host's clock; default the Unix epoch
 //! ```
+//!
+//! Each child is rated as the host rates it (`operon_contract::readiness`).
 //!
 //! ```yaml
 //! # NAME.expected.yaml: an outcome ...
 //! desired: [...]           # in the order the reconciler returns them
 //! status: {...}            # or null: leave the status untouched
 //! events: [{warning: false, reason: Created, message: ...}]
-//! requeueAfterMs: 30000    # or null
+//! requeueAfterMs: 30000    # or null (a requeue-at, measured from `now`)
 //! finalized: false
-//! # ... or a failure
+//! needsFinalizer: true
+//! parentMetadata: {labels: {}, annotations: {}}   # when the outcome keeps some
+//! # ... or a failure, with the status it carries
 //! error: {terminal: "message"}   # or {transient: "message"}
+//! status: {...}
 //! ```
+//!
+//! A subdirectory `conversion/` holds conversion requests
+//! (`desiredAPIVersion`, `objects`) and their answers (`converted: [...]`
+//! or `error: message`).
 //!
 //! Objects are compared as JSON values (key order and YAML style do not
 //! matter; list order does); a mismatch shows as a unified diff. An
@@ -59,7 +69,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use operon_contract as contract;
-use operon_contract::fixture::{self, Case, Kind, RequestFile, ReviewFile, Verdict};
+use operon_contract::fixture::{self, Case, ConversionFile, ErrorKind, Kind, Observed, RequestFile, ReviewFile, Verdict};
 use serde_json::{Value, json};
 
 use super::FakeCluster;
@@ -99,16 +109,28 @@ impl Fixture {
         cluster.objects = file.visible();
         let others = file.cluster.iter().chain(&file.related).cloned().collect();
         let live = (file.object.clone(), file.children.clone(), others);
+        let now = request.now_text();
         let request = raw::Request {
             object: request.object,
             children: request
                 .children
                 .into_iter()
-                .map(|(kind, objects)| raw::Children { kind: to_raw_gvk(kind), objects })
+                .map(|(kind, objects)| raw::Children {
+                    kind: to_raw_gvk(kind),
+                    // Rated as the host rates them (one set of rules).
+                    objects: objects
+                        .into_iter()
+                        .map(|object| {
+                            let readiness = super::raw_readiness(contract::Readiness::of_json(&object));
+                            raw::Child { object, readiness }
+                        })
+                        .collect(),
+                })
                 .collect(),
             related: request.related,
             finalizing: request.finalizing,
             attempt: request.attempt,
+            now,
         };
         Ok(Fixture { name: case.name, request_path: case.path, expected_path: case.expected, request, cluster, live })
     }
@@ -154,27 +176,54 @@ pub fn load_dir(dir: &Path, manifest: &raw::Manifest) -> Result<Vec<Fixture>, St
     cases.iter().map(|case| Fixture::load(&case.path, manifest)).collect()
 }
 
-/// The result of a reconcile in the shape of an expected file.
-pub fn to_expected(result: &Result<raw::Outcome, raw::Failure>) -> Value {
-    match result {
+/// The result of a reconcile of `request` in the shape of an expected file,
+/// read as the host reads it (`operon_contract`'s rules: `requeue-at`
+/// measured from the request's `now`, `observedGeneration` set on a status).
+pub fn to_expected(result: &Result<raw::Outcome, raw::Failure>, request: &raw::Request) -> Value {
+    let parse = |json: &str| serde_json::from_str::<Value>(json).unwrap_or_else(|_| Value::String(json.to_owned()));
+    let generation = parse(&request.object)["metadata"]["generation"].as_i64();
+    let status = |text: Option<&str>| {
+        text.map(|text| {
+            let mut status = parse(text);
+            contract::observe_generation(&mut status, generation);
+            status
+        })
+    };
+    let observed = match result {
         Ok(outcome) => {
-            let parse =
-                |json: &str| serde_json::from_str::<Value>(json).unwrap_or_else(|_| Value::String(json.to_owned()));
-            json!({
-                "desired": outcome.desired.iter().map(|json| parse(json)).collect::<Vec<_>>(),
-                "status": outcome.status.as_deref().map(parse),
-                "events": outcome.events.iter().map(|event| json!({
-                    "warning": event.warning,
-                    "reason": event.reason,
-                    "message": event.message,
-                })).collect::<Vec<_>>(),
-                "requeueAfterMs": outcome.requeue_after_ms,
-                "finalized": outcome.finalized,
+            let now = request.now.parse().unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+            let requeue_after =
+                match contract::requeue_after(outcome.requeue_after_ms, outcome.requeue_at.as_deref(), now) {
+                    Ok(after) => after,
+                    Err(message) => return json!({"error": {"sandbox": format!("malformed outcome: {message}")}}),
+                };
+            Observed::Outcome(contract::Outcome {
+                desired: outcome.desired.iter().map(|json| parse(json)).collect(),
+                status: status(outcome.status.as_deref()),
+                events: outcome
+                    .events
+                    .iter()
+                    .map(|e| contract::Event { warning: e.warning, reason: e.reason.clone(), message: e.message.clone() })
+                    .collect(),
+                requeue_after,
+                finalized: outcome.finalized,
+                needs_finalizer: Some(outcome.needs_finalizer),
+                parent_metadata: outcome.parent_metadata.as_ref().map(|m| contract::ParentMetadata {
+                    labels: m.labels.iter().cloned().collect(),
+                    annotations: m.annotations.iter().cloned().collect(),
+                }),
             })
         }
-        Err(raw::Failure::Transient(message)) => json!({"error": {"transient": message}}),
-        Err(raw::Failure::Terminal(message)) => json!({"error": {"terminal": message}}),
-    }
+        Err(raw::Failure::Transient(detail)) => Observed::Error {
+            error: ErrorKind::Transient(detail.message.clone()),
+            status: status(detail.status.as_deref()),
+        },
+        Err(raw::Failure::Terminal(detail)) => Observed::Error {
+            error: ErrorKind::Terminal(detail.message.clone()),
+            status: status(detail.status.as_deref()),
+        },
+    };
+    observed.to_value()
 }
 
 /// Reads an expected file as a JSON value, with the outcome keys' defaults
@@ -213,16 +262,29 @@ pub fn check_dir<R: Reconciler>(dir: impl AsRef<Path>) {
         let result = f.run::<R>();
         match result.as_ref().map(|outcome| f.check(&manifest, outcome)) {
             Ok(Err(refusal)) => refused.push((f.name.clone(), refusal)),
-            _ => reconciled.push((f.name.clone(), &f.expected_path, Kind::Reconcile, to_expected(&result))),
+            _ => reconciled.push((f.name.clone(), &f.expected_path, Kind::Reconcile, to_expected(&result, &f.request))),
         }
     }
     for (name, refusal) in &refused {
         let _ = write!(report, "\n--- {name}: {refusal} (the host checks this before writing)");
     }
+    let conversions = cases
+        .conversions
+        .iter()
+        .map(|case| {
+            let file: ConversionFile = fixture::read(&case.path).unwrap_or_else(|error| panic!("{error}"));
+            let answer = match super::convert::<R>(&file.objects, &file.desired_api_version) {
+                Ok(converted) => json!({ "converted": converted }),
+                Err(refused) => json!({ "error": refused }),
+            };
+            (format!("{}/{}", fixture::CONVERSION_DIR, case.name), &case.expected, Kind::Conversion, answer)
+        })
+        .collect::<Vec<_>>();
     let runs = reviews
         .iter()
         .map(|f| (format!("{}/{}", fixture::ADMISSION_DIR, f.name), &f.expected_path, Kind::Admission, f.run::<R>()))
-        .chain(reconciled);
+        .chain(reconciled)
+        .chain(conversions);
     for (name, expected, kind, actual) in runs {
         if bless {
             fixture::write_expected(kind, expected, &actual).unwrap_or_else(|error| panic!("{error}"));
@@ -397,7 +459,8 @@ mod tests {
     const REQUEST: &str = "object: {apiVersion: v1, kind: ConfigMap, metadata: {name: shop, namespace: a}}\n\
                            children: [{apiVersion: v1, kind: Secret, metadata: {name: shop, namespace: a}}]\n";
     const EXPECTED: &str = "desired:\n- {apiVersion: v1, kind: Secret, metadata: {name: shop}}\n\
-                            status: {children: 1, mode: 'on'}\n";
+                            status: {children: 1, mode: 'on'}\n\
+                            needsFinalizer: false\n";
 
     fn panic_message(dir: &Path) -> Option<String> {
         let dir = dir.to_path_buf();

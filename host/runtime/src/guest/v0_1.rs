@@ -7,7 +7,7 @@ use wasmtime::Store;
 use wasmtime::component::InstancePre;
 
 wasmtime::component::bindgen!({
-    path: "../../wit/reconciler.wit",
+    path: "../../wit/0.1/reconciler.wit",
     world: "reconciler",
 });
 
@@ -15,7 +15,7 @@ wasmtime::component::bindgen!({
 /// its own, sharing the types and the host import with the base world's.
 pub(crate) mod admission_world {
     wasmtime::component::bindgen!({
-        path: "../../wit/reconciler.wit",
+        path: "../../wit/0.1/reconciler.wit",
         world: "reconciler-with-admission",
         with: {
             "operon:reconciler/types": super::operon::reconciler::types,

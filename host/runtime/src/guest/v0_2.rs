@@ -11,14 +11,14 @@ use wasmtime::Store;
 use wasmtime::component::InstancePre;
 
 wasmtime::component::bindgen!({
-    path: "../../wit/0.2/reconciler.wit",
+    path: "../../wit/reconciler.wit",
     world: "reconciler",
 });
 
 /// The world with `validate` and `mutate` beside `reconcile`.
 pub(crate) mod admission_world {
     wasmtime::component::bindgen!({
-        path: "../../wit/0.2/reconciler.wit",
+        path: "../../wit/reconciler.wit",
         world: "reconciler-with-admission",
         with: {
             "operon:reconciler/types": super::operon::reconciler::types,
@@ -30,7 +30,7 @@ pub(crate) mod admission_world {
 /// The world with `convert` beside `reconcile`.
 pub(crate) mod conversion_world {
     wasmtime::component::bindgen!({
-        path: "../../wit/0.2/reconciler.wit",
+        path: "../../wit/reconciler.wit",
         world: "reconciler-with-conversion",
         with: {
             "operon:reconciler/types": super::operon::reconciler::types,

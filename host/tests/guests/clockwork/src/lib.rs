@@ -1,4 +1,4 @@
-//! A guest of contract 0.2 (`wit/0.2/`), built with wit-bindgen directly
+//! A guest of contract 0.2 (`wit/`), built with wit-bindgen directly
 //! (the SDKs speak 0.1 until they move together), so end-to-end tests can
 //! see what 0.2 hands a guest and what the host does with its answers:
 //!
@@ -16,7 +16,7 @@
 //!
 //! Reconciles `example.operon.dev/v1alpha1 Thing`.
 
-wit_bindgen::generate!({ path: "../../../../wit/0.2/reconciler.wit", world: "reconciler" });
+wit_bindgen::generate!({ path: "../../../../wit/reconciler.wit", world: "reconciler" });
 
 use exports::operon::reconciler::guest::Guest;
 use operon::reconciler::types::{

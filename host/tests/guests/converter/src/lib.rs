@@ -4,7 +4,7 @@
 //! `v1beta1` Gadget of size `explode` makes `convert` trap, so tests can see
 //! what the API server says then.
 
-wit_bindgen::generate!({ path: "../../../../wit/0.2/reconciler.wit", world: "reconciler-with-conversion" });
+wit_bindgen::generate!({ path: "../../../../wit/reconciler.wit", world: "reconciler-with-conversion" });
 
 use exports::operon::reconciler::conversion::Guest as Conversion;
 use exports::operon::reconciler::guest::Guest;

@@ -5,7 +5,7 @@
 //! label `example.operon.dev/exposed: "true"` on the StatefulSet; without
 //! it, none of them — so a StatefulSet that never opted in is never held.
 
-wit_bindgen::generate!({ path: "../../../../wit/0.2/reconciler.wit", world: "reconciler" });
+wit_bindgen::generate!({ path: "../../../../wit/reconciler.wit", world: "reconciler" });
 
 use exports::operon::reconciler::guest::Guest;
 use operon::reconciler::types::{Failure, Gvk, Outcome, ParentMetadata, ReconcilerManifest, Request};

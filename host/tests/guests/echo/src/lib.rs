@@ -13,7 +13,7 @@
 //! Reconciles `example.operon.dev/v1alpha1 Thing`; owns Deployments,
 //! Services and ConfigMaps.
 
-wit_bindgen::generate!({ path: "../../../../wit", world: "reconciler" });
+wit_bindgen::generate!({ path: "../../../../wit/0.1", world: "reconciler" });
 
 use exports::operon::reconciler::guest::Guest;
 use operon::reconciler::types::{Event, Failure, Gvk, Outcome, ReconcilerManifest, Request};

@@ -19,7 +19,7 @@
 //! Reconciles `example.operon.dev/v1alpha1 Thing`; owns v1 ConfigMap and the
 //! cluster-scoped v1 Namespace.
 
-wit_bindgen::generate!({ path: "../../../../wit", world: "reconciler" });
+wit_bindgen::generate!({ path: "../../../../wit/0.1", world: "reconciler" });
 
 use exports::operon::reconciler::guest::Guest;
 use operon::reconciler::host;

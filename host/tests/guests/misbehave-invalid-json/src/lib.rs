@@ -1,7 +1,7 @@
 //! `reconcile` succeeds but its one desired child is truncated JSON. The host
 //! must reject the whole outcome and write nothing.
 
-wit_bindgen::generate!({ path: "../../../../wit", world: "reconciler" });
+wit_bindgen::generate!({ path: "../../../../wit/0.1", world: "reconciler" });
 
 use exports::operon::reconciler::guest::Guest;
 use operon::reconciler::types::{Failure, Gvk, Outcome, ReconcilerManifest, Request};

@@ -1,7 +1,7 @@
 //! `reconcile` spins forever. The host's wall-clock deadline (epoch
 //! interruption) must stop it and report a timeout.
 
-wit_bindgen::generate!({ path: "../../../../wit", world: "reconciler" });
+wit_bindgen::generate!({ path: "../../../../wit/0.1", world: "reconciler" });
 
 use exports::operon::reconciler::guest::Guest;
 use operon::reconciler::types::{Failure, Gvk, Outcome, ReconcilerManifest, Request};

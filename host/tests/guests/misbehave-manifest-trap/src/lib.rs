@@ -1,7 +1,7 @@
 //! `manifest` traps, so the host's load-time smoke call must fail cleanly and
 //! the module must never be activated. `reconcile` is well-behaved.
 
-wit_bindgen::generate!({ path: "../../../../wit", world: "reconciler" });
+wit_bindgen::generate!({ path: "../../../../wit/0.1", world: "reconciler" });
 
 use exports::operon::reconciler::guest::Guest;
 use operon::reconciler::types::{Failure, Outcome, ReconcilerManifest, Request};

@@ -2,7 +2,7 @@
 //! The host's memory cap (`StoreLimits`) must be what stops it: `memory.grow`
 //! fails, the allocator reports out-of-memory and the guest aborts (traps).
 
-wit_bindgen::generate!({ path: "../../../../wit", world: "reconciler" });
+wit_bindgen::generate!({ path: "../../../../wit/0.1", world: "reconciler" });
 
 use exports::operon::reconciler::guest::Guest;
 use operon::reconciler::types::{Failure, Gvk, Outcome, ReconcilerManifest, Request};

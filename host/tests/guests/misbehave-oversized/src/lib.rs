@@ -8,7 +8,7 @@
 //! The parent may set `spec.totalBytes` (an integer) to choose another total,
 //! e.g. to probe the exact cap; it is split into objects of at most 1 MiB.
 
-wit_bindgen::generate!({ path: "../../../../wit", world: "reconciler" });
+wit_bindgen::generate!({ path: "../../../../wit/0.1", world: "reconciler" });
 
 use exports::operon::reconciler::guest::Guest;
 use operon::reconciler::types::{Failure, Gvk, Outcome, ReconcilerManifest, Request};

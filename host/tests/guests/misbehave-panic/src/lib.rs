@@ -1,7 +1,7 @@
 //! `reconcile` panics. On wasm32-unknown-unknown a Rust panic aborts, which is
 //! a trap for the host (the message itself is not visible to the host).
 
-wit_bindgen::generate!({ path: "../../../../wit", world: "reconciler" });
+wit_bindgen::generate!({ path: "../../../../wit/0.1", world: "reconciler" });
 
 use exports::operon::reconciler::guest::Guest;
 use operon::reconciler::types::{Failure, Gvk, Outcome, ReconcilerManifest, Request};

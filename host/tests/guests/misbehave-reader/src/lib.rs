@@ -10,7 +10,7 @@
 //!   If the host wrongly allows the read, it answers
 //!   `terminal("host.get of undeclared kind v1/Secret was allowed")`.
 
-wit_bindgen::generate!({ path: "../../../../wit", world: "reconciler" });
+wit_bindgen::generate!({ path: "../../../../wit/0.1", world: "reconciler" });
 
 use exports::operon::reconciler::guest::Guest;
 use operon::reconciler::host::{self, Level};

@@ -1,7 +1,7 @@
 //! `reconcile` executes the wasm `unreachable` instruction: the host must turn
 //! the trap into a reconcile error and keep running.
 
-wit_bindgen::generate!({ path: "../../../../wit", world: "reconciler" });
+wit_bindgen::generate!({ path: "../../../../wit/0.1", world: "reconciler" });
 
 use exports::operon::reconciler::guest::Guest;
 use operon::reconciler::types::{Failure, Gvk, Outcome, ReconcilerManifest, Request};

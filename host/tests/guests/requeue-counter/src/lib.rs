@@ -3,7 +3,7 @@
 //! Status writes do not trigger reconciles (the host's default predicate),
 //! so the count grows only through requeues. Owns and writes nothing else.
 
-wit_bindgen::generate!({ path: "../../../../wit", world: "reconciler" });
+wit_bindgen::generate!({ path: "../../../../wit/0.1", world: "reconciler" });
 
 use exports::operon::reconciler::guest::Guest;
 use operon::reconciler::types::{Failure, Gvk, Outcome, ReconcilerManifest, Request};

@@ -5,7 +5,7 @@
 //!
 //! Reconciles `example.operon.dev/v1alpha1 Ticker`; owns v1 ConfigMap.
 
-wit_bindgen::generate!({ path: "../../../../wit", world: "reconciler" });
+wit_bindgen::generate!({ path: "../../../../wit/0.1", world: "reconciler" });
 
 use exports::operon::reconciler::guest::Guest;
 use operon::reconciler::types::{Failure, Gvk, Outcome, ReconcilerManifest, Request};

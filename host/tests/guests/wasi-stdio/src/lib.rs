@@ -17,7 +17,7 @@
 //! write panics (as `println!` does), so the call traps if the host ever
 //! refuses or closes its output. The status then says `"flooded": N`.
 
-wit_bindgen::generate!({ path: "../../../../wit", world: "reconciler" });
+wit_bindgen::generate!({ path: "../../../../wit/0.1", world: "reconciler" });
 
 use exports::operon::reconciler::guest::Guest;
 use operon::reconciler::types::{Failure, Gvk, Outcome, ReconcilerManifest, Request};
