@@ -222,8 +222,12 @@ async fn webapp_status_reflects_the_deployment() {
     .await;
     assert_eq!(not_ready["readyReplicas"], 0, "{not_ready}");
 
-    // Play kubelet: the Deployment reports two ready replicas.
-    let status = json!({"status": {"replicas": 2, "readyReplicas": 2, "availableReplicas": 2, "updatedReplicas": 2, "observedGeneration": 1}});
+    // Play the Deployment controller: two ready replicas, the rollout
+    // complete (what the host's readiness, kstatus's rules, reads).
+    let status = json!({"status": {"replicas": 2, "readyReplicas": 2, "availableReplicas": 2, "updatedReplicas": 2, "observedGeneration": 1,
+        "conditions": [
+            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
+            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}]}});
     deployments.patch_status("web", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
     let ready = eventually("status Ready", WAIT, || async {
         let p = r.custom("WebApp").get("web").await.unwrap();
