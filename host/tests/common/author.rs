@@ -41,7 +41,7 @@ pub fn all_passed(fixtures: &Path) -> String {
             })
             .unwrap_or(0)
     };
-    let cases = count(fixtures) + count(&fixtures.join("admission"));
+    let cases = count(fixtures) + count(&fixtures.join("admission")) + count(&fixtures.join("conversion"));
     assert!(cases > 0, "no fixtures in {}", fixtures.display());
     format!("{cases} passed, 0 failed")
 }
