@@ -67,15 +67,9 @@ func parseStatus(r *strict, v any) *WebAppStatus {
 // Deployment is the slim view of an existing Deployment: only the fields
 // this reconciler reads (nil when absent).
 type Deployment struct {
-	Generation         *int64
-	Replicas           *int32
-	Images             []*string
-	HasStatus          bool
-	ObservedGeneration *int64
-	UpdatedReplicas    *int32
-	ReadyReplicas      *int32
-	// Times holds lastUpdateTime and lastTransitionTime of every condition.
-	Times []*string
+	Replicas      *int32
+	Images        []*string
+	ReadyReplicas *int32
 }
 
 // replicas is spec.replicas, 1 when unset (the API server's default).
@@ -94,11 +88,12 @@ func (d *Deployment) image() string {
 	return *d.Images[0]
 }
 
-func deref32(p *int32) int32 {
-	if p == nil {
+// readyReplicas is status.readyReplicas, 0 without a Deployment or the field.
+func (d *Deployment) readyReplicas() int32 {
+	if d == nil || d.ReadyReplicas == nil {
 		return 0
 	}
-	return *p
+	return *d.ReadyReplicas
 }
 
 // existingDeployment reads the child Deployment called name, if any.
@@ -110,10 +105,6 @@ func existingDeployment(req *operon.Request, name string) (*Deployment, error) {
 	r := &strict{}
 	d := &Deployment{}
 	root := r.object(map[string]any(child), "struct Deployment")
-	if v, ok := root["metadata"]; ok {
-		md := r.object(v, "struct DeploymentMeta")
-		d.Generation = r.optI64(md["generation"])
-	}
 	if v, ok := root["spec"]; ok && v != nil {
 		spec := r.object(v, "struct DeploymentSpec")
 		d.Replicas = r.optI32(spec["replicas"])
@@ -132,16 +123,7 @@ func existingDeployment(req *operon.Request, name string) (*Deployment, error) {
 	}
 	if v, ok := root["status"]; ok && v != nil {
 		status := r.object(v, "struct DeploymentStatus")
-		d.HasStatus = true
-		d.ObservedGeneration = r.optI64(status["observedGeneration"])
-		d.UpdatedReplicas = r.optI32(status["updatedReplicas"])
 		d.ReadyReplicas = r.optI32(status["readyReplicas"])
-		if v, ok := status["conditions"]; ok {
-			for _, c := range r.seq(v) {
-				cond := r.object(c, "struct DeploymentCondition")
-				d.Times = append(d.Times, r.optStr(cond["lastUpdateTime"]), r.optStr(cond["lastTransitionTime"]))
-			}
-		}
 	}
 	if r.err != nil {
 		return nil, operon.Terminalf("Deployment %s/%s is invalid: %v", child.Namespace(), name, r.err)
@@ -149,109 +131,86 @@ func existingDeployment(req *operon.Request, name string) (*Deployment, error) {
 	return d, nil
 }
 
-// rollout is what the existing Deployment says about the rollout.
-type rollout struct {
-	readyReplicas int32
-	exists        bool
-	// current: the Deployment runs the spec (image, replicas), its
-	// controller has seen its latest generation and every replica is
-	// updated.
-	current bool
+// wanted is one child the WebApp wants, in the order the status checks them.
+type wanted struct {
+	kind operon.GVK
+	// what names it in a message: `deployment`.
+	what string
 }
 
-func observe(d *Deployment, spec *WebAppSpec) rollout {
-	if d == nil {
-		return rollout{}
+// wantedChildren are the Deployment, the Service and, with spec.ingress,
+// the Ingress (an existing Ingress no longer wanted does not count).
+func wantedChildren(spec *WebAppSpec) []wanted {
+	out := []wanted{{operon.DeploymentKind, "deployment"}, {operon.ServiceKind, "service"}}
+	if spec.Ingress != nil {
+		out = append(out, wanted{operon.IngressKind, "ingress"})
 	}
-	var observed, generation int64
-	if d.ObservedGeneration != nil {
-		observed = *d.ObservedGeneration
-	}
-	if d.Generation != nil {
-		generation = *d.Generation
-	}
-	return rollout{
-		readyReplicas: deref32(d.ReadyReplicas),
-		exists:        true,
-		current: d.replicas() == spec.Replicas &&
-			len(d.Images) > 0 && d.Images[0] != nil && *d.Images[0] == spec.Image &&
-			observed >= generation &&
-			deref32(d.UpdatedReplicas) >= spec.Replicas,
-	}
+	return out
 }
 
-// newStatus is the new status. lastTransitionTime never reads the clock:
-// it is kept from the existing Ready condition while its status holds;
-// otherwise it is the latest time the request shows (the Deployment's
-// condition timestamps, the previous transition, the WebApp's creation).
-func newStatus(spec *WebAppSpec, generation int64, creationTimestamp string, previous *WebAppStatus, d *Deployment, name string) *WebAppStatus {
-	r := observe(d, spec)
-	ready := r.current && r.readyReplicas >= spec.Replicas
-	value, reason := operon.ConditionFalse, "Progressing"
-	if ready {
-		value, reason = operon.ConditionTrue, "Available"
-	}
-	counts := fmt.Sprintf("%d of %d replicas ready", r.readyReplicas, spec.Replicas)
-	message := counts
-	switch {
-	case ready:
-	case !r.exists:
-		message = fmt.Sprintf("deployment %s does not exist yet", name)
-	case !r.current:
-		message = fmt.Sprintf("deployment %s is being updated: %s", name, counts)
-	}
-	var prev *Condition
-	if previous != nil {
-		for i := range previous.Conditions {
-			if previous.Conditions[i].Type == Ready {
-				prev = &previous.Conditions[i]
-				break
-			}
+// readyCondition is the Ready condition's status, reason and message: the
+// first of these that applies wins — a wanted child is missing, the
+// Deployment does not run the spec yet, a wanted child is not current (as
+// the host rates it), else available. d is nil only when the Deployment is
+// missing, which the first check answers.
+func readyCondition(req *operon.Request, spec *WebAppSpec, d *Deployment, name string) (value, reason, message string) {
+	children := wantedChildren(spec)
+	for _, c := range children {
+		if !req.HasChild(c.kind, name) {
+			return operon.ConditionFalse, "Progressing", fmt.Sprintf("%s %s does not exist yet", c.what, name)
 		}
 	}
-	var transition string
-	if prev != nil && prev.Status == value {
-		transition = prev.LastTransitionTime
-	} else {
-		transition = latestTime(d, prev, creationTimestamp)
+	counts := fmt.Sprintf("%d of %d replicas ready", d.readyReplicas(), spec.Replicas)
+	if d.replicas() != spec.Replicas || d.image() != spec.Image {
+		return operon.ConditionFalse, "Progressing", fmt.Sprintf("deployment %s is being updated: %s", name, counts)
 	}
-	gen := generation
+	for _, c := range children {
+		readiness, _ := req.Readiness(c.kind, name)
+		if readiness.Status == operon.ReadinessCurrent {
+			continue
+		}
+		reason := "Progressing"
+		if readiness.Status == operon.ReadinessFailed {
+			reason = "Failed"
+		}
+		return operon.ConditionFalse, reason, fmt.Sprintf("%s %s: %s", c.kind.Kind, name, readiness.Message)
+	}
+	return operon.ConditionTrue, "Available", counts
+}
+
+// newStatus is the status with one Ready condition. lastTransitionTime is
+// the previous Ready condition's while its status holds, else the
+// request's time exactly as the host gave it: never the clock.
+func newStatus(req *operon.Request, readyReplicas int32, value, reason, message string) *WebAppStatus {
+	transition := req.Now
+	if status, since, ok := previousReady(req.Object); ok && status == value {
+		transition = since
+	}
+	generation := req.Meta.Generation
 	return &WebAppStatus{
 		ObservedGeneration: generation,
-		ReadyReplicas:      r.readyReplicas,
+		ReadyReplicas:      readyReplicas,
 		Conditions: []Condition{{
-			Type: Ready, Status: value, ObservedGeneration: &gen,
+			Type: Ready, Status: value, ObservedGeneration: &generation,
 			LastTransitionTime: transition, Reason: reason, Message: message,
 		}},
 	}
 }
 
-// latestTime is the newest of the timestamps the request shows. The API
-// writes them in one format (2006-01-02T15:04:05Z), so text order is time
-// order.
-func latestTime(d *Deployment, previous *Condition, creationTimestamp string) string {
-	var times []string
-	if d != nil {
-		for _, t := range d.Times {
-			if t != nil {
-				times = append(times, *t)
-			}
+// previousReady is the parent's current Ready condition: its status and
+// lastTransitionTime. Read leniently, so that the status of an invalid
+// spec still keeps its time.
+func previousReady(parent operon.Object) (status, since string, ok bool) {
+	conditions, _ := parent.Lookup("status", "conditions")
+	list, _ := conditions.([]any)
+	for _, item := range list {
+		c, isMap := item.(map[string]any)
+		if !isMap || c["type"] != Ready {
+			continue
 		}
+		status, _ = c["status"].(string)
+		since, _ = c["lastTransitionTime"].(string)
+		return status, since, true
 	}
-	if previous != nil {
-		times = append(times, previous.LastTransitionTime)
-	}
-	if creationTimestamp != "" {
-		times = append(times, creationTimestamp)
-	}
-	if len(times) == 0 {
-		return "1970-01-01T00:00:00Z"
-	}
-	latest := times[0]
-	for _, t := range times[1:] {
-		if t > latest {
-			latest = t
-		}
-	}
-	return latest
+	return "", "", false
 }

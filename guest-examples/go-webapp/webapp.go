@@ -28,31 +28,34 @@ func (WebAppReconciler) Manifest() operon.Manifest {
 }
 
 // Reconcile computes the children, the status and the events of one WebApp.
+// Every outcome asks for the finalizer, until the WebApp is deleted.
 func (WebAppReconciler) Reconcile(_ context.Context, req *operon.Request) (*operon.Outcome, error) {
-	app, err := parseWebApp(req.Object)
-	if err != nil {
-		return nil, operon.Terminalf("%s is invalid: %v", req.Describe(), err)
-	}
 	name := req.Name()
 	if req.Finalizing {
 		// Nothing outside the cluster to clean up; the children go with the
 		// WebApp (the host prunes them, their ownerReferences too).
 		return operon.NewOutcome().
 			Eventf("Cleanup", "webapp %s deleted; its children are deleted with it", name).
-			Finalize(), nil
-	}
-	spec := &app.Spec
-	if err := spec.validate(); err != nil {
-		return nil, operon.TerminalError(err)
+			Finalize().
+			SetNeedsFinalizer(false), nil
 	}
 	existing, err := existingDeployment(req, name)
 	if err != nil {
 		return nil, err
 	}
+	app, err := parseWebApp(req.Object)
+	if err != nil {
+		return nil, invalid(req, existing, operon.Terminalf("%s is invalid: %v", req.Describe(), err))
+	}
+	spec := &app.Spec
+	if err := spec.validate(); err != nil {
+		return nil, invalid(req, existing, operon.TerminalError(err))
+	}
 	hadIngress := req.HasChild(operon.IngressKind, name)
-	status := newStatus(spec, req.Meta.Generation, req.Meta.CreationTimestamp, app.Status, existing, name)
+	value, reason, message := readyCondition(req, spec, existing, name)
+	status := newStatus(req, existing.readyReplicas(), value, reason, message)
 
-	out := operon.NewOutcome().Apply(deployment(name, spec), service(name, spec))
+	out := operon.NewOutcome().Apply(deployment(name, spec), service(name, spec)).SetNeedsFinalizer(true)
 	if ingress := ingress(name, spec); ingress != nil {
 		out.Apply(ingress)
 	}
@@ -60,6 +63,13 @@ func (WebAppReconciler) Reconcile(_ context.Context, req *operon.Request) (*oper
 		out.Eventf(e.reason, "%s", e.message)
 	}
 	return out.SetStatus(status), nil
+}
+
+// invalid is the terminal failure of an invalid spec, carrying the status
+// that says so: Ready False, reason InvalidSpec, the failure's message.
+func invalid(req *operon.Request, existing *Deployment, err error) error {
+	status := newStatus(req, existing.readyReplicas(), operon.ConditionFalse, "InvalidSpec", err.Error())
+	return operon.WithStatus(err, status)
 }
 
 type event struct{ reason, message string }

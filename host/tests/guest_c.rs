@@ -1,7 +1,8 @@
 //! The C author workflow, end to end, with the real toolchain and the real
 //! host: `operon new --lang c` → `operon build` → `operon test` in a scratch
 //! directory outside the repository, and the repository's `c-webapp`
-//! through the WebApp fixtures every language shares. The new project finds
+//! through the WebApp fixtures every language shares (reconciles, admission
+//! and conversion, contract 0.2). The new project finds
 //! the SDK with pkg-config, installed (`make install`) from the release
 //! archive `cargo xtask packages` built; a project made with `--vendor`
 //! carries its sources.
@@ -59,12 +60,45 @@ fn a_vendored_c_project_should_build_and_pass_its_fixtures() {
     build_and_test(&project, &[("PKG_CONFIG_PATH".into(), String::new()), ("PKG_CONFIG_LIBDIR".into(), String::new())]);
 }
 
+/// The manifest's 0.2 fields cross the C glue (`operon_wit.c`) into the
+/// component: watches by reference and selector, update strategies.
+#[test]
+fn a_c_manifest_should_carry_its_0_2_watches_and_update_strategies_into_the_component() {
+    let scratch = tempfile::tempdir().unwrap();
+    operon(scratch.path(), &["new", "--lang", "c", "--vendor", "greeter"]);
+    let project = scratch.path().join("greeter");
+    let main = project.join("src/main.c");
+    let source = std::fs::read_to_string(&main).unwrap();
+    let manifest = "static const operon_manifest_t MANIFEST = {";
+    assert!(source.contains(manifest), "{source}");
+    let source = source.replace(
+        manifest,
+        "static const operon_watch_t WATCHES[] = {{{\"\", \"v1\", \"Secret\"}, OPERON_MAP_REFERENCE, \"spec.secretRef\"},\n\
+         {{\"\", \"v1\", \"Pod\"}, OPERON_MAP_SELECTOR, \"spec.selector\"}};\n\
+         static const operon_owned_update_t UPDATES[] = {{{\"\", \"v1\", \"ConfigMap\"}, OPERON_UPDATE_RECREATE}};\n\
+         static const operon_manifest_t MANIFEST = {\n    .watches = WATCHES, .watches_len = 2, .updates = UPDATES, .updates_len = 1,",
+    );
+    std::fs::write(&main, source).unwrap();
+    operon(&project, &["build"]);
+    let inspected = operon(&project, &["inspect", "--json", "dist/greeter.wasm"]);
+    let inspected: serde_json::Value = serde_json::from_str(&inspected).unwrap();
+    let manifest = &inspected["manifest"];
+    assert_eq!(manifest["watches"][0]["mapping"], serde_json::json!({"reference": "spec.secretRef"}), "{manifest}");
+    assert_eq!(manifest["watches"][1]["mapping"], serde_json::json!({"selector": "spec.selector"}), "{manifest}");
+    assert_eq!(manifest["updates"][0][1], "recreate", "{manifest}");
+}
+
 #[test]
 fn c_webapp_should_pass_the_shared_webapp_fixtures() {
     let scratch = tempfile::tempdir().unwrap();
     let module = scratch.path().join("c-webapp.wasm");
     let example = repo().join("guest-examples/c-webapp");
     operon(&repo(), &["build", example.to_str().unwrap(), "-o", module.to_str().unwrap()]);
+    // Its world, reconciler-with-admission-and-conversion, exports all three.
+    let inspected = operon(&repo(), &["inspect", module.to_str().unwrap()]);
+    for export in ["guest", "admission", "conversion"] {
+        assert!(inspected.contains(&format!("operon:reconciler/{export}@0.2.0")), "{export}: {inspected}");
+    }
     let fixtures = repo().join("guest-examples/webapp/fixtures");
     let tested = operon(&repo(), &["test", module.to_str().unwrap(), fixtures.to_str().unwrap()]);
     assert!(tested.lines().any(|l| l == author::all_passed(&fixtures)), "{tested}");

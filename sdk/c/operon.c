@@ -751,7 +751,103 @@ operon_json_t *operon_new_object(operon_gvk_t kind, const char *name) {
     return o;
 }
 
+/* --------------------------------------------------------------- time */
+
+static int64_t days_from_civil(int64_t y, unsigned m, unsigned d) {
+    /* Howard Hinnant's algorithm: days since 1970-01-01 of a proleptic
+     * Gregorian date, exact for every year. */
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    unsigned yoe = (unsigned)(y - era * 400);
+    unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+    unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + (int64_t)doe - 719468;
+}
+
+static bool digits(const char **p, int n, int *out) {
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if ((*p)[i] < '0' || (*p)[i] > '9') return false;
+        v = v * 10 + ((*p)[i] - '0');
+    }
+    *p += n;
+    *out = v;
+    return true;
+}
+
+static bool expect(const char **p, const char *one_of) {
+    if (!**p || !strchr(one_of, **p)) return false;
+    (*p)++;
+    return true;
+}
+
+bool operon_time_parse(const char *text, int64_t *unix_ms) {
+    if (!text) return false;
+    const char *p = text;
+    int year, month, day, hour, minute, second, ms = 0;
+    if (!digits(&p, 4, &year) || !expect(&p, "-") || !digits(&p, 2, &month) || !expect(&p, "-") ||
+        !digits(&p, 2, &day) || !expect(&p, "Tt ") || !digits(&p, 2, &hour) || !expect(&p, ":") ||
+        !digits(&p, 2, &minute) || !expect(&p, ":") || !digits(&p, 2, &second))
+        return false;
+    static const int month_days[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    if (month < 1 || month > 12 || day < 1 || day > month_days[month - 1] || (month == 2 && day == 29 && !leap) ||
+        hour > 23 || minute > 59 || second > 60)
+        return false;
+    if (second == 60) second = 59; /* a leap second, as jiff (the host) reads it */
+    if (*p == '.' || *p == ',') {
+        p++;
+        int n = 0;
+        for (; *p >= '0' && *p <= '9'; p++, n++)
+            if (n < 3) ms = ms * 10 + (*p - '0');
+        if (n == 0 || n > 9) return false;
+        for (; n < 3; n++) ms *= 10;
+    }
+    int offset = 0; /* minutes east of UTC */
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int sign = *p++ == '-' ? -1 : 1, oh, om = 0;
+        if (!digits(&p, 2, &oh) || oh > 23) return false;
+        if (*p == ':' || (*p >= '0' && *p <= '9')) {
+            if (*p == ':') p++;
+            if (!digits(&p, 2, &om) || om > 59) return false;
+        }
+        offset = sign * (oh * 60 + om);
+    } else {
+        return false;
+    }
+    if (*p) return false;
+    int64_t days = days_from_civil(year, (unsigned)month, (unsigned)day);
+    *unix_ms = ((days * 24 + hour) * 60 + minute - offset) * 60000 + (int64_t)second * 1000 + ms;
+    return true;
+}
+
+const char *operon_time_format(int64_t unix_ms) {
+    int64_t days = unix_ms / 86400000, rest = unix_ms % 86400000;
+    if (rest < 0) rest += 86400000, days--;
+    /* Hinnant's civil_from_days. */
+    int64_t z = days + 719468, era = (z >= 0 ? z : z - 146096) / 146097;
+    unsigned doe = (unsigned)(z - era * 146097);
+    unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153;
+    unsigned day = doy - (153 * mp + 2) / 5 + 1, month = mp < 10 ? mp + 3 : mp - 9;
+    int64_t year = (int64_t)yoe + era * 400 + (month <= 2);
+    return operon_sprintf("%04lld-%02u-%02uT%02d:%02d:%02d.%03dZ", (long long)year, month, day, (int)(rest / 3600000),
+                          (int)(rest / 60000 % 60), (int)(rest / 1000 % 60), (int)(rest % 1000));
+}
+
 /* ------------------------------------------------------ request, outcome */
+
+const char *operon_readiness_name(operon_readiness_status_t status) {
+    switch (status) {
+    case OPERON_READINESS_CURRENT: return "current";
+    case OPERON_READINESS_IN_PROGRESS: return "in-progress";
+    case OPERON_READINESS_FAILED: return "failed";
+    case OPERON_READINESS_TERMINATING: return "terminating";
+    default: return "unknown";
+    }
+}
 
 const char *operon_describe(const operon_request_t *req) {
     if (*req->namespace_) return operon_sprintf("%s %s/%s", req->kind, req->namespace_, req->name);
@@ -769,14 +865,41 @@ const operon_json_t *const *operon_children_of(const operon_request_t *req, oper
     return NULL;
 }
 
-const operon_json_t *operon_child(const operon_request_t *req, operon_gvk_t kind, const char *name) {
-    size_t n;
-    const operon_json_t *const *objects = operon_children_of(req, kind, &n);
-    for (size_t i = 0; i < n; i++) {
-        const char *child = operon_json_string_at(objects[i], "metadata.name", NULL);
-        if (child && name && strcmp(child, name) == 0) return objects[i];
+/* The index of the child of kind called name in its group, or -1. */
+static const operon_children_t *find_child(const operon_request_t *req, operon_gvk_t kind, const char *name,
+                                           size_t *index) {
+    for (size_t g = 0; g < req->children_len; g++) {
+        const operon_children_t *group = &req->children[g];
+        if (!operon_gvk_equal(group->kind, kind)) continue;
+        for (size_t i = 0; i < group->len; i++) {
+            const char *child = operon_json_string_at(group->objects[i], "metadata.name", NULL);
+            if (child && name && strcmp(child, name) == 0) {
+                *index = i;
+                return group;
+            }
+        }
+        return NULL;
     }
     return NULL;
+}
+
+const operon_json_t *operon_child(const operon_request_t *req, operon_gvk_t kind, const char *name) {
+    size_t i;
+    const operon_children_t *group = find_child(req, kind, name, &i);
+    return group ? group->objects[i] : NULL;
+}
+
+const operon_readiness_t *operon_child_readiness(const operon_request_t *req, operon_gvk_t kind, const char *name) {
+    size_t i;
+    const operon_children_t *group = find_child(req, kind, name, &i);
+    return group ? &group->readiness[i] : NULL;
+}
+
+bool operon_children_current(const operon_request_t *req) {
+    for (size_t g = 0; g < req->children_len; g++)
+        for (size_t i = 0; i < req->children[g].len; i++)
+            if (req->children[g].readiness[i].status != OPERON_READINESS_CURRENT) return false;
+    return true;
 }
 
 typedef struct event {
@@ -796,8 +919,13 @@ struct operon_outcome {
     event_t *events, **events_tail;
     bool has_requeue, finalized;
     uint64_t requeue_after_ms;
+    const char *requeue_at;
+    bool needs_finalizer_set, needs_finalizer;
+    bool has_parent_metadata;
+    operon_json_t *labels, *annotations;
     bool failed, terminal;
     const char *failure;
+    operon_json_t *failure_status;
 };
 
 void operon_apply(operon_outcome_t *out, operon_json_t *object) {
@@ -837,13 +965,30 @@ void operon_requeue_after_ms(operon_outcome_t *out, uint64_t ms) {
     out->requeue_after_ms = ms;
 }
 
+void operon_requeue_at(operon_outcome_t *out, const char *rfc3339) {
+    out->requeue_at = rfc3339 ? arena_strndup(rfc3339, strlen(rfc3339)) : NULL;
+}
+
 void operon_finalized(operon_outcome_t *out) { out->finalized = true; }
 
-static operon_result_t record_failure(operon_outcome_t *out, bool terminal, const char *format, va_list args) {
+void operon_needs_finalizer(operon_outcome_t *out, bool needs) {
+    out->needs_finalizer_set = true;
+    out->needs_finalizer = needs;
+}
+
+void operon_parent_metadata(operon_outcome_t *out, operon_json_t *labels, operon_json_t *annotations) {
+    out->has_parent_metadata = true;
+    out->labels = labels;
+    out->annotations = annotations;
+}
+
+static operon_result_t record_failure(operon_outcome_t *out, bool terminal, operon_json_t *status, const char *format,
+                                      va_list args) {
     if (!out->failed) { /* the first failure wins */
         out->failed = true;
         out->terminal = terminal;
         out->failure = arena_vsprintf(format, args);
+        out->failure_status = status;
     }
     return OPERON_FAILED;
 }
@@ -851,7 +996,7 @@ static operon_result_t record_failure(operon_outcome_t *out, bool terminal, cons
 operon_result_t operon_terminal(operon_outcome_t *out, const char *format, ...) {
     va_list args;
     va_start(args, format);
-    operon_result_t r = record_failure(out, true, format, args);
+    operon_result_t r = record_failure(out, true, NULL, format, args);
     va_end(args);
     return r;
 }
@@ -859,7 +1004,23 @@ operon_result_t operon_terminal(operon_outcome_t *out, const char *format, ...) 
 operon_result_t operon_transient(operon_outcome_t *out, const char *format, ...) {
     va_list args;
     va_start(args, format);
-    operon_result_t r = record_failure(out, false, format, args);
+    operon_result_t r = record_failure(out, false, NULL, format, args);
+    va_end(args);
+    return r;
+}
+
+operon_result_t operon_terminal_with_status(operon_outcome_t *out, operon_json_t *status, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    operon_result_t r = record_failure(out, true, status, format, args);
+    va_end(args);
+    return r;
+}
+
+operon_result_t operon_transient_with_status(operon_outcome_t *out, operon_json_t *status, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    operon_result_t r = record_failure(out, false, status, format, args);
     va_end(args);
     return r;
 }
@@ -989,19 +1150,28 @@ void operon_run_reconcile(const operon_host_t *host, const operon_raw_request_t 
     operon_json_int(operon_json_at(parent, "metadata.generation"), &req.generation);
     req.finalizing = raw->finalizing;
     req.attempt = raw->attempt;
+    req.now = raw->now.len ? arena_strndup(raw->now.ptr, raw->now.len) : "1970-01-01T00:00:00.000Z";
+    if (!operon_time_parse(req.now, &req.now_unix_ms)) {
+        fail_raw(out, true, operon_sprintf("the request's now %s is not an RFC 3339 time", req.now));
+        goto done;
+    }
 
     operon_children_t *children = arena_calloc(raw->children_len ? raw->children_len : 1, sizeof *children);
     for (size_t i = 0; i < raw->children_len; i++) {
         const operon_raw_children_t *group = &raw->children[i];
         const operon_json_t **objects = arena_calloc(group->len ? group->len : 1, sizeof *objects);
+        operon_readiness_t *readiness = arena_calloc(group->len ? group->len : 1, sizeof *readiness);
         for (size_t j = 0; j < group->len; j++) {
             objects[j] = parse_wire(group->objects[j], &error);
             if (!objects[j]) {
                 fail_raw(out, true, operon_sprintf("a child %s is invalid: %s", nz(group->kind.kind), error));
                 goto done;
             }
+            readiness[j].status = group->readiness ? group->readiness[j].status : OPERON_READINESS_UNKNOWN;
+            readiness[j].message =
+                group->readiness ? arena_strndup(group->readiness[j].message.ptr, group->readiness[j].message.len) : "";
         }
-        children[i] = (operon_children_t){group->kind, objects, group->len};
+        children[i] = (operon_children_t){group->kind, objects, group->len, readiness};
     }
     req.children = children;
     req.children_len = raw->children_len;
@@ -1021,9 +1191,26 @@ void operon_run_reconcile(const operon_host_t *host, const operon_raw_request_t 
     outcome.events_tail = &outcome.events;
     operon_result_t result = operon_reconcile(&req, &outcome);
     if (result != OPERON_OK || outcome.failed) {
+        if (outcome.failure_status && outcome.failure_status->type != OPERON_OBJECT) {
+            fail_raw(out, true, "the failure's status must be a JSON object");
+            goto done;
+        }
         fail_raw(out, outcome.failed ? outcome.terminal : false,
                  outcome.failed ? outcome.failure : "operon_reconcile failed without operon_terminal or operon_transient");
+        if (outcome.failed && outcome.failure_status) out->failure_status = write_malloc(outcome.failure_status, NULL);
         goto done;
+    }
+    const operon_json_t *metadata[] = {outcome.labels, outcome.annotations};
+    for (size_t m = 0; m < 2; m++) {
+        const operon_json_t *map = metadata[m];
+        bool strings = map == NULL || map->type == OPERON_OBJECT;
+        for (size_t i = 0; strings && i < operon_json_len(map); i++)
+            strings = operon_json_type(map->u.c.items[i]) == OPERON_STRING;
+        if (!strings) {
+            fail_raw(out, true,
+                     operon_sprintf("the parent's %s must be a JSON object of strings", m ? "annotations" : "labels"));
+            goto done;
+        }
     }
 
     size_t n = 0;
@@ -1057,7 +1244,28 @@ void operon_run_reconcile(const operon_host_t *host, const operon_raw_request_t 
     }
     out->has_requeue = outcome.has_requeue;
     out->requeue_after_ms = outcome.requeue_after_ms;
+    if (outcome.requeue_at) out->requeue_at = xstrdup(outcome.requeue_at);
     out->finalized = outcome.finalized;
+    /* 0.2 adds the finalizer only where an outcome asks for it: asking by
+     * default keeps 0.1's behaviour for code that never says. */
+    const operon_manifest_t *manifest = operon_manifest();
+    out->needs_finalizer = outcome.needs_finalizer_set ? outcome.needs_finalizer
+                                                       : manifest && manifest->finalizer && !req.finalizing;
+    if (outcome.has_parent_metadata) {
+        out->has_parent_metadata = true;
+        operon_raw_pair_t **pairs[] = {&out->labels, &out->annotations};
+        size_t *lens[] = {&out->labels_len, &out->annotations_len};
+        for (size_t m = 0; m < 2; m++) {
+            size_t len = operon_json_len(metadata[m]);
+            *pairs[m] = calloc(len ? len : 1, sizeof **pairs[m]);
+            if (!*pairs[m]) oom();
+            for (size_t i = 0; i < len; i++) {
+                const operon_json_t *v = metadata[m]->u.c.items[i];
+                (*pairs[m])[i] = (operon_raw_pair_t){xstrdup(metadata[m]->u.c.keys[i]), xstrndup(v->u.s.ptr, v->u.s.len)};
+            }
+            *lens[m] = len;
+        }
+    }
 
 done:
     current_host = previous_host;
@@ -1066,6 +1274,12 @@ done:
 
 void operon_raw_outcome_free(operon_raw_outcome_t *out) {
     free(out->failure);
+    free(out->failure_status);
+    free(out->requeue_at);
+    for (size_t i = 0; i < out->labels_len; i++) free(out->labels[i].key), free(out->labels[i].value);
+    for (size_t i = 0; i < out->annotations_len; i++) free(out->annotations[i].key), free(out->annotations[i].value);
+    free(out->labels);
+    free(out->annotations);
     for (size_t i = 0; i < out->desired_len; i++) free(out->desired[i]);
     free(out->desired);
     free(out->status);
@@ -1161,5 +1375,77 @@ void operon_raw_admission_free(operon_raw_admission_t *out) {
     for (size_t i = 0; i < out->warnings_len; i++) free(out->warnings[i]);
     free(out->warnings);
     free(out->patched);
+    memset(out, 0, sizeof *out);
+}
+
+/* ---------------------------------------------------------- conversion */
+
+typedef struct converted {
+    operon_json_t *object;
+    struct converted *next;
+} converted_t;
+
+struct operon_conversion {
+    converted_t *objects, **tail;
+    bool failed;
+    const char *error;
+};
+
+void operon_converted(operon_conversion_t *answer, operon_json_t *object) {
+    converted_t *c = arena_calloc(1, sizeof *c);
+    c->object = object;
+    *answer->tail = c;
+    answer->tail = &c->next;
+}
+
+operon_result_t operon_conversion_error(operon_conversion_t *answer, const char *format, ...) {
+    if (!answer->failed) {
+        va_list args;
+        va_start(args, format);
+        answer->error = arena_vsprintf(format, args);
+        va_end(args);
+        answer->failed = true;
+    }
+    return OPERON_FAILED;
+}
+
+void operon_run_convert(const operon_host_t *host, operon_convert_fn fn, const operon_str_t *objects, size_t len,
+                        operon_str_t desired_api_version, operon_raw_conversion_t *out) {
+    memset(out, 0, sizeof *out);
+    void *mark = operon_arena_mark();
+    const operon_host_t *previous_host = current_host;
+    current_host = host;
+    const operon_json_t **parsed = arena_calloc(len ? len : 1, sizeof *parsed);
+    const char *error = NULL;
+    for (size_t i = 0; i < len && !error; i++) {
+        parsed[i] = parse_wire(objects[i], &error);
+        if (!parsed[i]) error = operon_sprintf("object %zu is not JSON: %s", i, error);
+    }
+    operon_conversion_t answer = {0};
+    answer.tail = &answer.objects;
+    if (!error && !fn) error = "this module does not convert (no operon_convert)";
+    if (!error) {
+        operon_result_t result = fn(parsed, len, arena_strndup(desired_api_version.ptr, desired_api_version.len), &answer);
+        if (answer.failed || result != OPERON_OK)
+            error = answer.failed ? answer.error : "operon_convert failed without operon_conversion_error";
+    }
+    if (error) {
+        out->failed = true;
+        out->error = xstrdup(error);
+    } else {
+        size_t n = 0;
+        for (converted_t *c = answer.objects; c; c = c->next) n++;
+        out->objects = calloc(n ? n : 1, sizeof *out->objects);
+        if (!out->objects) oom();
+        for (converted_t *c = answer.objects; c; c = c->next) out->objects[out->len++] = write_malloc(c->object, NULL);
+    }
+    current_host = previous_host;
+    operon_arena_release(mark);
+}
+
+void operon_raw_conversion_free(operon_raw_conversion_t *out) {
+    free(out->error);
+    for (size_t i = 0; i < out->len; i++) free(out->objects[i]);
+    free(out->objects);
     memset(out, 0, sizeof *out);
 }

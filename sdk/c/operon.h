@@ -13,8 +13,11 @@
  *     const operon_manifest_t *operon_manifest(void);
  *     operon_result_t operon_reconcile(const operon_request_t *req, operon_outcome_t *out);
  *
- * and, for world = "reconciler-with-admission" in operon.toml, either or
- * both of operon_validate and operon_mutate (see the end of this file).
+ * and, for a world with admission in operon.toml ("reconciler-with-admission",
+ * "reconciler-with-admission-and-conversion"), either or both of
+ * operon_validate and operon_mutate; for a world with conversion
+ * ("reconciler-with-conversion", "reconciler-with-admission-and-conversion"),
+ * operon_convert (see the end of this file).
  *
  * Memory: every value the SDK hands you or builds for you (parsed JSON,
  * built JSON, formatted strings) lives in an arena that is freed when the
@@ -23,8 +26,9 @@
  *
  * The contract: reconciliation is level-based (the host may call any number
  * of times for the same object), so derive the answer from the request
- * alone, keep no state between calls, read no clock. The outcome lists
- * every child that should exist; children left out are deleted.
+ * alone, keep no state between calls, read no clock (req->now is the
+ * time). The outcome lists every child that should exist; children left
+ * out are deleted.
  *
  * JSON: a small, bounded parser and writer (operon.c). Hostile input gives
  * an error, never memory corruption: nesting is limited to
@@ -36,7 +40,7 @@
 
 /* This SDK's release: one version for every Operon SDK and the host
  * (`cargo xtask version` sets it); its minor is that of the WIT contract it
- * speaks, operon:reconciler@0.1. pkg-config reports the same
+ * speaks, operon:reconciler@0.2. pkg-config reports the same
  * (`pkg-config --modversion operon-sdk`). */
 #define OPERON_SDK_VERSION "0.1.0"
 
@@ -151,19 +155,51 @@ bool operon_is_kind(const operon_json_t *object, operon_gvk_t kind);
 /* A new object of kind with apiVersion, kind and metadata.name set. */
 operon_json_t *operon_new_object(operon_gvk_t kind, const char *name);
 
+/* -------------------------------------------------------------- time */
+
+/* Parses an RFC 3339 time ("2026-11-26T04:05:06.789Z", "...T05:05:06+01:00")
+ * into milliseconds since the Unix epoch; false when it does not parse. */
+bool operon_time_parse(const char *text, int64_t *unix_ms);
+/* unix_ms as the contract writes times: RFC 3339 in UTC with milliseconds,
+ * "2026-11-26T04:05:06.789Z" (in the arena). */
+const char *operon_time_format(int64_t unix_ms);
+
 /* ----------------------------------------------------------- manifest */
 
 typedef enum operon_mapping {
-    OPERON_MAP_LABEL,           /* the label `name` holds the parent's name */
-    OPERON_MAP_ANNOTATION,      /* the annotation `name` holds [namespace/]name */
-    OPERON_MAP_ALL_IN_NAMESPACE /* every parent in the watched object's namespace */
+    OPERON_MAP_LABEL,            /* the label `name` holds the parent's name */
+    OPERON_MAP_ANNOTATION,       /* the annotation `name` holds [namespace/]name */
+    OPERON_MAP_ALL_IN_NAMESPACE, /* every parent in the watched object's namespace */
+    /* The parent's field at the dotted path `name` ("spec.configRef")
+     * names the watched object ([namespace/]name): an event on it
+     * reconciles exactly the parents naming it, and req->related holds it. */
+    OPERON_MAP_REFERENCE,
+    /* The parent's field at the dotted path `name` ("spec.selector") is a
+     * label selector (a LabelSelector or a plain label map) over the
+     * watched kind in its namespace; req->related holds what it matches. */
+    OPERON_MAP_SELECTOR,
 } operon_mapping_t;
 
 typedef struct operon_watch {
     operon_gvk_t kind;
     operon_mapping_t mapping;
-    const char *name; /* the label or annotation; NULL for all-in-namespace */
+    const char *name; /* the label, annotation or path; NULL for all-in-namespace */
 } operon_watch_t;
+
+/* How the host changes an existing child whose desired form changed. */
+typedef enum operon_update_strategy {
+    OPERON_UPDATE_IN_PLACE, /* server-side apply over it (the default) */
+    /* Server-side apply; when a field is immutable (a Job's template), the
+     * child is deleted and created anew (a ChildRecreated event). */
+    OPERON_UPDATE_RECREATE,
+    OPERON_UPDATE_ON_DELETE, /* left as it is; only missing children are created */
+} operon_update_strategy_t;
+
+/* The update strategy of one owned kind. */
+typedef struct operon_owned_update {
+    operon_gvk_t kind;
+    operon_update_strategy_t strategy;
+} operon_owned_update_t;
 
 /* What a reconciler is. Write it as a static constant:
  *
@@ -177,9 +213,12 @@ typedef struct operon_watch {
  *
  * name: lowercase [a-z0-9-]; it names the field manager operon/<name>.
  * owns: kinds of children, handed back in this order and pruned when no
- * longer desired. reads: kinds operon_get/operon_list may read. finalizer:
- * NULL for none; with one, a deleted parent is reconciled with
- * req->finalizing until the outcome says operon_finalized. */
+ * longer desired. reads: kinds operon_get/operon_list may read. updates:
+ * strategies of owned kinds (others are updated in place). finalizer: NULL
+ * for none; with one, the host keeps it on the parents whose outcome says
+ * operon_needs_finalizer (by default every outcome does, but the answer to
+ * a finalizing request), and a deleted parent that carries it is
+ * reconciled with req->finalizing until the outcome says operon_finalized. */
 typedef struct operon_manifest {
     const char *name;
     operon_gvk_t for_kind;
@@ -190,14 +229,34 @@ typedef struct operon_manifest {
     const operon_gvk_t *reads;
     size_t reads_len;
     const char *finalizer;
+    const operon_owned_update_t *updates;
+    size_t updates_len;
 } operon_manifest_t;
 
 /* ------------------------------------------------------------ request */
+
+/* kstatus's verdict on a child, computed by the host (one set of rules). */
+typedef enum operon_readiness_status {
+    OPERON_READINESS_CURRENT,     /* the child is what its spec asks */
+    OPERON_READINESS_IN_PROGRESS, /* on its way (rolling out, scheduling) */
+    OPERON_READINESS_FAILED,      /* will not get there without a change */
+    OPERON_READINESS_TERMINATING, /* being deleted */
+    OPERON_READINESS_UNKNOWN,     /* the host cannot tell */
+} operon_readiness_status_t;
+
+typedef struct operon_readiness {
+    operon_readiness_status_t status;
+    const char *message; /* why, for people: "Available: 1/3" */
+} operon_readiness_t;
+
+/* "current", "in-progress", "failed", "terminating" or "unknown" (the WIT's names). */
+const char *operon_readiness_name(operon_readiness_status_t status);
 
 typedef struct operon_children {
     operon_gvk_t kind;
     const operon_json_t *const *objects;
     size_t len;
+    const operon_readiness_t *readiness; /* readiness[i] is objects[i]'s */
 } operon_children_t;
 
 /* One call of operon_reconcile. Strings are never NULL ("" when absent). */
@@ -213,6 +272,11 @@ typedef struct operon_request {
      * up, then answer operon_finalized(out). */
     bool finalizing;
     uint32_t attempt; /* failures in a row before this call */
+    /* The host's clock when the reconcile began, RFC 3339 in UTC with
+     * milliseconds ("2026-11-26T04:05:06.789Z"), one value for the whole
+     * call; and the same as milliseconds since the Unix epoch. */
+    const char *now;
+    int64_t now_unix_ms;
     /* Existing children, one entry per owned kind, in manifest order. */
     const operon_children_t *children;
     size_t children_len;
@@ -227,6 +291,11 @@ const char *operon_describe(const operon_request_t *req);
 const operon_json_t *const *operon_children_of(const operon_request_t *req, operon_gvk_t kind, size_t *len);
 /* The existing child of kind called name, or NULL. */
 const operon_json_t *operon_child(const operon_request_t *req, operon_gvk_t kind, const char *name);
+/* The readiness of the existing child of kind called name, or NULL when
+ * there is no such child. */
+const operon_readiness_t *operon_child_readiness(const operon_request_t *req, operon_gvk_t kind, const char *name);
+/* Whether every existing child is current (true when there is none). */
+bool operon_children_current(const operon_request_t *req);
 
 /* ------------------------------------------------------------ outcome */
 
@@ -247,14 +316,37 @@ void operon_event(operon_outcome_t *out, const char *reason, const char *format,
 void operon_warning(operon_outcome_t *out, const char *reason, const char *format, ...) OPERON_PRINTF(3, 4);
 /* Reconcile again after ms milliseconds even if nothing changes. */
 void operon_requeue_after_ms(operon_outcome_t *out, uint64_t ms);
+/* Reconcile again at this time (RFC 3339, copied), measured from req->now;
+ * a time already past means at once. With operon_requeue_after_ms too, the
+ * earlier wins. One that does not parse refuses the outcome:
+ *     operon_requeue_at(out, operon_time_format(req->now_unix_ms + 3600 * 1000)); */
+void operon_requeue_at(operon_outcome_t *out, const char *rfc3339);
 /* Clean-up is complete: the host may remove the finalizer. */
 void operon_finalized(operon_outcome_t *out);
+/* Whether the parent needs the manifest's finalizer: the host adds it
+ * while outcomes say true and removes it when one says false. Without a
+ * call it is true when the manifest has a finalizer, except in the answer
+ * to a finalizing request. */
+void operon_needs_finalizer(operon_outcome_t *out, bool needs);
+/* The labels and annotations this reconciler keeps on its parent (JSON
+ * objects of strings; NULL for none): written with server-side apply, so a
+ * key no longer given is removed and others' keys stay. Keys under
+ * operon.dev/ refuse the outcome. Without a call the metadata is left alone. */
+void operon_parent_metadata(operon_outcome_t *out, operon_json_t *labels, operon_json_t *annotations);
 /* Fail the reconcile and return OPERON_FAILED:
  *     return operon_terminal(out, "spec.message must not be empty");
  * terminal: retrying cannot help, wait until the object changes;
- * transient: retried with exponential backoff. Nothing is written. */
+ * transient: retried with exponential backoff. Nothing of the outcome is
+ * written. */
 operon_result_t operon_terminal(operon_outcome_t *out, const char *format, ...) OPERON_PRINTF(2, 3);
 operon_result_t operon_transient(operon_outcome_t *out, const char *format, ...) OPERON_PRINTF(2, 3);
+/* The same, with the parent's status to write before the host backs off
+ * (a JSON object, e.g. a Ready condition False with a reason), so the
+ * parent says why while the host waits. */
+operon_result_t operon_terminal_with_status(operon_outcome_t *out, operon_json_t *status, const char *format, ...)
+    OPERON_PRINTF(3, 4);
+operon_result_t operon_transient_with_status(operon_outcome_t *out, operon_json_t *status, const char *format, ...)
+    OPERON_PRINTF(3, 4);
 
 /* ------------------------------------------------- conditions, status */
 
@@ -323,14 +415,31 @@ void operon_admission_warn(operon_admission_t *answer, const char *format, ...) 
  * the object as it is. */
 void operon_admission_patch(operon_admission_t *answer, operon_json_t *object);
 
+/* --------------------------------------------------------- conversion */
+
+/* The answer to a conversion request. */
+typedef struct operon_conversion operon_conversion_t;
+
+/* Appends the next converted object (one per object, in order). */
+void operon_converted(operon_conversion_t *answer, operon_json_t *object);
+/* Refuses the whole request (the API server shows the message) and
+ * returns OPERON_FAILED. */
+operon_result_t operon_conversion_error(operon_conversion_t *answer, const char *format, ...) OPERON_PRINTF(2, 3);
+
 /* ------------------------------------------- what the author implements */
 
 const operon_manifest_t *operon_manifest(void);
 operon_result_t operon_reconcile(const operon_request_t *req, operon_outcome_t *out);
-/* Optional, for world = "reconciler-with-admission": a missing validate
- * allows everything, a missing mutate changes nothing. */
+/* Optional, for a world with admission: a missing validate allows
+ * everything, a missing mutate changes nothing. */
 operon_result_t operon_validate(const operon_review_t *review, operon_admission_t *answer);
 operon_result_t operon_mutate(const operon_review_t *review, operon_admission_t *answer);
+/* Required by a world with conversion: converts every object to
+ * desired_api_version ("group/version") with operon_converted, in order,
+ * keeping kind, name, namespace and uid; an object already there goes back
+ * as it is. Reads nothing (operon_get sees nothing). */
+operon_result_t operon_convert(const operon_json_t *const *objects, size_t len, const char *desired_api_version,
+                               operon_conversion_t *answer);
 
 /* ------------------------------------------- the wire, for glue and tests */
 
@@ -351,10 +460,16 @@ typedef struct operon_host {
                 size_t *len, char **error);
 } operon_host_t;
 
+typedef struct operon_raw_readiness {
+    operon_readiness_status_t status;
+    operon_str_t message;
+} operon_raw_readiness_t;
+
 typedef struct operon_raw_children {
     operon_gvk_t kind;
     const operon_str_t *objects;
     size_t len;
+    const operon_raw_readiness_t *readiness; /* one per object; NULL: unknown */
 } operon_raw_children_t;
 
 typedef struct operon_raw_request {
@@ -365,6 +480,7 @@ typedef struct operon_raw_request {
     size_t related_len;
     bool finalizing;
     uint32_t attempt;
+    operon_str_t now; /* empty: the Unix epoch */
 } operon_raw_request_t;
 
 typedef struct operon_raw_event {
@@ -373,11 +489,17 @@ typedef struct operon_raw_event {
     char *message;
 } operon_raw_event_t;
 
+typedef struct operon_raw_pair {
+    char *key;
+    char *value;
+} operon_raw_pair_t;
+
 /* Every pointer is malloc'd (free with operon_raw_outcome_free). */
 typedef struct operon_raw_outcome {
     bool failed;
     bool terminal;
-    char *failure; /* when failed */
+    char *failure;        /* when failed */
+    char *failure_status; /* when failed: the status to write, or NULL */
     char **desired;
     size_t desired_len;
     char *status; /* NULL: untouched */
@@ -385,7 +507,14 @@ typedef struct operon_raw_outcome {
     size_t events_len;
     bool has_requeue;
     uint64_t requeue_after_ms;
+    char *requeue_at; /* NULL: none */
     bool finalized;
+    bool needs_finalizer;
+    bool has_parent_metadata; /* false: the parent's metadata is left alone */
+    operon_raw_pair_t *labels;
+    size_t labels_len;
+    operon_raw_pair_t *annotations;
+    size_t annotations_len;
     bool refused; /* operon_test_reconcile only: the host would refuse the outcome (failure says why) */
 } operon_raw_outcome_t;
 
@@ -421,6 +550,20 @@ typedef operon_result_t (*operon_admission_fn)(const operon_review_t *, operon_a
 void operon_run_admission(const operon_host_t *host, operon_admission_fn fn, const operon_raw_review_t *review,
                           operon_raw_admission_t *out);
 void operon_raw_admission_free(operon_raw_admission_t *out);
+
+/* Every pointer is malloc'd (free with operon_raw_conversion_free). */
+typedef struct operon_raw_conversion {
+    bool failed;
+    char *error; /* when failed */
+    char **objects;
+    size_t len;
+} operon_raw_conversion_t;
+
+typedef operon_result_t (*operon_convert_fn)(const operon_json_t *const *, size_t, const char *, operon_conversion_t *);
+/* The code path of convert. */
+void operon_run_convert(const operon_host_t *host, operon_convert_fn fn, const operon_str_t *objects, size_t len,
+                        operon_str_t desired_api_version, operon_raw_conversion_t *out);
+void operon_raw_conversion_free(operon_raw_conversion_t *out);
 
 /* The call's arena, for native tests that build values outside a call:
  * operon_arena_mark() before, operon_arena_release(mark) after frees

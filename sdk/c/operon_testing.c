@@ -1,7 +1,11 @@
-/* operon_testing.c — the fake cluster and helpers of operon_testing.h. */
+/* operon_testing.c — the fake cluster and helpers of operon_testing.h.
+ * Native only (POSIX: popen runs `operon readiness`). */
+#define _POSIX_C_SOURCE 200809L
 #include "operon_testing.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int operon_test_passed, operon_test_failed, operon_test_current_failed;
 
@@ -18,7 +22,7 @@ struct operon_fake_cluster {
     const char *namespace_; /* the parent's, during a reconcile */
 };
 
-static char *dup(const char *s) {
+static char *copy_text(const char *s) {
     size_t n = strlen(s);
     char *out = malloc(n + 1);
     if (!out) abort();
@@ -36,7 +40,7 @@ void operon_fake_cluster_add(operon_fake_cluster_t *c, const char *json) {
     char **objects = realloc(c->objects, (c->len + 1) * sizeof *objects);
     if (!objects) abort();
     c->objects = objects;
-    c->objects[c->len++] = dup(json);
+    c->objects[c->len++] = copy_text(json);
 }
 
 void operon_fake_cluster_free(operon_fake_cluster_t *c) {
@@ -62,7 +66,7 @@ static void fake_log(void *self, operon_level_t level, const char *message, size
     char **logs = realloc(c->logs, (c->logs_len + 1) * sizeof *logs);
     if (!logs) abort();
     c->logs = logs;
-    c->logs[c->logs_len++] = dup(line);
+    c->logs[c->logs_len++] = copy_text(line);
 }
 
 /* Whether object i is of kind and in namespace_ ("" means the parent's). */
@@ -81,7 +85,7 @@ static int fake_get(void *self, operon_gvk_t kind, const char *namespace_, const
     for (size_t i = 0; i < c->len; i++) {
         const operon_json_t *o = in_scope(c, i, kind, namespace_);
         if (o && strcmp(operon_json_string_at(o, "metadata.name", ""), name) == 0) {
-            *object = dup(c->objects[i]);
+            *object = copy_text(c->objects[i]);
             return 1;
         }
     }
@@ -131,52 +135,183 @@ static int fake_list(void *self, operon_gvk_t kind, const char *namespace_, cons
             if (!comma) break;
             p = comma + 1;
         }
-        if (all) (*objects)[(*len)++] = dup(c->objects[i]);
+        if (all) (*objects)[(*len)++] = copy_text(c->objects[i]);
     }
     return 0;
 }
 
 static operon_host_t host_of(operon_fake_cluster_t *c) { return (operon_host_t){c, fake_log, fake_get, fake_list}; }
 
-void operon_test_reconcile(operon_fake_cluster_t *cluster, const char *parent, const char *const *children,
-                           size_t children_len, bool finalizing, operon_raw_outcome_t *out) {
+/* ------------------------------------------------------------ readiness */
+
+/* The operon binary: $OPERON (a path, or a name looked up on PATH), else
+ * operon on PATH; NULL when there is none. */
+static const char *find_operon(void) {
+    const char *named = getenv("OPERON");
+    const char *name = named && *named ? named : "operon";
+    struct stat st;
+    if (strchr(name, '/')) return access(name, X_OK) == 0 && stat(name, &st) == 0 && S_ISREG(st.st_mode) ? name : NULL;
+    for (const char *p = getenv("PATH"); p && *p;) {
+        const char *colon = strchr(p, ':');
+        size_t n = colon ? (size_t)(colon - p) : strlen(p);
+        const char *candidate = operon_sprintf("%.*s/%s", (int)n, n ? p : ".", name);
+        if (access(candidate, X_OK) == 0 && stat(candidate, &st) == 0 && S_ISREG(st.st_mode)) return candidate;
+        if (!colon) break;
+        p = colon + 1;
+    }
+    return NULL;
+}
+
+/* s quoted for sh. */
+static const char *shell_quote(const char *s) {
+    const char *out = "'";
+    for (const char *q; (q = strchr(s, '\''));) {
+        out = operon_sprintf("%s%.*s'\\''", out, (int)(q - s), s);
+        s = q + 1;
+    }
+    return operon_sprintf("%s%s'", out, s);
+}
+
+static bool status_named(const char *name, operon_readiness_status_t *out) {
+    /* kstatus's spelling, as `operon readiness` prints it. */
+    static const char *const names[] = {"Current", "InProgress", "Failed", "Terminating", "Unknown"};
+    for (size_t i = 0; name && i < OPERON_LEN(names); i++)
+        if (strcmp(name, names[i]) == 0) return *out = (operon_readiness_status_t)i, true;
+    return false;
+}
+
+const char *operon_test_rate(const char *const *objects, size_t len, operon_readiness_t *readiness) {
+    if (len == 0) return NULL;
+    const char *operon = find_operon();
+    if (!operon) {
+        for (size_t i = 0; i < len; i++) readiness[i] = (operon_readiness_t){OPERON_READINESS_UNKNOWN, OPERON_TEST_NOT_RATED};
+        return NULL;
+    }
+    const char *dir = getenv("TMPDIR");
+    char *path = (char *)operon_sprintf("%s/operon-readiness-XXXXXX", dir && *dir ? dir : "/tmp");
+    int fd = mkstemp(path);
+    if (fd < 0) return operon_sprintf("cannot write a file for operon readiness in %s", dir && *dir ? dir : "/tmp");
+    FILE *file = fdopen(fd, "w");
+    if (!file) {
+        close(fd);
+        unlink(path);
+        return "cannot write a file for operon readiness";
+    }
+    fputc('[', file);
+    for (size_t i = 0; i < len; i++) fprintf(file, "%s%s", i ? "," : "", objects[i]);
+    fputc(']', file);
+    fclose(file);
+    const char *command = operon_sprintf("%s readiness %s", shell_quote(operon), shell_quote(path));
+    FILE *pipe = popen(command, "r");
+    const char *error = NULL;
+    char *text = NULL;
+    size_t text_len = 0;
+    if (!pipe) {
+        error = operon_sprintf("cannot run %s", command);
+    } else {
+        char chunk[4096];
+        for (size_t n; (n = fread(chunk, 1, sizeof chunk, pipe)) > 0;) {
+            char *more = operon_alloc(text_len + n + 1);
+            if (text_len) memcpy(more, text, text_len);
+            memcpy(more + text_len, chunk, n);
+            text = more;
+            text_len += n;
+        }
+        int status = pclose(pipe);
+        if (status != 0) error = operon_sprintf("%s failed (wait status %d)", command, status);
+    }
+    unlink(path);
+    if (error) return error;
+    const char *parse_error = NULL;
+    const operon_json_t *list = operon_json_parse(text ? text : "", text_len, &parse_error);
+    if (operon_json_len(list) != len || operon_json_type(list) != OPERON_ARRAY)
+        return operon_sprintf("%s did not print one readiness per object: %.*s", command, (int)text_len, text ? text : "");
+    for (size_t i = 0; i < len; i++) {
+        const operon_json_t *r = operon_json_item(list, i);
+        readiness[i].message = operon_json_string_at(r, "message", "");
+        if (!status_named(operon_json_string_at(r, "status", NULL), &readiness[i].status))
+            return operon_sprintf("%s printed an unknown status: %s", command, operon_json_text(r, NULL));
+    }
+    return NULL;
+}
+
+/* -------------------------------------------------------------- requests */
+
+void operon_test_run(operon_fake_cluster_t *cluster, const operon_test_request_t *test, operon_raw_outcome_t *out) {
     operon_fake_cluster_t *own = cluster ? NULL : operon_fake_cluster_new();
     operon_fake_cluster_t *c = cluster ? cluster : own;
     void *mark = operon_arena_mark();
+    memset(out, 0, sizeof *out);
     const operon_manifest_t *m = operon_manifest();
-    operon_raw_children_t *groups = operon_alloc((m->owns_len + 1) * sizeof *groups);
+    const char *parent = test->object ? test->object : "";
+    size_t n_children = test->children_len;
+    const char **texts = operon_alloc((n_children + 1) * sizeof *texts);
+    for (size_t i = 0; i < n_children; i++) texts[i] = test->children[i].object;
     const operon_json_t *parsed_parent = operon_json_parse(parent, strlen(parent), NULL);
     c->namespace_ = operon_json_string_at(parsed_parent, "metadata.namespace", "");
-    for (size_t k = 0; k < m->owns_len; k++) {
-        operon_str_t *objects = operon_alloc((children_len + 1) * sizeof *objects);
-        size_t n = 0;
-        for (size_t i = 0; i < children_len; i++) {
-            const operon_json_t *child = operon_json_parse(children[i], strlen(children[i]), NULL);
-            if (operon_is_kind(child, m->owns[k])) objects[n++] = (operon_str_t){children[i], strlen(children[i])};
-        }
-        groups[k] = (operon_raw_children_t){m->owns[k], objects, n};
-    }
-    for (size_t i = 0; i < children_len; i++) {
-        const operon_json_t *child = operon_json_parse(children[i], strlen(children[i]), NULL);
+    for (size_t i = 0; i < n_children; i++) {
+        const operon_json_t *child = operon_json_parse(texts[i], strlen(texts[i]), NULL);
         bool owned = false;
         for (size_t k = 0; k < m->owns_len; k++) owned = owned || operon_is_kind(child, m->owns[k]);
         if (!owned) {
-            memset(out, 0, sizeof *out);
             out->failed = out->terminal = true;
-            out->failure = dup("operon_test_reconcile: a child is of a kind the manifest does not own");
+            out->failure = copy_text("operon_test_reconcile: a child is of a kind the manifest does not own");
             goto done;
         }
     }
-    operon_raw_request_t req = {{parent, strlen(parent)}, groups, m->owns_len, NULL, 0, finalizing, 0};
+    /* Readiness: the test's, else the host's rules through the binary, in one run. */
+    operon_readiness_t *readiness = operon_alloc((n_children + 1) * sizeof *readiness);
+    const char **unrated = operon_alloc((n_children + 1) * sizeof *unrated);
+    size_t n_unrated = 0;
+    for (size_t i = 0; i < n_children; i++) {
+        if (test->children[i].readiness) readiness[i] = *test->children[i].readiness;
+        else unrated[n_unrated++] = texts[i];
+    }
+    operon_readiness_t *rated = operon_alloc((n_unrated + 1) * sizeof *rated);
+    const char *rate_error = operon_test_rate(unrated, n_unrated, rated);
+    if (rate_error) {
+        out->failed = out->terminal = true;
+        out->failure = copy_text(operon_sprintf("operon_test_run: rating the children: %s", rate_error));
+        goto done;
+    }
+    for (size_t i = 0, r = 0; i < n_children; i++)
+        if (!test->children[i].readiness) readiness[i] = rated[r++];
+    operon_raw_children_t *groups = operon_alloc((m->owns_len + 1) * sizeof *groups);
+    for (size_t k = 0; k < m->owns_len; k++) {
+        operon_str_t *objects = operon_alloc((n_children + 1) * sizeof *objects);
+        operon_raw_readiness_t *ready = operon_alloc((n_children + 1) * sizeof *ready);
+        size_t n = 0;
+        for (size_t i = 0; i < n_children; i++) {
+            const operon_json_t *child = operon_json_parse(texts[i], strlen(texts[i]), NULL);
+            if (!operon_is_kind(child, m->owns[k])) continue;
+            const char *message = readiness[i].message ? readiness[i].message : "";
+            ready[n] = (operon_raw_readiness_t){readiness[i].status, {message, strlen(message)}};
+            objects[n++] = (operon_str_t){texts[i], strlen(texts[i])};
+        }
+        groups[k] = (operon_raw_children_t){m->owns[k], objects, n, ready};
+    }
+    operon_str_t *related = operon_alloc((test->related_len + 1) * sizeof *related);
+    for (size_t i = 0; i < test->related_len; i++) related[i] = (operon_str_t){test->related[i], strlen(test->related[i])};
+    const char *now = test->now ? test->now : "1970-01-01T00:00:00.000Z";
+    operon_raw_request_t req = {
+        .object = {parent, strlen(parent)},
+        .children = groups,
+        .children_len = m->owns_len,
+        .related = related,
+        .related_len = test->related_len,
+        .finalizing = test->finalizing,
+        .attempt = test->attempt,
+        .now = {now, strlen(now)},
+    };
     operon_host_t host = host_of(c);
     operon_run_reconcile(&host, &req, out);
     if (!out->failed) {
-        const char *refused = operon_check_outcome(m, parent, children, children_len, c, out);
+        const char *refused = operon_check_outcome(m, parent, texts, n_children, c, out);
         if (refused) {
             operon_raw_outcome_free(out);
             memset(out, 0, sizeof *out);
             out->failed = out->terminal = out->refused = true;
-            out->failure = dup(operon_sprintf("outcome refused, nothing written: %s (the host checks this before writing)",
+            out->failure = copy_text(operon_sprintf("outcome refused, nothing written: %s (the host checks this before writing)",
                                               refused));
         }
     }
@@ -184,6 +319,28 @@ done:
     c->namespace_ = NULL;
     operon_arena_release(mark);
     operon_fake_cluster_free(own);
+}
+
+void operon_test_reconcile(operon_fake_cluster_t *cluster, const char *parent, const char *const *children,
+                           size_t children_len, bool finalizing, operon_raw_outcome_t *out) {
+    void *mark = operon_arena_mark();
+    operon_test_child_t *list = operon_alloc((children_len + 1) * sizeof *list);
+    for (size_t i = 0; i < children_len; i++) list[i].object = children[i];
+    operon_test_request_t req = {.object = parent, .children = list, .children_len = children_len, .finalizing = finalizing};
+    operon_test_run(cluster, &req, out);
+    operon_arena_release(mark);
+}
+
+void operon_test_convert(operon_convert_fn fn, const char *const *objects, size_t len, const char *desired_api_version,
+                         operon_raw_conversion_t *out) {
+    operon_fake_cluster_t *c = operon_fake_cluster_new();
+    operon_host_t host = host_of(c);
+    operon_str_t *in = calloc(len ? len : 1, sizeof *in);
+    if (!in) abort();
+    for (size_t i = 0; i < len; i++) in[i] = (operon_str_t){objects[i], strlen(objects[i])};
+    operon_run_convert(&host, fn, in, len, (operon_str_t){desired_api_version, strlen(desired_api_version)}, out);
+    free(in);
+    operon_fake_cluster_free(c);
 }
 
 void operon_test_admission(operon_admission_fn fn, operon_operation_t op, const char *object,
@@ -353,6 +510,18 @@ const char *operon_check_outcome(const operon_manifest_t *m, const char *parent_
         size_t n = out->events[i].reason ? strlen(out->events[i].reason) : 0;
         if (n == 0 || (int64_t)n > max_reason)
             return operon_sprintf("events[%zu]: reason must be 1-%lld characters", i, (long long)max_reason);
+    }
+    /* Contract 0.2: what the host checks of requeue-at and parent-metadata. */
+    int64_t at;
+    if (out->requeue_at && !operon_time_parse(out->requeue_at, &at))
+        return operon_sprintf("requeue-at \"%s\" is not an RFC 3339 time such as 2026-01-01T00:00:00Z", out->requeue_at);
+    for (size_t m_ = 0; m_ < 2; m_++) {
+        const operon_raw_pair_t *pairs = m_ ? out->annotations : out->labels;
+        size_t len = m_ ? out->annotations_len : out->labels_len;
+        for (size_t i = 0; i < len; i++)
+            if (strncmp(pairs[i].key, "operon.dev/", 11) == 0)
+                return operon_sprintf("parent-metadata sets the %s \"%s\": operon.dev keys are the host's",
+                                      m_ ? "annotation" : "label", pairs[i].key);
     }
     for (size_t i = 0; i < out->desired_len; i++) {
         bool mine = false;

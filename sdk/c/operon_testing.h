@@ -40,10 +40,36 @@ void operon_fake_cluster_free(operon_fake_cluster_t *cluster);
 size_t operon_fake_cluster_logs(const operon_fake_cluster_t *cluster);
 const char *operon_fake_cluster_log(const operon_fake_cluster_t *cluster, size_t i);
 
+/* One existing child of a test request: its JSON, and its readiness when
+ * the test states it (NULL: rated as the host rates it, see below). */
+typedef struct operon_test_child {
+    const char *object;
+    const operon_readiness_t *readiness;
+} operon_test_child_t;
+
+/* A test request; zero fields are the host's defaults. */
+typedef struct operon_test_request {
+    const char *object; /* the parent (JSON) */
+    const operon_test_child_t *children;
+    size_t children_len;
+    const char *const *related; /* JSON texts */
+    size_t related_len;
+    bool finalizing;
+    uint32_t attempt;
+    const char *now; /* NULL: "1970-01-01T00:00:00.000Z", as fixtures */
+} operon_test_request_t;
+
 /* Builds the wire request as the host does (children grouped by the kinds
  * of operon_manifest()->owns, in that order) and runs it. cluster may be
  * NULL (an empty one). A child of a kind the manifest does not own is
- * refused with a failure, as the host would never hand it in. */
+ * refused with a failure, as the host would never hand it in.
+ *
+ * Readiness is never computed here: the children without one are rated by
+ * the host's own rules, by running `operon readiness` (the binary $OPERON
+ * names, else operon on PATH) once per request. Without that binary they
+ * are unknown, with the message OPERON_TEST_NOT_RATED. */
+void operon_test_run(operon_fake_cluster_t *cluster, const operon_test_request_t *req, operon_raw_outcome_t *out);
+/* The same for a parent and children as JSON texts (the rest defaults). */
 void operon_test_reconcile(operon_fake_cluster_t *cluster, const char *parent, const char *const *children,
                            size_t children_len, bool finalizing, operon_raw_outcome_t *out);
 /* Every outcome is then checked as the host checks it before writing
@@ -52,10 +78,20 @@ void operon_test_reconcile(operon_fake_cluster_t *cluster, const char *parent, c
  * "outcome refused, nothing written: RULE (the host checks this before
  * writing)". */
 
+#define OPERON_TEST_NOT_RATED                                                                                   \
+    "not rated: native tests rate children with the operon binary ($OPERON or operon on PATH), or pass a " \
+    "readiness"
+
+/* Rates len objects (JSON texts) with `operon readiness`, one run for all,
+ * into readiness (messages in the arena). NULL on success, else why the
+ * binary failed (a test fails then). */
+const char *operon_test_rate(const char *const *objects, size_t len, operon_readiness_t *readiness);
+
 /* The host's checks of an outcome, as operon test makes them (the rules and
  * messages of operon_contract::rules, data in operon_rules.h, with the
  * policy of `operon run --module`: what the manifest owns, any namespace,
- * cluster-scoped kinds allowed, no adoption). children are the parent's
+ * cluster-scoped kinds allowed, no adoption; and contract 0.2's: requeue-at
+ * parses as RFC 3339, no parent-metadata key under operon.dev/). children are the parent's
  * own; cluster's objects are those a child could be written over. NULL when
  * the host writes the outcome, else the rule it breaks (arena memory). */
 const char *operon_check_outcome(const operon_manifest_t *m, const char *parent, const char *const *children,
@@ -64,6 +100,9 @@ const char *operon_check_outcome(const operon_manifest_t *m, const char *parent,
 /* Runs an admission function on a review of op for object (JSON or NULL). */
 void operon_test_admission(operon_admission_fn fn, operon_operation_t op, const char *object,
                            operon_raw_admission_t *out);
+/* Runs a convert function on len objects (JSON texts), as the component does. */
+void operon_test_convert(operon_convert_fn fn, const char *const *objects, size_t len, const char *desired_api_version,
+                         operon_raw_conversion_t *out);
 
 extern int operon_test_passed, operon_test_failed, operon_test_current_failed;
 

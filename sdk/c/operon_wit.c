@@ -76,9 +76,27 @@ void exports_operon_reconciler_guest_manifest(operon_reconciler_types_reconciler
                 w->mapping.tag = OPERON_RECONCILER_TYPES_MAPPING_ANNOTATION;
                 w->mapping.val.annotation = dup_string(m->watches[i].name);
                 break;
+            case OPERON_MAP_REFERENCE:
+                w->mapping.tag = OPERON_RECONCILER_TYPES_MAPPING_REFERENCE;
+                w->mapping.val.reference = dup_string(m->watches[i].name);
+                break;
+            case OPERON_MAP_SELECTOR:
+                w->mapping.tag = OPERON_RECONCILER_TYPES_MAPPING_SELECTOR;
+                w->mapping.val.selector = dup_string(m->watches[i].name);
+                break;
             default:
                 w->mapping.tag = OPERON_RECONCILER_TYPES_MAPPING_ALL_IN_NAMESPACE;
             }
+        }
+    }
+    if (m->updates_len) {
+        ret->updates.ptr = calloc(m->updates_len, sizeof *ret->updates.ptr);
+        if (!ret->updates.ptr) abort();
+        ret->updates.len = m->updates_len;
+        for (size_t i = 0; i < m->updates_len; i++) {
+            ret->updates.ptr[i].kind = gvk_out(m->updates[i].kind);
+            /* operon_update_strategy_t follows the WIT enum's order. */
+            ret->updates.ptr[i].strategy = (operon_reconciler_types_update_strategy_t)m->updates[i].strategy;
         }
     }
     if (m->finalizer) {
@@ -157,6 +175,21 @@ const operon_host_t operon_wit_host = {NULL, host_log, host_get, host_list};
 
 /* ----------------------------------------------------------- reconcile */
 
+/* Hands the malloc'd keys and values to the WIT list and frees the array. */
+static operon_wit_list_tuple2_string_string_t pairs_out(operon_raw_pair_t *pairs, size_t len) {
+    operon_wit_list_tuple2_string_string_t list = {NULL, len};
+    if (len) {
+        list.ptr = calloc(len, sizeof *list.ptr);
+        if (!list.ptr) abort();
+        for (size_t i = 0; i < len; i++) {
+            list.ptr[i].f0 = take_string(pairs[i].key);
+            list.ptr[i].f1 = take_string(pairs[i].value);
+        }
+    }
+    free(pairs);
+    return list;
+}
+
 static operon_str_t str_in(const operon_wit_string_t *s) { return (operon_str_t){(const char *)s->ptr, s->len}; }
 
 static operon_gvk_t gvk_in(const operon_reconciler_types_gvk_t *g) {
@@ -170,18 +203,35 @@ bool exports_operon_reconciler_guest_reconcile(operon_reconciler_types_request_t
     size_t groups = request->children.len;
     operon_raw_children_t *children = calloc(groups ? groups : 1, sizeof *children);
     operon_str_t **objects = calloc(groups ? groups : 1, sizeof *objects);
+    operon_raw_readiness_t **readiness = calloc(groups ? groups : 1, sizeof *readiness);
     operon_str_t *related = calloc(request->related.len ? request->related.len : 1, sizeof *related);
-    if (!children || !objects || !related) abort();
+    if (!children || !objects || !readiness || !related) abort();
     for (size_t i = 0; i < groups; i++) {
         const operon_reconciler_types_children_t *group = &request->children.ptr[i];
-        objects[i] = calloc(group->objects.len ? group->objects.len : 1, sizeof **objects);
-        if (!objects[i]) abort();
-        for (size_t j = 0; j < group->objects.len; j++) objects[i][j] = str_in(&group->objects.ptr[j]);
-        children[i] = (operon_raw_children_t){gvk_in(&group->kind), objects[i], group->objects.len};
+        size_t n = group->objects.len;
+        objects[i] = calloc(n ? n : 1, sizeof **objects);
+        readiness[i] = calloc(n ? n : 1, sizeof **readiness);
+        if (!objects[i] || !readiness[i]) abort();
+        for (size_t j = 0; j < n; j++) {
+            const operon_reconciler_types_child_t *child = &group->objects.ptr[j];
+            objects[i][j] = str_in(&child->object);
+            /* operon_readiness_status_t follows the WIT enum's order. */
+            readiness[i][j] = (operon_raw_readiness_t){(operon_readiness_status_t)child->readiness.status,
+                                                       str_in(&child->readiness.message)};
+        }
+        children[i] = (operon_raw_children_t){gvk_in(&group->kind), objects[i], n, readiness[i]};
     }
     for (size_t i = 0; i < request->related.len; i++) related[i] = str_in(&request->related.ptr[i]);
-    operon_raw_request_t raw = {str_in(&request->object), children, groups, related, request->related.len,
-                                request->finalizing, request->attempt};
+    operon_raw_request_t raw = {
+        .object = str_in(&request->object),
+        .children = children,
+        .children_len = groups,
+        .related = related,
+        .related_len = request->related.len,
+        .finalizing = request->finalizing,
+        .attempt = request->attempt,
+        .now = str_in(&request->now),
+    };
 
     operon_raw_outcome_t out;
     operon_run_reconcile(&operon_wit_host, &raw, &out);
@@ -191,16 +241,25 @@ bool exports_operon_reconciler_guest_reconcile(operon_reconciler_types_request_t
         free((void *)children[i].kind.version);
         free((void *)children[i].kind.kind);
         free(objects[i]);
+        free(readiness[i]);
     }
     free(children);
     free(objects);
+    free(readiness);
     free(related);
     operon_reconciler_types_request_free(request);
 
     if (out.failed) {
         err->tag = out.terminal ? OPERON_RECONCILER_TYPES_FAILURE_TERMINAL : OPERON_RECONCILER_TYPES_FAILURE_TRANSIENT;
-        err->val.terminal = take_string(out.failure); /* same layout for both cases */
+        operon_reconciler_types_failure_detail_t *detail = &err->val.terminal; /* same layout for both cases */
+        memset(detail, 0, sizeof *detail);
+        detail->message = take_string(out.failure);
         out.failure = NULL;
+        if (out.failure_status) {
+            detail->status.is_some = true;
+            detail->status.val = take_string(out.failure_status);
+            out.failure_status = NULL;
+        }
         operon_raw_outcome_free(&out);
         return false;
     }
@@ -210,13 +269,14 @@ bool exports_operon_reconciler_guest_reconcile(operon_reconciler_types_request_t
         if (!ret->desired.ptr) abort();
         ret->desired.len = out.desired_len;
         for (size_t i = 0; i < out.desired_len; i++) ret->desired.ptr[i] = take_string(out.desired[i]);
-    } else {
-        for (size_t i = 0; i < out.desired_len; i++) free(out.desired[i]);
     }
     free(out.desired);
+    out.desired = NULL;
+    out.desired_len = 0;
     if (out.status) {
         ret->status.is_some = true;
         ret->status.val = take_string(out.status);
+        out.status = NULL;
     }
     if (out.events_len) {
         ret->events.ptr = calloc(out.events_len, sizeof *ret->events.ptr);
@@ -229,8 +289,24 @@ bool exports_operon_reconciler_guest_reconcile(operon_reconciler_types_request_t
         }
     }
     free(out.events);
+    out.events = NULL;
+    out.events_len = 0;
     ret->requeue_after_ms.is_some = out.has_requeue;
     ret->requeue_after_ms.val = out.requeue_after_ms;
+    if (out.requeue_at) {
+        ret->requeue_at.is_some = true;
+        ret->requeue_at.val = take_string(out.requeue_at);
+        out.requeue_at = NULL;
+    }
     ret->finalized = out.finalized;
+    ret->needs_finalizer = out.needs_finalizer;
+    if (out.has_parent_metadata) {
+        ret->parent_metadata.is_some = true;
+        ret->parent_metadata.val.labels = pairs_out(out.labels, out.labels_len);
+        ret->parent_metadata.val.annotations = pairs_out(out.annotations, out.annotations_len);
+        out.labels = out.annotations = NULL;
+        out.labels_len = out.annotations_len = 0;
+    }
+    operon_raw_outcome_free(&out); /* what was not handed over */
     return true;
 }

@@ -1,6 +1,7 @@
 /*
  * operon_wit_admission.c — the admission exports (validate, mutate), built
- * by `operon build` only for world = "reconciler-with-admission".
+ * by `operon build` only for a world with admission
+ * ("reconciler-with-admission", "reconciler-with-admission-and-conversion").
  * operon_validate and operon_mutate are weak: an author who writes only one
  * of them gets the other's default (allow; leave the object as it is).
  */

@@ -11,7 +11,8 @@ import (
 
 // Validator is implemented by a reconciler that also validates its parent
 // kind (a validating admission webhook, served by the host when operon.toml
-// says world = "reconciler-with-admission").
+// says world = "reconciler-with-admission" or
+// "reconciler-with-admission-and-conversion").
 type Validator interface {
 	// Validate accepts the request (nil error, with warnings kubectl prints)
 	// or refuses it: return [Deny] or [DenyCode]; any other error refuses it

@@ -45,7 +45,7 @@ func IsConditionTrue(conditions []Condition, typ string) bool {
 //
 // A reconciler must not read the clock (the outcome would change on every
 // call and rewrite the status), so c.LastTransitionTime is a time the
-// request shows: a child's timestamps, the parent's creationTimestamp.
+// request gives: [Request.Now], as the host wrote it.
 func SetCondition(conditions []Condition, c Condition) []Condition {
 	out := make([]Condition, 0, len(conditions)+1)
 	replaced := false

@@ -25,10 +25,24 @@
 //     between calls (an instance may be fresh for every call).
 //   - Whole truth: the Outcome lists every child that should exist; existing
 //     children it leaves out are deleted.
-//   - Deterministic: no clock readings, no randomness, so an unchanged
-//     cluster causes no writes.
+//   - Deterministic: no clock readings (the time is an input,
+//     [Request.Now]), no randomness, so an unchanged cluster causes no
+//     writes.
 //   - Errors: a returned error is transient (retried with backoff) unless it
-//     wraps [TerminalError] (not retried until the object changes).
+//     wraps [TerminalError] (not retried until the object changes); either
+//     may carry the parent's status ([WithStatus]).
+//
+// # Contract 0.2
+//
+// This SDK speaks operon:reconciler@0.2: the request's time ([Request.Now],
+// [Request.NowTime]); each child's readiness as the host rates it
+// ([Request.Readiness], [Request.AllChildrenCurrent]); an outcome's
+// [Outcome.RequeueAt], [Outcome.SetNeedsFinalizer] (by default true when
+// the manifest has a finalizer, except when finalizing) and
+// [Outcome.SetParentMetadata]; failures with a status ([WithStatus]);
+// watches [ByReference] and [BySelector]; update strategies per owned kind
+// ([OwnedUpdate]); and conversion ([Converter]) for the worlds
+// `reconciler-with-conversion` and `reconciler-with-admission-and-conversion`.
 package operon
 
 import (
@@ -40,7 +54,7 @@ import (
 // Version is this SDK's release: one version for every Operon SDK and the
 // host (`cargo xtask version` sets it), published as the module version
 // tag sdk/go/v<Version>. Its minor is that of the WIT contract it speaks,
-// operon:reconciler@0.1.
+// operon:reconciler@0.2.
 const Version = "0.1.0"
 
 // Reconciler computes the desired state of one parent object.
@@ -57,15 +71,17 @@ type Reconciler interface {
 
 // Export registers r as the component's reconciler. Call it once, from an
 // init function of the main package. When r also implements [Validator]
-// or [Mutator], they are the component's admission functions; they are
-// served only when operon.toml says world = "reconciler-with-admission".
+// or [Mutator], they are the component's admission functions, exported
+// when operon.toml's world is "reconciler-with-admission" or
+// "reconciler-with-admission-and-conversion"; when it implements
+// [Converter], that is its `convert`, exported by the worlds "...-conversion".
 func Export(r Reconciler) {
 	abi.Exports.Manifest = func() abi.Manifest { return r.Manifest() }
 	abi.Exports.Reconcile = func(host abi.Host, req abi.Request) (abi.Outcome, *abi.Failure) {
 		defer afterCall()
 		return Run(host, r, req)
 	}
-	abi.Exports.Validate, abi.Exports.Mutate = nil, nil
+	abi.Exports.Validate, abi.Exports.Mutate, abi.Exports.Convert = nil, nil, nil
 	if v, ok := r.(Validator); ok {
 		abi.Exports.Validate = func(host abi.Host, review abi.Review) ([]string, *abi.Denial) {
 			defer afterCall()
@@ -76,6 +92,12 @@ func Export(r Reconciler) {
 		abi.Exports.Mutate = func(host abi.Host, review abi.Review) (*string, *abi.Denial) {
 			defer afterCall()
 			return RunMutate(host, m, review)
+		}
+	}
+	if c, ok := r.(Converter); ok {
+		abi.Exports.Convert = func(host abi.Host, objects []string, desired string) ([]string, *string) {
+			defer afterCall()
+			return RunConvert(host, c, objects, desired)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package operon
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	"operon.dev/sdk/go/internal/abi"
@@ -32,7 +33,9 @@ type Outcome struct {
 	Desired []any
 	// Status is the parent's new `status` (a value that marshals to a JSON
 	// object), or nil to leave it untouched. Keep it deterministic: no
-	// clock readings, so an unchanged cluster gives an unchanged status.
+	// clock readings (use [Request.Now]), so an unchanged cluster gives an
+	// unchanged status. The host sets `observedGeneration` to the parent's
+	// `metadata.generation` unless it is set.
 	Status any
 	// Events to record on the parent.
 	Events []Event
@@ -41,9 +44,34 @@ type Outcome struct {
 	// as in controller-runtime. The host raises values under its floor
 	// (100 ms by default) to the floor.
 	RequeueAfter time.Duration
+	// RequeueTime reconciles again at this time even if nothing changes
+	// (schedules, expiries, TTLs); the zero time means none. It is
+	// measured from [Request.Now]: a time already past means the host's
+	// floor. With RequeueAfter too, the earlier wins.
+	RequeueTime time.Time
 	// Finalized says clean-up is complete: the host may remove the
 	// finalizer. Only meaningful when [Request.Finalizing].
 	Finalized bool
+	// NeedsFinalizer says whether the parent needs clean-up when it is
+	// deleted: the host keeps Manifest.Finalizer on it while true (adding
+	// it now) and releases it when false. Nil means the default: true when
+	// the manifest has a finalizer, except in an answer to a finalizing
+	// request (false there); false without a manifest finalizer.
+	NeedsFinalizer *bool
+	// ParentMetadata is the set of labels and annotations to keep on the
+	// parent (written with server-side apply under the plugin's field
+	// manager: a key no longer returned is removed, others' keys are left
+	// alone), or nil to leave the parent's metadata alone. Keys under
+	// `operon.dev/`, and labels the Reconciler's selector reads, refuse the
+	// outcome.
+	ParentMetadata *ParentMetadata
+}
+
+// ParentMetadata is the labels and annotations a reconciler keeps on its
+// parent (a decorator's marks).
+type ParentMetadata struct {
+	Labels      map[string]string
+	Annotations map[string]string
 }
 
 // NewOutcome returns an outcome that wants nothing: no children (every
@@ -80,18 +108,49 @@ func (o *Outcome) Requeue(delay time.Duration) *Outcome {
 	return o
 }
 
+// RequeueAt reconciles again at t.
+func (o *Outcome) RequeueAt(t time.Time) *Outcome {
+	o.RequeueTime = t
+	return o
+}
+
+// SetNeedsFinalizer says whether the parent needs the manifest's finalizer
+// (see [Outcome.NeedsFinalizer] for the default).
+func (o *Outcome) SetNeedsFinalizer(needs bool) *Outcome {
+	o.NeedsFinalizer = &needs
+	return o
+}
+
+// SetParentMetadata keeps labels and annotations on the parent (nil maps
+// are empty: the keys this reconciler set before are removed).
+func (o *Outcome) SetParentMetadata(labels, annotations map[string]string) *Outcome {
+	o.ParentMetadata = &ParentMetadata{Labels: labels, Annotations: annotations}
+	return o
+}
+
 // Finalize says clean-up is complete.
 func (o *Outcome) Finalize() *Outcome {
 	o.Finalized = true
 	return o
 }
 
-// toRaw serializes the outcome into the WIT record.
+// toRaw serializes the outcome into the WIT record; needsFinalizer is the
+// default of NeedsFinalizer.
 //
 // Errors are terminal: a desired object or the status does not marshal to
 // a JSON object, or a desired object has no apiVersion or kind.
-func (o *Outcome) toRaw() (RawOutcome, error) {
-	out := RawOutcome{Desired: make([]string, 0, len(o.Desired)), Events: o.Events, Finalized: o.Finalized}
+func (o *Outcome) toRaw(needsFinalizer bool) (RawOutcome, error) {
+	out := RawOutcome{Desired: make([]string, 0, len(o.Desired)), Events: o.Events, Finalized: o.Finalized, NeedsFinalizer: needsFinalizer}
+	if o.NeedsFinalizer != nil {
+		out.NeedsFinalizer = *o.NeedsFinalizer
+	}
+	if !o.RequeueTime.IsZero() {
+		at := o.RequeueTime.UTC().Format(time.RFC3339Nano)
+		out.RequeueAt = &at
+	}
+	if m := o.ParentMetadata; m != nil {
+		out.ParentMetadata = &abi.ParentMetadata{Labels: sortedPairs(m.Labels), Annotations: sortedPairs(m.Annotations)}
+	}
 	for _, d := range o.Desired {
 		text, err := marshal(d)
 		if err != nil {
@@ -113,15 +172,11 @@ func (o *Outcome) toRaw() (RawOutcome, error) {
 		out.Desired = append(out.Desired, string(text))
 	}
 	if o.Status != nil {
-		text, err := marshal(o.Status)
+		status, err := statusText(o.Status)
 		if err != nil {
-			return out, Terminalf("cannot serialize the status: %v", err)
+			return out, err
 		}
-		if len(text) == 0 || text[0] != '{' {
-			return out, Terminalf("the status must serialize to a JSON object, not %.40s", text)
-		}
-		s := string(text)
-		out.Status = &s
+		out.Status = &status
 	}
 	if o.RequeueAfter > 0 {
 		ms := uint64(o.RequeueAfter / time.Millisecond)
@@ -131,4 +186,27 @@ func (o *Outcome) toRaw() (RawOutcome, error) {
 		out.Events = []Event{}
 	}
 	return out, nil
+}
+
+// statusText serializes a status, which must be a JSON object.
+func statusText(status any) (string, error) {
+	text, err := marshal(status)
+	if err != nil {
+		return "", Terminalf("cannot serialize the status: %v", err)
+	}
+	if len(text) == 0 || text[0] != '{' {
+		return "", Terminalf("the status must serialize to a JSON object, not %.40s", text)
+	}
+	return string(text), nil
+}
+
+// sortedPairs are m's entries sorted by key, so the outcome is the same on
+// every call (Go's map order is random).
+func sortedPairs(m map[string]string) [][2]string {
+	out := make([][2]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, [2]string{k, v})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	return out
 }

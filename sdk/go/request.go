@@ -3,6 +3,7 @@ package operon
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"operon.dev/sdk/go/internal/abi"
 )
@@ -23,6 +24,14 @@ type Request struct {
 	// Attempt counts the failures in a row before this call (0 on the
 	// first try and after a success).
 	Attempt uint32
+	// Now is the host's clock when the reconcile began, as the host gave
+	// it: RFC 3339 in UTC with milliseconds (`2026-11-26T04:05:06.789Z`),
+	// one value for the whole call (fixtures fix it; without one they run
+	// at the Unix epoch). Write it as is into a status, so an unchanged
+	// input gives an unchanged output.
+	Now string
+	// NowTime is Now as a [time.Time].
+	NowTime time.Time
 
 	children []abi.Children
 	related  []string
@@ -41,8 +50,12 @@ func NewRequest(raw RawRequest) (*Request, error) {
 		Raw:        json.RawMessage(raw.Object),
 		Finalizing: raw.Finalizing,
 		Attempt:    raw.Attempt,
+		Now:        raw.Now,
 		children:   raw.Children,
 		related:    raw.Related,
+	}
+	if r.NowTime, err = time.Parse(time.RFC3339Nano, raw.Now); err != nil {
+		return nil, Terminalf("request.now %q is not an RFC 3339 time: %v", raw.Now, err)
 	}
 	if md, ok := object.Lookup("metadata"); ok && md != nil {
 		var head struct {
@@ -91,7 +104,11 @@ func (r *Request) Decode(v any) error {
 func (r *Request) RawChildren(kind GVK) []string {
 	for _, c := range r.children {
 		if c.Kind == kind {
-			return c.Objects
+			out := make([]string, len(c.Objects))
+			for i, o := range c.Objects {
+				out[i] = o.Object
+			}
+			return out
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package operon
 
 import (
 	"context"
+	"fmt"
 
 	"operon.dev/sdk/go/internal/abi"
 )
@@ -15,8 +16,11 @@ type (
 	RawOutcome = abi.Outcome
 	// RawFailure is the WIT `failure`.
 	RawFailure = abi.Failure
-	// Children are the existing children of one owned kind, as JSON text.
+	// Children are the existing children of one owned kind.
 	Children = abi.Children
+	// RawChild is the WIT `child`: one existing child as JSON text, with
+	// its readiness.
+	RawChild = abi.Child
 	// RawReview is the WIT admission `review`.
 	RawReview = abi.Review
 	// RawDenial is the WIT admission `denial`.
@@ -43,7 +47,10 @@ func Run(host Host, r Reconciler, raw RawRequest) (RawOutcome, *RawFailure) {
 	if outcome == nil {
 		outcome = NewOutcome()
 	}
-	out, err := outcome.toRaw()
+	// Contract 0.2 adds the finalizer only where an outcome asks for it;
+	// asking by default keeps 0.1's behaviour for code that never says.
+	needsFinalizer := r.Manifest().Finalizer != "" && !req.Finalizing
+	out, err := outcome.toRaw(needsFinalizer)
 	if err != nil {
 		return RawOutcome{}, failure(err)
 	}
@@ -51,7 +58,16 @@ func Run(host Host, r Reconciler, raw RawRequest) (RawOutcome, *RawFailure) {
 }
 
 func failure(err error) *RawFailure {
-	return &RawFailure{Terminal: IsTerminal(err), Message: err.Error()}
+	f := &RawFailure{Terminal: IsTerminal(err), Message: err.Error()}
+	if status, ok := FailureStatus(err); ok && status != nil {
+		text, serr := statusText(status)
+		if serr != nil {
+			// The status is broken, which retrying will not fix.
+			return &RawFailure{Terminal: true, Message: fmt.Sprintf("%s (and its status: %v)", f.Message, serr)}
+		}
+		f.Status = &text
+	}
+	return f
 }
 
 // RunValidate is the code path of the `validate` export.

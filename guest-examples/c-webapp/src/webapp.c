@@ -6,15 +6,20 @@
  *
  * - Children: all named after the WebApp, labelled
  *   app.kubernetes.io/name=<name> and app.kubernetes.io/managed-by=operon.
- * - Status: observedGeneration, readyReplicas and a Ready condition whose
- *   lastTransitionTime comes from the request, never from the clock.
+ * - Status (status.c): observedGeneration, readyReplicas and a Ready
+ *   condition from the children's readiness (the host's kstatus verdicts),
+ *   whose lastTransitionTime is the request's now, never the clock.
  * - Events only when something is about to change: Created, Scaled,
  *   Updated, IngressCreated, IngressRemoved, Available, and Cleanup when the
- *   WebApp is deleted (finalizer example.operon.dev/cleanup).
+ *   WebApp is deleted.
+ * - The finalizer example.operon.dev/cleanup: every outcome asks for it,
+ *   the answer to a finalizing request releases it.
  * - No requeue: the Deployment is owned, so its changes reconcile again.
  * - A spec that does not parse or validate is a terminal failure, with the
- *   Rust example's messages (the shared fixtures pin them).
- * - Admission (admission.c): validate and default WebApps.
+ *   Rust example's messages (the shared fixtures pin them), carrying a
+ *   status whose Ready condition says InvalidSpec.
+ * - Admission (admission.c): validate and default WebApps; conversion
+ *   (convert.c) between v1alpha1 and v1.
  */
 #include "webapp.h"
 
@@ -123,9 +128,13 @@ static const char *parse_deployment(const operon_request_t *req, const char *nam
     const operon_json_t *child = operon_child(req, OPERON_DEPLOYMENT, name);
     if (!child) return NULL;
     d->exists = true;
+    /* Read strictly as the Rust example's slim view is, so a Deployment it
+     * refuses is refused here too; only some fields are kept. */
     strict_t r = {0};
+    int64_t ignored64;
+    int32_t ignored32;
     const operon_json_t *v, *meta = strict_object(&r, operon_json_get(child, "metadata"), "struct DeploymentMeta");
-    d->has_generation = strict_opt_i64(&r, operon_json_get(meta, "generation"), &d->generation);
+    strict_opt_i64(&r, operon_json_get(meta, "generation"), &ignored64);
     if ((v = operon_json_get(child, "spec")) && operon_json_type(v) != OPERON_NULL) {
         const operon_json_t *spec = strict_object(&r, v, "struct DeploymentSpec");
         d->has_replicas = strict_opt_i32(&r, operon_json_get(spec, "replicas"), &d->replicas);
@@ -137,27 +146,22 @@ static const char *parse_deployment(const operon_request_t *req, const char *nam
                 for (size_t i = 0; i < operon_json_len(containers); i++) {
                     const operon_json_t *c = strict_object(&r, operon_json_item(containers, i), "struct Container");
                     const char *image = strict_opt_str(&r, operon_json_get(c, "image"));
-                    if (i == 0) {
-                        d->has_container = true;
-                        d->image = image;
-                    }
+                    if (i == 0) d->image = image;
                 }
             }
         }
     }
     if ((v = operon_json_get(child, "status")) && operon_json_type(v) != OPERON_NULL) {
         const operon_json_t *status = strict_object(&r, v, "struct DeploymentStatus");
-        d->has_observed = strict_opt_i64(&r, operon_json_get(status, "observedGeneration"), &d->observed_generation);
-        strict_opt_i32(&r, operon_json_get(status, "updatedReplicas"), &d->updated_replicas);
+        strict_opt_i64(&r, operon_json_get(status, "observedGeneration"), &ignored64);
+        strict_opt_i32(&r, operon_json_get(status, "updatedReplicas"), &ignored32);
         strict_opt_i32(&r, operon_json_get(status, "readyReplicas"), &d->ready_replicas);
         if ((v = operon_json_get(status, "conditions"))) {
             const operon_json_t *conditions = strict_seq(&r, v);
             for (size_t i = 0; i < operon_json_len(conditions); i++) {
                 const operon_json_t *c = strict_object(&r, operon_json_item(conditions, i), "struct DeploymentCondition");
-                const char *times[] = {strict_opt_str(&r, operon_json_get(c, "lastUpdateTime")),
-                                       strict_opt_str(&r, operon_json_get(c, "lastTransitionTime"))};
-                for (size_t k = 0; k < 2; k++)
-                    if (times[k] && (!d->latest_time || strcmp(times[k], d->latest_time) > 0)) d->latest_time = times[k];
+                strict_opt_str(&r, operon_json_get(c, "lastUpdateTime"));
+                strict_opt_str(&r, operon_json_get(c, "lastTransitionTime"));
             }
         }
     }
@@ -176,20 +180,26 @@ static bool condition_ready(const operon_json_t *conditions) {
     return false;
 }
 
+/* A terminal failure for an invalid spec, with the status that says so. */
+static operon_result_t invalid(const operon_request_t *req, operon_outcome_t *out, const char *message) {
+    return operon_terminal_with_status(out, webapp_invalid_status(req, message), "%s", message);
+}
+
 operon_result_t operon_reconcile(const operon_request_t *req, operon_outcome_t *out) {
     webapp_t app;
     const char *error = parse_webapp(req->object, &app);
-    if (error) return operon_terminal(out, "%s is invalid: %s", operon_describe(req), error);
+    if (error) return invalid(req, out, operon_sprintf("%s is invalid: %s", operon_describe(req), error));
     const char *name = req->name;
     if (req->finalizing) {
         /* Nothing outside the cluster to clean up; the children go with the
          * WebApp (the host prunes them, their ownerReferences too). */
         operon_event(out, "Cleanup", "webapp %s deleted; its children are deleted with it", name);
         operon_finalized(out);
+        operon_needs_finalizer(out, false);
         return OPERON_OK;
     }
     const webapp_spec_t *spec = &app.spec;
-    if ((error = validate_spec(spec))) return operon_terminal(out, "%s", error);
+    if ((error = validate_spec(spec))) return invalid(req, out, error);
     deployment_t existing;
     if ((error = parse_deployment(req, name, &existing))) return operon_terminal(out, "%s", error);
     bool had_ingress = operon_child(req, OPERON_INGRESS, name) != NULL;
@@ -222,5 +232,7 @@ operon_result_t operon_reconcile(const operon_request_t *req, operon_outcome_t *
         operon_event(out, "Available", "all %d replicas of %s are ready", (int)spec->replicas, name);
 
     operon_set_status(out, status);
+    /* The SDK's default with a manifest finalizer, said for the reader. */
+    operon_needs_finalizer(out, true);
     return OPERON_OK;
 }

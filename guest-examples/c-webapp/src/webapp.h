@@ -34,17 +34,19 @@ typedef struct webapp {
 /* The slim view of an existing Deployment. */
 typedef struct deployment {
     bool exists;
-    bool has_generation, has_replicas, has_container, has_observed;
-    int64_t generation, observed_generation;
-    int32_t replicas, updated_replicas, ready_replicas;
-    const char *image;       /* the first container's, or NULL */
-    const char *latest_time; /* the newest condition timestamp, or NULL */
+    bool has_replicas;
+    int32_t replicas, ready_replicas;
+    const char *image; /* the first container's, or NULL */
 } deployment_t;
 
 operon_json_t *webapp_deployment(const char *name, const webapp_spec_t *spec);
 operon_json_t *webapp_service(const char *name, const webapp_spec_t *spec);
 operon_json_t *webapp_ingress(const char *name, const webapp_spec_t *spec);
+/* The status (status.c): the first of missing child, Deployment not
+ * running the spec, child not current, else ready. */
 operon_json_t *webapp_status(const webapp_spec_t *spec, const operon_request_t *req, const operon_json_t *previous,
                              const deployment_t *deployment);
+/* The status a terminal failure for an invalid spec carries. */
+operon_json_t *webapp_invalid_status(const operon_request_t *req, const char *message);
 
 #endif

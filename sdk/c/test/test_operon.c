@@ -3,7 +3,10 @@
  * with AddressSanitizer and UndefinedBehaviorSanitizer). The reconciler
  * under test is defined here.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv, mkdtemp, chmod */
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "operon_testing.h"
 
@@ -11,7 +14,10 @@
 
 static const operon_gvk_t OWNS[] = {{"", "v1", "ConfigMap"}, {"apps", "v1", "Deployment"}};
 static const operon_gvk_t READS[] = {{"", "v1", "Secret"}};
-static const operon_watch_t WATCHES[] = {{{"", "v1", "Secret"}, OPERON_MAP_LABEL, "example.dev/owner"}};
+static const operon_watch_t WATCHES[] = {{{"", "v1", "Secret"}, OPERON_MAP_LABEL, "example.dev/owner"},
+                                         {{"", "v1", "Secret"}, OPERON_MAP_REFERENCE, "spec.tokenRef"},
+                                         {{"", "v1", "ConfigMap"}, OPERON_MAP_SELECTOR, "spec.selector"}};
+static const operon_owned_update_t UPDATES[] = {{{"apps", "v1", "Deployment"}, OPERON_UPDATE_RECREATE}};
 static const operon_manifest_t MANIFEST = {
     .name = "tester",
     .for_kind = {"demo.operon.dev", "v1alpha1", "Greeting"},
@@ -22,18 +28,58 @@ static const operon_manifest_t MANIFEST = {
     .reads = READS,
     .reads_len = OPERON_LEN(READS),
     .finalizer = "demo.operon.dev/cleanup",
+    .updates = UPDATES,
+    .updates_len = OPERON_LEN(UPDATES),
 };
 
 const operon_manifest_t *operon_manifest(void) { return &MANIFEST; }
 
 operon_result_t operon_reconcile(const operon_request_t *req, operon_outcome_t *out) {
     const char *mode = operon_json_string_at(req->object, "spec.mode", "");
+    if (strcmp(mode, "v2") == 0) {
+        /* Contract 0.2: the time, the children's readiness, the new outcome fields. */
+        const operon_readiness_t *deployment = operon_child_readiness(req, OPERON_DEPLOYMENT, req->name);
+        operon_json_t *status = operon_json_object();
+        operon_json_set(status, "now", operon_json_str(req->now));
+        operon_json_set(status, "deployment",
+                        deployment ? operon_json_strf("%s: %s", operon_readiness_name(deployment->status), deployment->message)
+                                   : operon_json_null());
+        operon_json_set(status, "missing", operon_json_boolean(operon_child_readiness(req, OPERON_DEPLOYMENT, "x") == NULL));
+        operon_json_set(status, "allCurrent", operon_json_boolean(operon_children_current(req)));
+        operon_set_status(out, status);
+        operon_requeue_at(out, operon_time_format(req->now_unix_ms + 90 * 1000));
+        operon_parent_metadata(out, operon_json_set(operon_json_object(), "demo.operon.dev/tier", operon_json_str("gold")),
+                               NULL);
+        const char *keep = operon_json_string_at(req->object, "spec.keep", NULL);
+        if (keep) operon_needs_finalizer(out, strcmp(keep, "yes") == 0);
+        if (req->finalizing) operon_finalized(out);
+        return OPERON_OK;
+    }
     if (req->finalizing) {
         operon_finalized(out);
         return OPERON_OK;
     }
     if (strcmp(mode, "terminal") == 0) return operon_terminal(out, "spec.mode %s is invalid", mode);
     if (strcmp(mode, "silent") == 0) return OPERON_FAILED;
+    if (strcmp(mode, "requeue-at") == 0) {
+        operon_requeue_at(out, operon_json_string_at(req->object, "spec.at", ""));
+        return OPERON_OK;
+    }
+    if (strcmp(mode, "host-label") == 0) {
+        operon_parent_metadata(out, NULL, operon_json_set(operon_json_object(), "operon.dev/x", operon_json_str("1")));
+        return OPERON_OK;
+    }
+    if (strcmp(mode, "number-label") == 0) {
+        operon_parent_metadata(out, operon_json_set(operon_json_object(), "a", operon_json_integer(1)), NULL);
+        return OPERON_OK;
+    }
+    if (strcmp(mode, "stuck") == 0) {
+        operon_json_t *status = operon_json_set(operon_json_object(), "phase", operon_json_str("Waiting"));
+        return operon_transient_with_status(out, status, "waiting for %s", "the token");
+    }
+    if (strcmp(mode, "invalid") == 0)
+        return operon_terminal_with_status(out, operon_json_set(operon_json_object(), "phase", operon_json_str("Invalid")),
+                                           "spec is invalid");
     if (strcmp(mode, "kindless") == 0) {
         operon_apply(out, operon_json_set(operon_json_object(), "metadata", operon_json_object()));
         return OPERON_OK;
@@ -242,7 +288,236 @@ static void finalizing_should_answer_finalized(void) {
     operon_raw_outcome_t out;
     operon_test_reconcile(NULL, parent("ok", ""), NULL, 0, true, &out);
     CHECK(!out.failed && out.finalized && out.desired_len == 0 && out.status == NULL && out.events_len == 0);
+    /* The answer to a finalizing request releases the finalizer by default. */
+    CHECK(!out.needs_finalizer);
     operon_raw_outcome_free(&out);
+}
+
+/* --------------------------------------------------------- contract 0.2 */
+
+static void times_should_parse_as_rfc3339_and_format_as_the_contract_does(void) {
+    int64_t ms = 0;
+    CHECK(operon_time_parse("2026-11-26T04:05:06.789Z", &ms) && ms == 1795665906789LL);
+    CHECK(operon_time_parse("2026-11-26T05:05:06.789+01:00", &ms) && ms == 1795665906789LL);
+    CHECK(operon_time_parse("2026-11-25t23:05:06.7891234-0500", &ms) && ms == 1795665906789LL);
+    CHECK(operon_time_parse("1970-01-01T00:00:00Z", &ms) && ms == 0);
+    CHECK(operon_time_parse("1969-12-31T23:59:59.999Z", &ms) && ms == -1);
+    CHECK(operon_time_parse("2024-02-29T00:00:00Z", &ms));
+    const char *bad[] = {"",          "2026-11-26",           "2026-11-26T04:05:06",   "2026-02-29T00:00:00Z",
+                         "2026-13-01T00:00:00Z", "2026-11-26T24:00:00Z", "2026-11-26T04:05:06.Z", "2026-11-26T04:05:06Zx",
+                         "26-11-26T04:05:06Z",   "2026-11-26T04:05:06+1", "soon"};
+    for (size_t i = 0; i < OPERON_LEN(bad); i++) {
+        if (operon_time_parse(bad[i], &ms)) {
+            fprintf(stderr, "accepted: %s\n", bad[i]);
+            operon_test_current_failed = 1;
+        }
+    }
+    CHECK_STR(operon_time_format(0), "1970-01-01T00:00:00.000Z");
+    CHECK_STR(operon_time_format(-1), "1969-12-31T23:59:59.999Z");
+    CHECK_STR(operon_time_format(1795665906789LL), "2026-11-26T04:05:06.789Z");
+    CHECK_STR(operon_time_format(951782400000LL), "2000-02-29T00:00:00.000Z");
+}
+
+static const char *v2_parent(const char *spec) {
+    return operon_sprintf("{\"apiVersion\":\"demo.operon.dev/v1alpha1\",\"kind\":\"Greeting\","
+                          "\"metadata\":{\"name\":\"hello\",\"namespace\":\"default\",\"generation\":4},"
+                          "\"spec\":{\"mode\":\"v2\"%s}}",
+                          spec);
+}
+
+static const char *deployment_json = "{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{\"name\":\"hello\"}}";
+static const char *config_map_json = "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"c\"}}";
+
+static void requests_should_carry_now_and_each_childs_readiness(void) {
+    operon_readiness_t rolling = {OPERON_READINESS_IN_PROGRESS, "Available: 1/2"};
+    operon_readiness_t current = {OPERON_READINESS_CURRENT, "Resource is current"};
+    operon_test_child_t children[] = {{config_map_json, &current}, {deployment_json, &rolling}};
+    operon_test_request_t req = {.object = v2_parent(""), .children = children, .children_len = 2,
+                                 .now = "2026-11-26T04:05:06.789Z"};
+    operon_raw_outcome_t out;
+    operon_test_run(NULL, &req, &out);
+    CHECK(!out.failed);
+    CHECK_STR(out.status, "{\"now\":\"2026-11-26T04:05:06.789Z\",\"deployment\":\"in-progress: Available: 1/2\","
+                          "\"missing\":true,\"allCurrent\":false}");
+    CHECK_STR(out.requeue_at, "2026-11-26T04:06:36.789Z");
+    operon_raw_outcome_free(&out);
+    children[1].readiness = &current;
+    req.now = NULL; /* the Unix epoch, as fixtures without now: */
+    operon_test_run(NULL, &req, &out);
+    CHECK(out.status && strstr(out.status, "\"now\":\"1970-01-01T00:00:00.000Z\"") && strstr(out.status, "\"allCurrent\":true"));
+    CHECK_STR(out.requeue_at, "1970-01-01T00:01:30.000Z");
+    operon_raw_outcome_free(&out);
+}
+
+static void outcomes_should_carry_parent_metadata_and_the_finalizer_by_default(void) {
+    operon_raw_outcome_t out;
+    operon_test_reconcile(NULL, v2_parent(""), NULL, 0, false, &out);
+    CHECK(!out.failed && out.needs_finalizer); /* the manifest has a finalizer */
+    CHECK(out.has_parent_metadata && out.labels_len == 1 && out.annotations_len == 0);
+    if (out.labels_len == 1) {
+        CHECK_STR(out.labels[0].key, "demo.operon.dev/tier");
+        CHECK_STR(out.labels[0].value, "gold");
+    }
+    operon_raw_outcome_free(&out);
+    operon_test_reconcile(NULL, v2_parent(",\"keep\":\"no\""), NULL, 0, false, &out);
+    CHECK(!out.failed && !out.needs_finalizer);
+    operon_raw_outcome_free(&out);
+    operon_test_reconcile(NULL, v2_parent(",\"keep\":\"yes\""), NULL, 0, true, &out);
+    CHECK(!out.failed && out.needs_finalizer); /* said explicitly, even when finalizing */
+    operon_raw_outcome_free(&out);
+    /* Outcomes that do not say leave the parent's metadata alone. */
+    operon_fake_cluster_t *cluster = operon_fake_cluster_new();
+    operon_fake_cluster_add(cluster, secret("default", "token", "{}"));
+    operon_test_reconcile(cluster, parent("ok", ""), NULL, 0, false, &out);
+    CHECK(!out.failed && !out.has_parent_metadata && out.requeue_at == NULL && out.needs_finalizer);
+    operon_raw_outcome_free(&out);
+    operon_fake_cluster_free(cluster);
+}
+
+static void failures_should_carry_a_status(void) {
+    operon_raw_outcome_t out;
+    operon_test_reconcile(NULL, parent("stuck", ""), NULL, 0, false, &out);
+    CHECK(out.failed && !out.terminal);
+    CHECK_STR(out.failure, "waiting for the token");
+    CHECK_STR(out.failure_status, "{\"phase\":\"Waiting\"}");
+    operon_raw_outcome_free(&out);
+    operon_test_reconcile(NULL, parent("invalid", ""), NULL, 0, false, &out);
+    CHECK(out.failed && out.terminal);
+    CHECK_STR(out.failure_status, "{\"phase\":\"Invalid\"}");
+    operon_raw_outcome_free(&out);
+    operon_test_reconcile(NULL, parent("terminal", ""), NULL, 0, false, &out);
+    CHECK(out.failed && out.failure_status == NULL);
+    operon_raw_outcome_free(&out);
+}
+
+static void the_native_check_should_refuse_what_the_host_refuses_in_0_2(void) {
+    operon_raw_outcome_t out;
+    operon_test_reconcile(NULL, parent("requeue-at", "") , NULL, 0, false, &out);
+    CHECK(out.refused);
+    CHECK_STR(out.failure, "outcome refused, nothing written: requeue-at \"\" is not an RFC 3339 time such as "
+                           "2026-01-01T00:00:00Z (the host checks this before writing)");
+    operon_raw_outcome_free(&out);
+    const char *later = "{\"apiVersion\":\"demo.operon.dev/v1alpha1\",\"kind\":\"Greeting\",\"metadata\":{\"name\":"
+                        "\"hello\",\"namespace\":\"default\"},\"spec\":{\"mode\":\"requeue-at\",\"at\":\"2026-01-01T09:30:00+01:00\"}}";
+    operon_test_reconcile(NULL, later, NULL, 0, false, &out);
+    CHECK(!out.failed);
+    CHECK_STR(out.requeue_at, "2026-01-01T09:30:00+01:00");
+    operon_raw_outcome_free(&out);
+    operon_test_reconcile(NULL, parent("host-label", ""), NULL, 0, false, &out);
+    CHECK(out.refused && strstr(out.failure, "parent-metadata sets the annotation \"operon.dev/x\": operon.dev keys are the host's"));
+    operon_raw_outcome_free(&out);
+    operon_test_reconcile(NULL, parent("number-label", ""), NULL, 0, false, &out);
+    CHECK(out.failed && !out.refused);
+    CHECK_STR(out.failure, "the parent's labels must be a JSON object of strings");
+    operon_raw_outcome_free(&out);
+}
+
+/* A stand-in for the operon binary: records its arguments and input, prints a verdict per object. */
+static const char *fake_operon(const char *dir) {
+    const char *path = operon_sprintf("%s/operon", dir);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "#!/bin/sh\nPATH=/usr/bin:/bin\necho \"$@\" >> %s/calls\ncat \"$2\" > %s/input\n"
+               "echo '[{\"status\":\"InProgress\",\"message\":\"Available: 1/2\"},{\"status\":\"Failed\",\"message\":\"no\"}]'\n",
+            dir, dir);
+    fclose(f);
+    chmod(path, 0755);
+    return path;
+}
+
+static const char *slurp(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return "";
+    char *text = operon_alloc(65536);
+    size_t n = fread(text, 1, 65535, f);
+    fclose(f);
+    text[n] = '\0';
+    return text;
+}
+
+static void children_without_a_readiness_should_be_rated_by_the_operon_binary(void) {
+    char dir[] = "/tmp/operon-c-rate-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    const char *operon = fake_operon(dir);
+    const char *saved_operon = getenv("OPERON") ? operon_sprintf("%s", getenv("OPERON")) : NULL;
+    const char *saved_path = operon_sprintf("%s", getenv("PATH") ? getenv("PATH") : "");
+    setenv("OPERON", operon, 1);
+    operon_readiness_t stated = {OPERON_READINESS_CURRENT, "said so"};
+    const char *other = "{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{\"name\":\"other\"}}";
+    operon_test_child_t children[] = {{config_map_json, NULL}, {deployment_json, &stated}, {other, NULL}};
+    operon_test_request_t req = {.object = v2_parent(""), .children = children, .children_len = 3};
+    operon_raw_outcome_t out;
+    operon_test_run(NULL, &req, &out);
+    CHECK(!out.failed && out.status && strstr(out.status, "\"deployment\":\"current: said so\""));
+    operon_raw_outcome_free(&out);
+    /* One run for the request, with the unrated children only, in order. */
+    const char *calls = slurp(operon_sprintf("%s/calls", dir));
+    CHECK(strncmp(calls, "readiness /", 11) == 0 && strchr(calls, '\n') == calls + strlen(calls) - 1);
+    CHECK_STR(slurp(operon_sprintf("%s/input", dir)), operon_sprintf("[%s,%s]", config_map_json, other));
+    operon_readiness_t rated[2];
+    CHECK(operon_test_rate((const char *const[]){config_map_json, other}, 2, rated) == NULL);
+    CHECK(rated[0].status == OPERON_READINESS_IN_PROGRESS && rated[1].status == OPERON_READINESS_FAILED);
+    CHECK_STR(rated[0].message, "Available: 1/2");
+    /* A binary that answers otherwise fails the test run. */
+    CHECK(operon_test_rate((const char *const[]){config_map_json}, 1, rated) != NULL);
+    /* No binary: unknown, and why. */
+    setenv("OPERON", operon_sprintf("%s/missing", dir), 1);
+    CHECK(operon_test_rate((const char *const[]){config_map_json}, 1, rated) == NULL);
+    CHECK(rated[0].status == OPERON_READINESS_UNKNOWN);
+    CHECK_STR(rated[0].message, "not rated: native tests rate children with the operon binary ($OPERON or operon on "
+                                "PATH), or pass a readiness");
+    unsetenv("OPERON");
+    setenv("PATH", dir, 1); /* operon on PATH: the stand-in */
+    CHECK(operon_test_rate((const char *const[]){config_map_json, other}, 2, rated) == NULL);
+    CHECK(rated[1].status == OPERON_READINESS_FAILED);
+    setenv("PATH", operon_sprintf("%s/nowhere", dir), 1);
+    CHECK(operon_test_rate((const char *const[]){config_map_json}, 1, rated) == NULL && rated[0].status == OPERON_READINESS_UNKNOWN);
+    setenv("PATH", saved_path, 1);
+    if (saved_operon) setenv("OPERON", saved_operon, 1);
+    unlink(operon_sprintf("%s/calls", dir));
+    unlink(operon_sprintf("%s/input", dir));
+    unlink(operon);
+    rmdir(dir);
+}
+
+/* ---------------------------------------------------------- conversion */
+
+operon_result_t operon_convert(const operon_json_t *const *objects, size_t len, const char *desired_api_version,
+                               operon_conversion_t *answer) {
+    if (strcmp(desired_api_version, "demo.operon.dev/v1") != 0)
+        return operon_conversion_error(answer, "cannot convert to %s", desired_api_version);
+    for (size_t i = 0; i < len; i++)
+        operon_converted(answer, operon_json_set(operon_json_copy(objects[i]), "apiVersion", operon_json_str(desired_api_version)));
+    return OPERON_OK;
+}
+
+static operon_result_t silent_convert(const operon_json_t *const *objects, size_t len, const char *desired,
+                                      operon_conversion_t *answer) {
+    (void)objects, (void)len, (void)desired, (void)answer;
+    return OPERON_FAILED;
+}
+
+static void convert_should_answer_every_object_or_an_error(void) {
+    const char *objects[] = {"{\"apiVersion\":\"demo.operon.dev/v1alpha1\",\"kind\":\"Greeting\"}",
+                             "{\"apiVersion\":\"demo.operon.dev/v1alpha1\",\"kind\":\"Greeting\",\"spec\":{}}"};
+    operon_raw_conversion_t out;
+    operon_test_convert(operon_convert, objects, 2, "demo.operon.dev/v1", &out);
+    CHECK(!out.failed && out.len == 2);
+    if (out.len == 2) CHECK_STR(out.objects[1], "{\"apiVersion\":\"demo.operon.dev/v1\",\"kind\":\"Greeting\",\"spec\":{}}");
+    operon_raw_conversion_free(&out);
+    operon_test_convert(operon_convert, objects, 2, "demo.operon.dev/v2", &out);
+    CHECK(out.failed && out.len == 0);
+    CHECK_STR(out.error, "cannot convert to demo.operon.dev/v2");
+    operon_raw_conversion_free(&out);
+    operon_test_convert(silent_convert, objects, 1, "demo.operon.dev/v1", &out);
+    CHECK(out.failed && strstr(out.error, "without operon_conversion_error"));
+    operon_raw_conversion_free(&out);
+    const char *broken[] = {"{"};
+    operon_test_convert(operon_convert, broken, 1, "demo.operon.dev/v1", &out);
+    CHECK(out.failed && strstr(out.error, "object 0 is not JSON"));
+    operon_raw_conversion_free(&out);
+    operon_test_convert(operon_convert, NULL, 0, "demo.operon.dev/v1", &out);
+    CHECK(!out.failed && out.len == 0);
+    operon_raw_conversion_free(&out);
 }
 
 static void previous_conditions_should_come_from_the_parent(void) {
@@ -308,6 +583,13 @@ int main(void) {
     OPERON_RUN_TEST(finalizing_should_answer_finalized);
     OPERON_RUN_TEST(previous_conditions_should_come_from_the_parent);
     OPERON_RUN_TEST(admission_should_map_denials_warnings_and_patches);
+    OPERON_RUN_TEST(times_should_parse_as_rfc3339_and_format_as_the_contract_does);
+    OPERON_RUN_TEST(requests_should_carry_now_and_each_childs_readiness);
+    OPERON_RUN_TEST(outcomes_should_carry_parent_metadata_and_the_finalizer_by_default);
+    OPERON_RUN_TEST(failures_should_carry_a_status);
+    OPERON_RUN_TEST(the_native_check_should_refuse_what_the_host_refuses_in_0_2);
+    OPERON_RUN_TEST(children_without_a_readiness_should_be_rated_by_the_operon_binary);
+    OPERON_RUN_TEST(convert_should_answer_every_object_or_an_error);
     operon_arena_release(mark);
     return operon_test_summary();
 }

@@ -10,11 +10,22 @@
 // see, and the objects a child could be written over). Every outcome is
 // checked as the host checks it before writing ([CheckOutcome]). Unlike the host, it lets every kind be read: check Manifest.Reads
 // yourself.
+//
+// A request runs at [DefaultNow] unless [RequestBuilder.Now] says
+// otherwise, as fixtures do. Each child carries a readiness: the one a test
+// states ([RequestBuilder.ChildWithReadiness]), else the host's verdict,
+// asked of `operon readiness` (the binary $OPERON names, else operon on
+// PATH) once per request; the rules are never ported here. Without the
+// binary a child's readiness is unknown, saying so ([NotRated]).
 package operontest
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"sort"
 	"strings"
 	"time"
@@ -116,23 +127,52 @@ func (c *Cluster) List(kind operon.GVK, namespace, labelSelector string) ([]stri
 	return out, nil
 }
 
+// DefaultNow is the time of a request that does not set one: the Unix
+// epoch, as a fixture without `now:`.
+const DefaultNow = "1970-01-01T00:00:00.000Z"
+
+// NotRated is the message of a child's unknown readiness when no test
+// stated it and no operon binary could rate it.
+const NotRated = "not rated: native tests rate children with the operon binary ($OPERON or operon on PATH), or pass a readiness"
+
 // RequestBuilder builds the WIT request of one reconcile.
 type RequestBuilder struct {
 	parent     operon.Object
-	children   []operon.Object
+	children   []child
 	related    []operon.Object
 	finalizing bool
 	attempt    uint32
+	now        string
+}
+
+type child struct {
+	object operon.Object
+	// readiness is nil until stated or rated.
+	readiness *operon.Readiness
 }
 
 // Request starts a request for parent (anything that marshals to an object).
 func Request(parent any) *RequestBuilder {
-	return &RequestBuilder{parent: mustObject(parent)}
+	return &RequestBuilder{parent: mustObject(parent), now: DefaultNow}
 }
 
-// Child adds an existing child.
+// Child adds an existing child, whose readiness the operon binary rates.
 func (b *RequestBuilder) Child(object any) *RequestBuilder {
-	b.children = append(b.children, mustObject(object))
+	b.children = append(b.children, child{object: mustObject(object)})
+	return b
+}
+
+// ChildWithReadiness adds an existing child with the readiness the test
+// states (no binary asked).
+func (b *RequestBuilder) ChildWithReadiness(object any, readiness operon.Readiness) *RequestBuilder {
+	b.children = append(b.children, child{object: mustObject(object), readiness: &readiness})
+	return b
+}
+
+// Now sets the host's clock of the request (RFC 3339, as the host gives it:
+// `2026-11-26T04:05:06.789Z`).
+func (b *RequestBuilder) Now(now string) *RequestBuilder {
+	b.now = now
 	return b
 }
 
@@ -155,41 +195,122 @@ func (b *RequestBuilder) Attempt(n uint32) *RequestBuilder {
 }
 
 // Build returns the WIT request as the host builds it: children grouped by
-// the kinds of manifest.Owns, in that order, sorted by namespace then name.
-// It panics on a child whose kind is not owned (the host would never hand
-// it in).
+// the kinds of manifest.Owns, in that order, sorted by namespace then name,
+// each with its readiness (stated, or rated by the operon binary). It
+// panics on a child whose kind is not owned (the host would never hand it
+// in), and when the operon binary fails.
 func (b *RequestBuilder) Build(manifest operon.Manifest) operon.RawRequest {
-	raw := operon.RawRequest{Object: string(mustJSON(b.parent)), Finalizing: b.finalizing, Attempt: b.attempt}
-	children := append([]operon.Object(nil), b.children...)
+	raw := operon.RawRequest{Object: string(mustJSON(b.parent)), Finalizing: b.finalizing, Attempt: b.attempt, Now: b.now}
+	children := append([]child(nil), b.children...)
 	sort.SliceStable(children, func(i, j int) bool {
-		a, z := children[i], children[j]
+		a, z := children[i].object, children[j].object
 		if a.Namespace() != z.Namespace() {
 			return a.Namespace() < z.Namespace()
 		}
 		return a.Name() < z.Name()
 	})
-	for _, kind := range manifest.Owns {
-		group := operon.Children{Kind: kind, Objects: []string{}}
-		for _, c := range children {
-			if c.GVK() == kind {
-				group.Objects = append(group.Objects, string(mustJSON(c)))
-			}
-		}
-		raw.Children = append(raw.Children, group)
-	}
 	for _, c := range children {
 		owned := false
 		for _, kind := range manifest.Owns {
-			owned = owned || c.GVK() == kind
+			owned = owned || c.object.GVK() == kind
 		}
 		if !owned {
-			panic(fmt.Sprintf("operontest: child %s %s is of a kind the manifest does not own", c.String("kind"), c.Name()))
+			panic(fmt.Sprintf("operontest: child %s %s is of a kind the manifest does not own", c.object.String("kind"), c.object.Name()))
 		}
+	}
+	if err := rate(children); err != nil {
+		panic(fmt.Sprintf("operontest: %v", err))
+	}
+	for _, kind := range manifest.Owns {
+		group := operon.Children{Kind: kind, Objects: []operon.RawChild{}}
+		for _, c := range children {
+			if c.object.GVK() == kind {
+				group.Objects = append(group.Objects, operon.RawChild{Object: string(mustJSON(c.object)), Readiness: *c.readiness})
+			}
+		}
+		raw.Children = append(raw.Children, group)
 	}
 	for _, r := range b.related {
 		raw.Related = append(raw.Related, string(mustJSON(r)))
 	}
 	return raw
+}
+
+// rate gives every child without a readiness the host's verdict, asking
+// `operon readiness` once for all of them.
+func rate(children []child) error {
+	var unrated []int
+	for i, c := range children {
+		if c.readiness == nil {
+			unrated = append(unrated, i)
+		}
+	}
+	if len(unrated) == 0 {
+		return nil
+	}
+	verdicts, err := Rate(func() []any {
+		objects := make([]any, len(unrated))
+		for i, at := range unrated {
+			objects[i] = children[at].object
+		}
+		return objects
+	}()...)
+	if err != nil {
+		return err
+	}
+	for i, at := range unrated {
+		children[at].readiness = &verdicts[i]
+	}
+	return nil
+}
+
+// Rate returns the host's readiness of each object, from `operon
+// readiness` (the binary $OPERON names, else operon on PATH): one call for
+// all of them. Without a binary every object is unknown ([NotRated]); a
+// binary that fails is an error.
+func Rate(objects ...any) ([]operon.Readiness, error) {
+	binary := os.Getenv("OPERON")
+	if binary == "" {
+		found, err := exec.LookPath("operon")
+		if err != nil {
+			if !errors.Is(err, exec.ErrNotFound) {
+				return nil, err
+			}
+			out := make([]operon.Readiness, len(objects))
+			for i := range out {
+				out[i] = operon.Readiness{Status: operon.ReadinessUnknown, Message: NotRated}
+			}
+			return out, nil
+		}
+		binary = found
+	}
+	list := make([]operon.Object, len(objects))
+	for i, o := range objects {
+		list[i] = mustObject(o)
+	}
+	input, err := json.Marshal(list)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(binary, "readiness", "-")
+	cmd.Stdin = bytes.NewReader(input)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	output, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s readiness: %v: %s", binary, err, strings.TrimSpace(stderr.String()))
+	}
+	var verdicts []json.RawMessage
+	if err := json.Unmarshal(output, &verdicts); err != nil || len(verdicts) != len(objects) {
+		return nil, fmt.Errorf("%s readiness: expected %d verdicts, got %q", binary, len(objects), output)
+	}
+	out := make([]operon.Readiness, len(verdicts))
+	for i, v := range verdicts {
+		if out[i], err = operon.ParseReadiness(v); err != nil {
+			return nil, fmt.Errorf("%s readiness: %v", binary, err)
+		}
+	}
+	return out, nil
 }
 
 func mustJSON(o operon.Object) []byte {
@@ -206,7 +327,13 @@ type Result struct {
 	Status       operon.Object
 	Events       []operon.Event
 	RequeueAfter time.Duration
-	Finalized    bool
+	// RequeueAt is the outcome's requeue-at as written ("" for none).
+	RequeueAt      string
+	Finalized      bool
+	NeedsFinalizer bool
+	// ParentMetadata is nil when the outcome leaves the parent's metadata
+	// alone.
+	ParentMetadata *operon.ParentMetadata
 }
 
 // Find returns the desired object of kind (e.g. "Deployment") called name.
@@ -232,6 +359,8 @@ func (r *Result) Reasons() []string {
 type Failure struct {
 	Terminal bool
 	Message  string
+	// Status is the parent's status the failure carries (nil for none).
+	Status operon.Object
 }
 
 func (f *Failure) Error() string {
@@ -255,12 +384,36 @@ func Reconcile(r operon.Reconciler, cluster *Cluster, req *RequestBuilder) (*Res
 	defer func() { cluster.namespace = "" }()
 	raw, failure := operon.Run(cluster, r, req.Build(r.Manifest()))
 	if failure != nil {
-		return nil, &Failure{Terminal: failure.Terminal, Message: failure.Message}
+		f := &Failure{Terminal: failure.Terminal, Message: failure.Message}
+		if failure.Status != nil {
+			status, err := operon.ParseObject([]byte(*failure.Status))
+			if err != nil {
+				return nil, err
+			}
+			f.Status = status
+		}
+		return nil, f
 	}
-	if refused := CheckOutcome(r.Manifest(), req.parent, req.children, cluster.objects, raw); refused != nil {
+	children := make([]operon.Object, len(req.children))
+	for i, c := range req.children {
+		children[i] = c.object
+	}
+	if refused := CheckOutcome(r.Manifest(), req.parent, children, cluster.objects, raw); refused != nil {
 		return nil, refused
 	}
-	result := &Result{Events: raw.Events, Finalized: raw.Finalized}
+	result := &Result{Events: raw.Events, Finalized: raw.Finalized, NeedsFinalizer: raw.NeedsFinalizer}
+	if raw.RequeueAt != nil {
+		result.RequeueAt = *raw.RequeueAt
+	}
+	if m := raw.ParentMetadata; m != nil {
+		result.ParentMetadata = &operon.ParentMetadata{Labels: map[string]string{}, Annotations: map[string]string{}}
+		for _, kv := range m.Labels {
+			result.ParentMetadata.Labels[kv[0]] = kv[1]
+		}
+		for _, kv := range m.Annotations {
+			result.ParentMetadata.Annotations[kv[0]] = kv[1]
+		}
+	}
 	for _, text := range raw.Desired {
 		o, err := operon.ParseObject([]byte(text))
 		if err != nil {
@@ -279,6 +432,29 @@ func Reconcile(r operon.Reconciler, cluster *Cluster, req *RequestBuilder) (*Res
 		result.RequeueAfter = time.Duration(*raw.RequeueAfterMs) * time.Millisecond
 	}
 	return result, nil
+}
+
+// Convert runs c's conversion through operon.RunConvert, the code path of
+// the `convert` export: objects (anything that marshals to an object) to
+// desiredAPIVersion. The error is the refusal's message.
+func Convert(c operon.Converter, desiredAPIVersion string, objects ...any) ([]operon.Object, error) {
+	texts := make([]string, len(objects))
+	for i, o := range objects {
+		texts[i] = string(mustJSON(mustObject(o)))
+	}
+	converted, refusal := operon.RunConvert(NewCluster(), c, texts, desiredAPIVersion)
+	if refusal != nil {
+		return nil, errors.New(*refusal)
+	}
+	out := make([]operon.Object, len(converted))
+	for i, text := range converted {
+		o, err := operon.ParseObject([]byte(text))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = o
+	}
+	return out, nil
 }
 
 // Review builds an admission review of op for object (nil for none).

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	operon "operon.dev/sdk/go"
 )
@@ -90,6 +91,11 @@ func jsonLen(v any) int {
 // parent's own; cluster holds the other objects a child could be written
 // over.
 func CheckOutcome(manifest operon.Manifest, parent operon.Object, children, cluster []operon.Object, outcome operon.RawOutcome) *Refused {
+	if at := outcome.RequeueAt; at != nil {
+		if _, err := time.Parse(time.RFC3339Nano, *at); err != nil {
+			return refused("requeue-at %q is not an RFC 3339 time such as 2026-01-01T00:00:00Z (%v)", *at, err)
+		}
+	}
 	if len(outcome.Desired) > rules.MaxDesired {
 		return refused("%d desired objects exceed the limit of %d per outcome (the host's --max-children-per-outcome)", len(outcome.Desired), rules.MaxDesired)
 	}
@@ -191,6 +197,18 @@ func CheckOutcome(manifest operon.Manifest, parent operon.Object, children, clus
 	for i, e := range outcome.Events {
 		if e.Reason == "" || len(e.Reason) > rules.MaxReasonBytes {
 			return refused("events[%d]: reason must be 1-%d characters", i, rules.MaxReasonBytes)
+		}
+	}
+	if m := outcome.ParentMetadata; m != nil {
+		for _, set := range []struct {
+			what  string
+			pairs [][2]string
+		}{{"label", m.Labels}, {"annotation", m.Annotations}} {
+			for _, kv := range set.pairs {
+				if strings.HasPrefix(kv[0], "operon.dev/") {
+					return refused("parent-metadata sets the %s %q: operon.dev keys are the host's", set.what, kv[0])
+				}
+			}
 		}
 	}
 	is := func(o operon.Object, kind operon.GVK, ns, name string) bool {

@@ -5,7 +5,9 @@
 //!
 //! The bindings come from wit-bindgen's C generator, run in this process
 //! for the project's world (renamed `operon_wit`, so the SDK's glue,
-//! `operon_wit.c`, is the same for both worlds), into `.operon/build/c/`.
+//! `operon_wit.c`, is the same for every world; `operon_wit_admission.c`
+//! and `operon_wit_conversion.c` join it for the worlds that export
+//! admission and conversion), into `.operon/build/c/`.
 //! The WIT world is embedded after linking (no component-type object file,
 //! so the linker needs nothing but wasi-libc).
 //!
@@ -133,8 +135,13 @@ pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
         .arg(sdk.sources.join("operon.c"))
         .arg(sdk.sources.join("operon_wit.c"))
         .arg(gen_dir.join(format!("{BINDINGS}.c")));
-    if project.config.world == World::ReconcilerWithAdmission {
-        clang.arg(sdk.sources.join("operon_wit_admission.c"));
+    let world = project.config.world;
+    for (wanted, glue) in
+        [(world.admission(), "operon_wit_admission.c"), (world.conversion(), "operon_wit_conversion.c")]
+    {
+        if wanted {
+            clang.arg(sdk.sources.join(glue));
+        }
     }
     run_tool(cx, &mut clang, REQUIREMENTS)?;
     let core = std::fs::read(&core).map_err(Error::io(&core))?;
@@ -247,14 +254,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn bindings_should_use_one_name_for_both_worlds() {
-        for world in [World::Reconciler, World::ReconcilerWithAdmission] {
+    fn bindings_should_use_one_name_for_every_world() {
+        for world in [
+            World::Reconciler,
+            World::ReconcilerWithAdmission,
+            World::ReconcilerWithConversion,
+            World::ReconcilerWithAdmissionAndConversion,
+        ] {
             let files = bindings("t", world).unwrap();
             let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
             assert_eq!(names, ["operon_wit.c", "operon_wit.h"], "{world:?}");
             let header = String::from_utf8_lossy(&files[1].1).into_owned();
             assert!(header.contains("operon_wit_string_t"));
-            assert_eq!(header.contains("exports_operon_reconciler_admission_validate"), world != World::Reconciler);
+            // The names the SDK's glue implements (operon_wit*.c).
+            assert!(header.contains("exports_operon_reconciler_guest_reconcile"), "{world:?}");
+            assert_eq!(header.contains("exports_operon_reconciler_admission_validate"), world.admission(), "{world:?}");
+            assert_eq!(
+                header.contains("exports_operon_reconciler_conversion_convert"),
+                world.conversion(),
+                "{world:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_sdk_should_carry_the_glue_of_every_world() {
+        for glue in ["operon_wit.c", "operon_wit_admission.c", "operon_wit_conversion.c"] {
+            assert!(SDK.get_file(glue).is_some(), "{glue}");
         }
     }
 }

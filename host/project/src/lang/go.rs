@@ -409,9 +409,44 @@ mod tests {
         let exports =
             String::from_utf8_lossy(&files.iter().find(|(n, _)| n.starts_with("wit_exports")).unwrap().1).into_owned();
         assert!(exports.contains("\"operon.dev/sdk/go/internal/wit/export_operon_reconciler_guest\""));
-        assert!(exports.contains("witRuntime.Allocate(&staticPinner, (((17*4)+8-1)/8*8), 8)"), "{exports}");
-        let with_admission = bindings("t", World::ReconcilerWithAdmission).unwrap();
-        assert!(with_admission.iter().any(|(n, _)| n.starts_with("operon_reconciler_admission/")));
+        assert!(exports.contains("witRuntime.Allocate(&staticPinner, (((40+14*4)+8-1)/8*8), 8)"), "{exports}");
+        for world in ALL_WORLDS {
+            let files = bindings("t", world).unwrap();
+            let has = |package: &str| files.iter().any(|(n, _)| n.starts_with(&format!("{package}/")));
+            assert_eq!(has("operon_reconciler_admission"), world.admission(), "{world:?}");
+            assert_eq!(has("operon_reconciler_conversion"), world.conversion(), "{world:?}");
+        }
+    }
+
+    const ALL_WORLDS: [World; 4] = [
+        World::Reconciler,
+        World::ReconcilerWithAdmission,
+        World::ReconcilerWithConversion,
+        World::ReconcilerWithAdmissionAndConversion,
+    ];
+
+    #[test]
+    fn every_export_should_have_its_glue_in_the_sdk() {
+        // wit_exports.go calls `export_<interface>.<Function>`: the SDK's
+        // hand-written glue must define each, for the world's interfaces.
+        for world in ALL_WORLDS {
+            let files = bindings("t", world).unwrap();
+            let exports =
+                String::from_utf8_lossy(&files.iter().find(|(n, _)| n.starts_with("wit_exports/")).unwrap().1)
+                    .into_owned();
+            for line in exports.lines() {
+                let Some(call) = line.split(":= export_").nth(1) else { continue };
+                let (package, rest) = call.split_once('.').unwrap();
+                let function = rest.split('(').next().unwrap();
+                let dir = crate::sdk::GO_SDK
+                    .get_dir(format!("internal/wit/export_{package}"))
+                    .unwrap_or_else(|| panic!("{world:?}: no internal/wit/export_{package}"));
+                let defined = dir
+                    .files()
+                    .any(|f| f.contents_utf8().is_some_and(|text| text.contains(&format!("\nfunc {function}("))));
+                assert!(defined, "{world:?}: export_{package} does not define {function}");
+            }
+        }
     }
 
     #[test]
@@ -423,7 +458,7 @@ mod tests {
     #[test]
     fn every_generated_package_should_have_its_directory_in_the_sdk() {
         // `go mod tidy` and `go vet` resolve the import paths through these.
-        for world in [World::Reconciler, World::ReconcilerWithAdmission] {
+        for world in ALL_WORLDS {
             for (name, _) in bindings("t", world).unwrap() {
                 let package = name.rsplit_once('/').unwrap().0;
                 assert!(crate::sdk::GO_SDK.get_file(format!("internal/wit/{package}/doc.go")).is_some(), "{package}");

@@ -25,17 +25,20 @@ type ObjectRef struct {
 // MappingKind says how a watched object maps to its parent.
 type MappingKind uint8
 
-// The three mappings of the WIT `mapping` variant.
+// The mappings of the WIT `mapping` variant, in the WIT order.
 const (
 	MappingLabel MappingKind = iota
 	MappingAnnotation
 	MappingAllInNamespace
+	MappingReference
+	MappingSelector
 )
 
 // Mapping is the WIT `mapping` variant.
 type Mapping struct {
 	Kind MappingKind
-	// The label or annotation name (empty for MappingAllInNamespace).
+	// The label or annotation name, or the parent's field path of a
+	// reference or a selector (empty for MappingAllInNamespace).
 	Name string
 }
 
@@ -45,6 +48,23 @@ type Watch struct {
 	Mapping Mapping
 }
 
+// UpdateStrategy is the WIT `update-strategy` enum.
+type UpdateStrategy uint8
+
+// The update strategies, in the WIT order.
+const (
+	UpdateInPlace UpdateStrategy = iota
+	UpdateRecreate
+	UpdateOnDelete
+)
+
+// OwnedUpdate is the WIT `owned-update`: the update strategy of one owned
+// kind.
+type OwnedUpdate struct {
+	Kind     GVK
+	Strategy UpdateStrategy
+}
+
 // Manifest is the WIT `reconciler-manifest`. An empty Finalizer means none.
 type Manifest struct {
 	Name      string
@@ -52,13 +72,39 @@ type Manifest struct {
 	Owns      []GVK
 	Watches   []Watch
 	Reads     []GVK
+	Updates   []OwnedUpdate
 	Finalizer string
 }
 
-// Children are the existing children of one owned kind, as JSON text.
+// ReadinessStatus is the WIT `readiness-status` enum.
+type ReadinessStatus uint8
+
+// The readiness statuses, in the WIT order.
+const (
+	ReadinessCurrent ReadinessStatus = iota
+	ReadinessInProgress
+	ReadinessFailed
+	ReadinessTerminating
+	ReadinessUnknown
+)
+
+// Readiness is the WIT `readiness`.
+type Readiness struct {
+	Status  ReadinessStatus
+	Message string
+}
+
+// Child is the WIT `child`: an existing child as JSON text, with its
+// readiness.
+type Child struct {
+	Object    string
+	Readiness Readiness
+}
+
+// Children are the existing children of one owned kind.
 type Children struct {
 	Kind    GVK
-	Objects []string
+	Objects []Child
 }
 
 // Request is the WIT `request`.
@@ -68,6 +114,13 @@ type Request struct {
 	Related    []string
 	Finalizing bool
 	Attempt    uint32
+	Now        string
+}
+
+// ParentMetadata is the WIT `parent-metadata`.
+type ParentMetadata struct {
+	Labels      [][2]string
+	Annotations [][2]string
 }
 
 // Event is the WIT `event`.
@@ -83,13 +136,19 @@ type Outcome struct {
 	Status         *string
 	Events         []Event
 	RequeueAfterMs *uint64
+	RequeueAt      *string
 	Finalized      bool
+	NeedsFinalizer bool
+	ParentMetadata *ParentMetadata
 }
 
-// Failure is the WIT `failure` variant.
+// Failure is the WIT `failure` variant and its `failure-detail`.
 type Failure struct {
 	Terminal bool
 	Message  string
+	// Status is the parent's status to write before backing off; nil is
+	// WIT `none`.
+	Status *string
 }
 
 // Level is the WIT `level` enum.
@@ -161,4 +220,6 @@ var Exports struct {
 	Reconcile func(host Host, request Request) (Outcome, *Failure)
 	Validate  func(host Host, review Review) ([]string, *Denial)
 	Mutate    func(host Host, review Review) (*string, *Denial)
+	// Convert answers the converted objects, or the message of a refusal.
+	Convert func(host Host, objects []string, desiredAPIVersion string) ([]string, *string)
 }

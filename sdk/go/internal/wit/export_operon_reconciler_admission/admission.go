@@ -10,7 +10,7 @@ import (
 	admission "operon.dev/sdk/go/internal/wit/operon_reconciler_admission"
 )
 
-const notExported = "operon: operon.toml says world = \"reconciler-with-admission\" but the exported reconciler implements neither operon.Validator nor operon.Mutator"
+const notExported = "operon: operon.toml says the world exports admission but the exported reconciler implements neither operon.Validator nor operon.Mutator"
 
 // Validate is the `validate` export. A reconciler without a Validate method
 // allows every request.

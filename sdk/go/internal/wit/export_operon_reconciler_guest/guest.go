@@ -23,6 +23,7 @@ func Manifest() types.ReconcilerManifest {
 		For:       gvkOut(m.For),
 		Owns:      gvksOut(m.Owns),
 		Reads:     gvksOut(m.Reads),
+		Updates:   []types.OwnedUpdate{},
 		Finalizer: witTypes.None[string](),
 	}
 	for _, w := range m.Watches {
@@ -32,10 +33,17 @@ func Manifest() types.ReconcilerManifest {
 			mapping = types.MakeMappingLabel(w.Mapping.Name)
 		case abi.MappingAnnotation:
 			mapping = types.MakeMappingAnnotation(w.Mapping.Name)
+		case abi.MappingReference:
+			mapping = types.MakeMappingReference(w.Mapping.Name)
+		case abi.MappingSelector:
+			mapping = types.MakeMappingSelector(w.Mapping.Name)
 		default:
 			mapping = types.MakeMappingAllInNamespace()
 		}
 		out.Watches = append(out.Watches, types.Watch{Kind: gvkOut(w.Kind), Mapping: mapping})
+	}
+	for _, u := range m.Updates {
+		out.Updates = append(out.Updates, types.OwnedUpdate{Kind: gvkOut(u.Kind), Strategy: types.UpdateStrategy(u.Strategy)})
 	}
 	if m.Finalizer != "" {
 		out.Finalizer = witTypes.Some(m.Finalizer)
@@ -53,28 +61,40 @@ func Reconcile(request types.Request) witTypes.Result[types.Outcome, types.Failu
 		Related:    request.Related,
 		Finalizing: request.Finalizing,
 		Attempt:    request.Attempt,
+		Now:        request.Now,
 	}
 	for _, c := range request.Children {
-		in.Children = append(in.Children, abi.Children{Kind: GVKIn(c.Kind), Objects: c.Objects})
+		children := abi.Children{Kind: GVKIn(c.Kind), Objects: make([]abi.Child, len(c.Objects))}
+		for i, o := range c.Objects {
+			children.Objects[i] = abi.Child{
+				Object:    o.Object,
+				Readiness: abi.Readiness{Status: abi.ReadinessStatus(o.Readiness.Status), Message: o.Readiness.Message},
+			}
+		}
+		in.Children = append(in.Children, children)
 	}
 	outcome, failure := abi.Exports.Reconcile(Host, in)
 	if failure != nil {
+		detail := types.FailureDetail{Message: failure.Message, Status: optionPtr(failure.Status)}
 		if failure.Terminal {
-			return witTypes.Err[types.Outcome](types.MakeFailureTerminal(failure.Message))
+			return witTypes.Err[types.Outcome](types.MakeFailureTerminal(detail))
 		}
-		return witTypes.Err[types.Outcome](types.MakeFailureTransient(failure.Message))
+		return witTypes.Err[types.Outcome](types.MakeFailureTransient(detail))
 	}
 	out := types.Outcome{
 		Desired:        outcome.Desired,
-		Status:         witTypes.None[string](),
+		Status:         optionPtr(outcome.Status),
 		RequeueAfterMs: witTypes.None[uint64](),
+		RequeueAt:      optionPtr(outcome.RequeueAt),
 		Finalized:      outcome.Finalized,
-	}
-	if outcome.Status != nil {
-		out.Status = witTypes.Some(*outcome.Status)
+		NeedsFinalizer: outcome.NeedsFinalizer,
+		ParentMetadata: witTypes.None[types.ParentMetadata](),
 	}
 	if outcome.RequeueAfterMs != nil {
 		out.RequeueAfterMs = witTypes.Some(*outcome.RequeueAfterMs)
+	}
+	if m := outcome.ParentMetadata; m != nil {
+		out.ParentMetadata = witTypes.Some(types.ParentMetadata{Labels: pairs(m.Labels), Annotations: pairs(m.Annotations)})
 	}
 	for _, e := range outcome.Events {
 		out.Events = append(out.Events, types.Event{Warning: e.Warning, Reason: e.Reason, Message: e.Message})
@@ -88,11 +108,22 @@ var Host abi.Host = witHost{}
 type witHost struct{}
 
 func (witHost) Log(level abi.Level, message string, fields [][2]string) {
-	pairs := make([]witTypes.Tuple2[string, string], len(fields))
+	host.Log(uint8(level), message, pairs(fields))
+}
+
+func pairs(fields [][2]string) []witTypes.Tuple2[string, string] {
+	out := make([]witTypes.Tuple2[string, string], len(fields))
 	for i, f := range fields {
-		pairs[i] = witTypes.Tuple2[string, string]{F0: f[0], F1: f[1]}
+		out[i] = witTypes.Tuple2[string, string]{F0: f[0], F1: f[1]}
 	}
-	host.Log(uint8(level), message, pairs)
+	return out
+}
+
+func optionPtr(s *string) witTypes.Option[string] {
+	if s == nil {
+		return witTypes.None[string]()
+	}
+	return witTypes.Some(*s)
 }
 
 func (witHost) Get(ref abi.ObjectRef) (string, bool, error) {
