@@ -38,6 +38,19 @@ pub fn run(args: &[&str]) -> Result<()> {
     let step = Instant::now();
     let dir = assets::ensure(&mut |line| eprintln!("envtest: {line}"))?;
     eprintln!("xtask: control plane binaries ready in {:.1?} ({})", step.elapsed(), dir.display());
+    // The language suites' native test runners rate children's readiness
+    // with the operon binary (`operon readiness`, the host's one set of
+    // rules), so it is built before they start; `cargo test` reuses it.
+    let step = Instant::now();
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(&root)
+        .args(["build", "--locked", "-p", "operon", "--bin", "operon"])
+        .status()
+        .context("building the operon binary")?;
+    if !status.success() {
+        bail!("building the operon binary failed");
+    }
+    eprintln!("xtask: operon binary built in {:.1?}", step.elapsed());
     let suites = suites();
     // Installs touch the examples' directories, so they are done before any
     // test (the guest tests build those examples too).
@@ -173,6 +186,11 @@ fn suites() -> Vec<Suite> {
     ]
 }
 
+/// The operon binary `cargo build` writes (honouring `CARGO_TARGET_DIR`).
+fn operon_binary(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target")).join("debug/operon")
+}
+
 struct SuiteOutcome {
     name: String,
     totals: Totals,
@@ -210,6 +228,7 @@ impl Suite {
         let output = Command::new(self.command[0])
             .args(&self.command[1..])
             .current_dir(root.join(self.dir))
+            .env("OPERON", operon_binary(root))
             .stdin(Stdio::null())
             .output();
         let (text, success) = match output {
