@@ -76,7 +76,10 @@ fn python_webapp_should_pass_the_shared_webapp_fixtures() {
     let tested = operon(&repo(), &["test", module.to_str().unwrap(), fixtures.to_str().unwrap()]);
     assert!(tested.lines().any(|l| l == author::all_passed(&fixtures)), "{tested}");
     let inspected = operon(&repo(), &["inspect", module.to_str().unwrap()]);
-    assert!(inspected.contains("operon:reconciler/admission@0.1.0"), "the WebApp exports admission:\n{inspected}");
+    // Contract 0.2, world reconciler-with-admission-and-conversion.
+    for export in ["operon:reconciler/admission@0.2.0", "operon:reconciler/conversion@0.2.0"] {
+        assert!(inspected.contains(export), "the WebApp exports {export}:\n{inspected}");
+    }
 }
 
 #[test]

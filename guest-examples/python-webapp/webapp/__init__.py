@@ -8,14 +8,21 @@ documents the rules); ``guest-examples/webapp/fixtures`` pins both.
 - **Children** are named after the WebApp and labelled
   ``app.kubernetes.io/name=<name>``, ``app.kubernetes.io/managed-by=operon``.
 - **Status**: ``observedGeneration``, ``readyReplicas`` and a ``Ready``
-  condition whose ``lastTransitionTime`` comes from the request, never the clock.
+  condition from the children's readiness the host hands in (a missing
+  child, a Deployment not yet running the spec, a child not current, else
+  ready), whose ``lastTransitionTime`` is ``request.now``, never the clock.
 - **Events** only when something is about to change: ``Created``,
   ``Scaled``, ``Updated``, ``IngressCreated``, ``IngressRemoved``,
   ``Available``, and ``Cleanup`` when the WebApp is deleted.
 - **No requeue**: the Deployment is owned, so its changes reconcile the WebApp.
-- **Failures**: a spec that does not parse or validate is terminal.
+- **Finalizer**: every outcome needs it; the answer to a finalizing request
+  releases it.
+- **Failures**: a spec that does not parse or validate is terminal, and
+  carries a status saying so (``Ready`` ``False``, ``InvalidSpec``).
 - **Admission**: ``validate`` refuses a blank image and out-of-range
   replicas or port; ``mutate`` defaults ``spec.port`` to 8080.
+- **Conversion**: ``convert`` between ``v1alpha1`` and ``v1``
+  (:mod:`webapp.conversion`).
 """
 
 from __future__ import annotations
@@ -27,22 +34,25 @@ from operon_sdk import (
     DEPLOYMENT,
     INGRESS,
     SERVICE,
+    Condition,
     Context,
     Denied,
+    Failure,
     Manifest,
     Operation,
     Outcome,
     Reconciler,
     Request,
     Review,
+    Terminal,
 )
 
-from . import children
-from .status import is_ready, status
+from . import children, conversion
+from .status import invalid, is_ready, previous_ready, status
 from .types import WEBAPP, Deployment, WebApp, WebAppSpec, WebAppStatus
 
 FINALIZER = "example.operon.dev/cleanup"
-"""The finalizer the host adds to every WebApp."""
+"""The finalizer every WebApp's outcome asks for."""
 
 MAX_REPLICAS = 50
 """The most replicas admission lets a WebApp ask for."""
@@ -59,14 +69,22 @@ class WebAppReconciler(Reconciler[WebApp]):
         name = request.name
         if request.finalizing:
             # Nothing outside the cluster to clean up; the children go with the WebApp.
-            return Outcome().event("Cleanup", f"webapp {name} deleted; its children are deleted with it").finish()
+            return (
+                Outcome()
+                .event("Cleanup", f"webapp {name} deleted; its children are deleted with it")
+                .finish()
+                .needs_finalizer(False)
+            )
         spec = request.object.spec
-        spec.validate()
-
         existing = request.child(DEPLOYMENT, name, as_type=Deployment)
+        previous = previous_ready(request.raw)
+        try:
+            spec.validate()
+        except Terminal as failure:
+            raise failure.with_status(invalid(request, previous, existing, failure.message)) from None
+
         had_ingress = request.has_child(INGRESS, name)
-        previous = request.object.status
-        new_status = status(spec, request.generation, request.metadata.creation_timestamp, previous, existing, name)
+        new_status = status(request, spec, previous, existing)
 
         outcome = Outcome().apply(children.deployment(name, spec)).apply(children.service(name, spec))
         ingress = children.ingress(name, spec)
@@ -74,7 +92,19 @@ class WebAppReconciler(Reconciler[WebApp]):
             outcome.apply(ingress)
         for reason, message in events(name, spec, existing, had_ingress, previous, new_status):
             outcome.event(reason, message)
-        return outcome.set_status(new_status)
+        return outcome.set_status(new_status).needs_finalizer(True)
+
+    def invalid(self, request: Request[dict], failure: Terminal) -> Failure:
+        """A WebApp whose spec does not parse says so in its status too."""
+        try:
+            existing = request.child(DEPLOYMENT, request.name, as_type=Deployment)
+        except Terminal:
+            existing = None  # a Deployment we cannot read has no ready replicas to report
+        return failure.with_status(invalid(request, previous_ready(request.raw), existing, failure.message))
+
+    def convert(self, objects: list[dict], desired_api_version: str) -> list[dict]:
+        """Serves the CRD's conversion webhook: ``v1alpha1`` ↔ ``v1``."""
+        return conversion.convert(objects, desired_api_version)
 
     def validate(self, review: Review, ctx: Context) -> list[str]:
         """Refuses what the reconciler would fail on, before it is stored."""
@@ -128,7 +158,7 @@ def events(
     spec: WebAppSpec,
     existing: Deployment | None,
     had_ingress: bool,
-    previous: WebAppStatus | None,
+    previous: Condition | None,
     new_status: WebAppStatus,
 ) -> list[tuple[str, str]]:
     """The events of one reconcile: what the outcome is about to change."""
@@ -146,6 +176,6 @@ def events(
         out.append(("IngressCreated", f"exposing service {name} at {spec.ingress.host}{path}"))
     elif spec.ingress is None and had_ingress:
         out.append(("IngressRemoved", f"deleting ingress {name}: spec.ingress was removed"))
-    if is_ready(new_status) and not is_ready(previous):
+    if is_ready(new_status) and not (previous is not None and previous.status == "True"):
         out.append(("Available", f"all {spec.replicas} replicas of {name} are ready"))
     return out

@@ -1,4 +1,5 @@
-"""The ``WebApp`` custom resource (``example.operon.dev/v1alpha1``), as in
+"""The ``WebApp`` custom resource (``example.operon.dev/v1alpha1``, the version
+reconciled; ``v1`` is served through :mod:`webapp.conversion`), as in
 ``../webapp/crd.yaml``, and the slim view of the Deployments it owns."""
 
 from __future__ import annotations
@@ -80,12 +81,8 @@ class WebApp:
     status: WebAppStatus | None = None
 
 
-# A slim view of an existing Deployment: only the fields this reconciler reads.
-
-
-@dataclass
-class DeploymentMeta:
-    generation: int | None = None
+# A slim view of an existing Deployment: only the fields this reconciler reads
+# (whether its rollout is done is the host's readiness, not read here).
 
 
 @dataclass
@@ -110,26 +107,14 @@ class DeploymentSpec:
 
 
 @dataclass
-class DeploymentCondition:
-    """The timestamps of one condition (text: the API writes one format, so text order is time order)."""
-
-    last_update_time: str | None = None
-    last_transition_time: str | None = None
-
-
-@dataclass
 class DeploymentStatus:
-    observed_generation: int | None = None
-    updated_replicas: I32 | None = None
     ready_replicas: I32 | None = None
-    conditions: list[DeploymentCondition] = field(default_factory=list)
 
 
 @dataclass
 class Deployment:
     """The fields of an existing Deployment this reconciler reads."""
 
-    metadata: DeploymentMeta = field(default_factory=DeploymentMeta)
     spec: DeploymentSpec | None = None
     status: DeploymentStatus | None = None
 

@@ -15,10 +15,14 @@ The contract:
   between calls (an instance may be fresh for every call).
 - **Whole truth.** The :class:`Outcome` lists *every* child that should
   exist; existing children it leaves out are deleted.
-- **Deterministic.** Same request, same outcome: no clock readings, no
-  randomness, so an unchanged cluster causes no writes.
+- **Deterministic.** Same request, same outcome: the time is
+  ``request.now`` (never the clock), no randomness, so an unchanged cluster
+  causes no writes.
+- **Readiness is handed in.** Each child comes with kstatus's verdict
+  (``request.readiness(kind, name)``, ``request.all_children_current()``).
 - **Failures.** Raise :class:`Transient` to be retried with backoff,
-  :class:`Terminal` to wait until the object changes.
+  :class:`Terminal` to wait until the object changes; either may carry the
+  parent's status to write.
 
 Example (the scaffold of ``operon new --lang python``)::
 
@@ -52,11 +56,12 @@ component runs); build it with ``operon build``.
 
 # The SDK's version: the release it belongs to (every Operon SDK and the host
 # share one version; `cargo xtask version` sets it). Its minor is that of the
-# WIT contract it speaks, operon:reconciler@0.1.
+# WIT contract it speaks, operon:reconciler@0.2.
 __version__ = "0.1.0"
 
 from .admission import Denied, Operation, Review, UserInfo
 from .context import Context, HostError, Level
+from .conversion import ConversionError
 from .failure import Failure, Terminal, Transient
 from .kinds import (
     CONFIG_MAP,
@@ -75,9 +80,10 @@ from .kinds import (
     STATEFUL_SET,
     Gvk,
 )
-from .manifest import AllInNamespace, Annotation, Label, Manifest, Mapping, Watch
+from .manifest import AllInNamespace, Annotation, Label, Manifest, Mapping, Reference, Selector, UpdateStrategy, Watch
 from .objects import Condition, find_condition, new_object, transition_time
-from .outcome import Event, Outcome
+from .outcome import Event, Outcome, ParentMetadata
+from .readiness import Readiness, ReadinessStatus, format_time, parse_time
 from .reconciler import Reconciler
 from .request import Metadata, Request
 from .typed import I32, I64, TypeMismatch, from_json, to_json
@@ -89,6 +95,7 @@ __all__ = [
     "CRON_JOB",
     "Condition",
     "Context",
+    "ConversionError",
     "DAEMON_SET",
     "DEPLOYMENT",
     "Denied",
@@ -109,23 +116,31 @@ __all__ = [
     "Operation",
     "Outcome",
     "PERSISTENT_VOLUME_CLAIM",
+    "ParentMetadata",
     "ROLE",
     "ROLE_BINDING",
+    "Readiness",
+    "ReadinessStatus",
     "Reconciler",
+    "Reference",
     "Request",
     "Review",
     "SECRET",
     "SERVICE",
     "SERVICE_ACCOUNT",
     "STATEFUL_SET",
+    "Selector",
     "Terminal",
     "Transient",
     "TypeMismatch",
+    "UpdateStrategy",
     "UserInfo",
     "Watch",
     "find_condition",
+    "format_time",
     "from_json",
     "new_object",
+    "parse_time",
     "to_json",
     "transition_time",
 ]

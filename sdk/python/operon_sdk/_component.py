@@ -7,8 +7,8 @@ componentize-py generates (``wit_world``), so everything else runs natively.
     from greeter import Greeter
     bind(Greeter())
 
-(plus ``Admission`` from :mod:`operon_sdk._admission` for the
-``reconciler-with-admission`` world).
+(plus ``Admission`` from :mod:`operon_sdk._admission` and ``Conversion``
+from :mod:`operon_sdk._conversion` for the worlds that export them).
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from . import run
 from .context import HostError, Level
 from .failure import Failure
 from .kinds import Gvk
-from .manifest import AllInNamespace, Annotation, Label
+from .manifest import AllInNamespace, Annotation, Label, Reference, Selector, UpdateStrategy
+from .outcome import _dumps
+from .readiness import Readiness, ReadinessStatus
 from .reconciler import Reconciler
 from .request import RawRequest
 
@@ -38,8 +40,22 @@ _LEVELS = {
     Level.ERROR: wit_host.Level.ERROR,
 }
 
+_READINESS = {
+    wit.ReadinessStatus.CURRENT: ReadinessStatus.CURRENT,
+    wit.ReadinessStatus.IN_PROGRESS: ReadinessStatus.IN_PROGRESS,
+    wit.ReadinessStatus.FAILED: ReadinessStatus.FAILED,
+    wit.ReadinessStatus.TERMINATING: ReadinessStatus.TERMINATING,
+    wit.ReadinessStatus.UNKNOWN: ReadinessStatus.UNKNOWN,
+}
 
-def bind(reconciler: Reconciler[Any], admission: bool = False) -> None:
+_STRATEGIES = {
+    UpdateStrategy.IN_PLACE: wit.UpdateStrategy.IN_PLACE,
+    UpdateStrategy.RECREATE: wit.UpdateStrategy.RECREATE,
+    UpdateStrategy.ON_DELETE: wit.UpdateStrategy.ON_DELETE,
+}
+
+
+def bind(reconciler: Reconciler[Any], admission: bool = False, conversion: bool = False) -> None:
     """Make ``reconciler`` the component's. Runs while componentize-py builds
     the component, so mistakes fail the build, not the first call."""
     global _reconciler
@@ -47,9 +63,11 @@ def bind(reconciler: Reconciler[Any], admission: bool = False) -> None:
         raise TypeError(f"{reconciler!r} is not an operon_sdk.Reconciler")
     if admission and not type(reconciler).has_admission():
         raise TypeError(
-            f'operon.toml says world = "reconciler-with-admission", but {type(reconciler).__name__} '
+            f"operon.toml's world exports admission, but {type(reconciler).__name__} "
             "defines neither validate nor mutate"
         )
+    if conversion and not type(reconciler).has_conversion():
+        raise TypeError(f"operon.toml's world exports conversion, but {type(reconciler).__name__} defines no convert")
     run.manifest(reconciler)  # fails the build when it raises
     _reconciler = reconciler
 
@@ -94,6 +112,10 @@ def _mapping(mapping: Any) -> wit.Mapping:
         return wit.Mapping_Annotation(mapping.name)
     if isinstance(mapping, AllInNamespace):
         return wit.Mapping_AllInNamespace()
+    if isinstance(mapping, Reference):
+        return wit.Mapping_Reference(mapping.path)
+    if isinstance(mapping, Selector):
+        return wit.Mapping_Selector(mapping.path)
     raise TypeError(f"not a watch mapping: {mapping!r}")
 
 
@@ -108,26 +130,41 @@ class Guest(exports.Guest):
             owns=[_gvk(k) for k in m.owns],
             watches=[wit.Watch(_gvk(w.kind), _mapping(w.mapping)) for w in m.watches],
             reads=[_gvk(k) for k in m.reads],
+            updates=[wit.OwnedUpdate(_gvk(k), _STRATEGIES[s]) for k, s in m.updates.items()],
             finalizer=m.finalizer,
         )
 
     def reconcile(self, request: wit.Request) -> wit.Outcome:
         raw = RawRequest(
             object=request.object,
-            children=[(Gvk(c.kind.group, c.kind.version, c.kind.kind), c.objects) for c in request.children],
+            children=[
+                (
+                    Gvk(c.kind.group, c.kind.version, c.kind.kind),
+                    [(o.object, Readiness(_READINESS[o.readiness.status], o.readiness.message)) for o in c.objects],
+                )
+                for c in request.children
+            ],
             related=request.related,
             finalizing=request.finalizing,
             attempt=request.attempt,
+            now=request.now,
         )
         try:
             out = run.reconcile(reconciler(), HOST, raw)
         except Failure as failure:
             variant = wit.Failure_Terminal if failure.terminal else wit.Failure_Transient
-            raise Err(variant(failure.message)) from None
+            status = None if failure.status is None else _dumps(failure.status)
+            raise Err(variant(wit.FailureDetail(failure.message, status))) from None
+        meta = out.parent_metadata
         return wit.Outcome(
             desired=out.desired,
             status=out.status,
             events=[wit.Event(e.warning, e.reason, e.message) for e in out.events],
             requeue_after_ms=out.requeue_after_ms,
+            requeue_at=out.requeue_at,
             finalized=out.finalized,
+            needs_finalizer=bool(out.needs_finalizer),
+            parent_metadata=None
+            if meta is None
+            else wit.ParentMetadata(sorted(meta.labels.items()), sorted(meta.annotations.items())),
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 from .kinds import Gvk
 
@@ -26,8 +27,42 @@ class AllInNamespace:
     """Every parent in the watched object's namespace is reconciled (a fan-out)."""
 
 
-Mapping = Label | Annotation | AllInNamespace
+@dataclass(frozen=True)
+class Reference:
+    """The parent's field at the dotted ``path`` (``spec.configRef``) names the
+    watched object: ``name`` (the parent's namespace) or ``namespace/name``.
+    An event on it reconciles exactly the parents naming it, and it arrives in
+    ``request.related``."""
+
+    path: str
+
+
+@dataclass(frozen=True)
+class Selector:
+    """The parent's field at the dotted ``path`` (``spec.selector``) is a label
+    selector over the watched kind in the parent's namespace (a
+    ``LabelSelector`` or a plain label map). A change reconciles the parents
+    whose selector matched the object before or after it; the matching objects
+    arrive in ``request.related``. A missing or empty selector selects nothing."""
+
+    path: str
+
+
+Mapping = Label | Annotation | AllInNamespace | Reference | Selector
 """How a change of a watched object finds the parent to reconcile."""
+
+
+class UpdateStrategy(Enum):
+    """How the host changes an existing child of one owned kind whose desired form changed."""
+
+    IN_PLACE = "in-place"
+    """Server-side apply over it (the default)."""
+    RECREATE = "recreate"
+    """Server-side apply; when the API server refuses because a field is
+    immutable (a Job's template, a StatefulSet's selector), delete the child
+    and create it anew on the next reconcile."""
+    ON_DELETE = "on-delete"
+    """Leave existing children alone; only missing ones are created."""
 
 
 @dataclass(frozen=True)
@@ -58,9 +93,14 @@ class Manifest:
         watches: other kinds whose changes reconcile a parent; the mapped
             objects arrive in ``request.related``.
         reads: kinds the reconciler reads with ``ctx.get`` and ``ctx.list``.
-        finalizer: when set, the host adds it to every parent and calls
-            ``reconcile`` with ``request.finalizing`` when the parent is
-            deleted, until the outcome is ``finalized``.
+        finalizer: when set, the host adds it to the parents whose outcome
+            says ``needs_finalizer`` and calls ``reconcile`` with
+            ``request.finalizing`` when such a parent is deleted, until the
+            outcome is ``finalized``. With a finalizer, an outcome needs it
+            unless it says otherwise (:meth:`Outcome.needs_finalizer`), so
+            every parent carries it, as before contract 0.2.
+        updates: the :class:`UpdateStrategy` of owned kinds; a kind not
+            listed is updated in place.
     """
 
     name: str
@@ -69,3 +109,4 @@ class Manifest:
     watches: list[Watch] = field(default_factory=list)
     reads: list[Gvk] = field(default_factory=list)
     finalizer: str | None = None
+    updates: dict[Gvk, UpdateStrategy] = field(default_factory=dict)

@@ -62,9 +62,9 @@ def transition_time(previous: Condition | None, status: str, changed_at: str) ->
     """``lastTransitionTime`` of a condition now ``status``: the previous one's
     while its status holds, else ``changed_at``.
 
-    Never read the clock for ``changed_at`` (the outcome must be a function of
-    the request, or every reconcile rewrites the status): use the latest time
-    the request shows, e.g. a child's condition timestamps.
+    Pass ``request.now`` as ``changed_at``, never a clock reading: the host's
+    time for the call, so the outcome is a function of the request (and
+    fixtures can fix it).
     """
     if previous is not None and previous.status == status:
         return previous.last_transition_time

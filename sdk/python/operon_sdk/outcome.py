@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from .failure import Terminal
 from .kinds import Gvk
+from .readiness import format_time, parse_time
 from .typed import to_json
 
 
@@ -25,15 +26,27 @@ class Event:
     """``Warning`` when true, ``Normal`` otherwise."""
 
 
+@dataclass(frozen=True)
+class ParentMetadata:
+    """The labels and annotations a reconciler keeps on its parent."""
+
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
 @dataclass
 class RawOutcome:
-    """The WIT ``outcome`` record: objects as JSON text."""
+    """The WIT ``outcome`` record: objects as JSON text. ``needs_finalizer``
+    None is the SDK's default, settled by :func:`operon_sdk.run.reconcile`."""
 
     desired: list[str] = field(default_factory=list)
     status: str | None = None
     events: list[Event] = field(default_factory=list)
     requeue_after_ms: int | None = None
     finalized: bool = False
+    requeue_at: str | None = None
+    needs_finalizer: bool | None = None
+    parent_metadata: ParentMetadata | None = None
 
 
 def _dumps(value: Any) -> str:
@@ -42,8 +55,9 @@ def _dumps(value: Any) -> str:
 
 class Outcome:
     """What a reconcile wants: the children that should exist, the parent's new
-    status, events, when to run again and, while finalizing, whether clean-up
-    is done.
+    status, events, when to run again, whether the parent needs the
+    finalizer, its labels and annotations and, while finalizing, whether
+    clean-up is done.
 
     An outcome is the whole truth for the parent: children that exist but are
     not applied are deleted, and the status replaces the current one. Build it
@@ -66,7 +80,10 @@ class Outcome:
         self.status: dict | None = None
         self.events: list[Event] = []
         self.requeue_after_ms: int | None = None
+        self.requeue_time: str | None = None
         self.finalized: bool = False
+        self.finalizer_needed: bool | None = None
+        self.parent_meta: ParentMetadata | None = None
 
     def apply(self, obj: Any, kind: Gvk | None = None) -> Outcome:
         """Wants ``obj`` (a dict, or a dataclass written with camelCase keys) to exist.
@@ -95,7 +112,7 @@ class Outcome:
     def set_status(self, status: Any) -> Outcome:
         """Sets the parent's new ``status`` (a dict or a dataclass), replacing the
         current one; written only when it differs. Without it the status is left
-        untouched. Keep it deterministic: no clock readings.
+        untouched. Keep it deterministic: times come from ``request.now``.
 
         Raises:
             Terminal: the status is not a JSON object.
@@ -126,6 +143,51 @@ class Outcome:
         self.requeue_after_ms = int(seconds * 1000)
         return self
 
+    def requeue_at(self, time: str | datetime) -> Outcome:
+        """Reconcile again at ``time`` even if nothing changes: schedules,
+        expiries, TTLs. An RFC 3339 string (``2026-11-26T05:00:00Z``, kept as
+        it is) or an aware ``datetime``. The host measures it from
+        ``request.now`` (a time already past means its floor); with
+        :meth:`requeue_after` too, the earlier wins.
+
+        Raises:
+            ValueError: not an RFC 3339 time, or a naive ``datetime``.
+        """
+        if isinstance(time, datetime):
+            self.requeue_time = format_time(time)
+        else:
+            parse_time(time)  # the host refuses an outcome whose time does not parse
+            self.requeue_time = time
+        return self
+
+    def needs_finalizer(self, needed: bool = True) -> Outcome:
+        """Whether this parent needs the manifest's finalizer (clean-up when it
+        is deleted): the host adds it while outcomes say so and releases it
+        when one says not.
+
+        Without this call the answer is: yes when the manifest names a
+        finalizer, except while ``request.finalizing`` (no without one).
+        """
+        self.finalizer_needed = bool(needed)
+        return self
+
+    def parent_metadata(
+        self, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None
+    ) -> Outcome:
+        """Keeps these labels and annotations on the parent (a decorator's
+        marks): the host applies them under the plugin's field manager, so a key
+        a later outcome leaves out is removed and keys others set stay. Without
+        this call the parent's metadata is left alone. Keys under
+        ``operon.dev/`` and labels the Reconciler's selector reads are refused.
+        """
+        labels, annotations = dict(labels or {}), dict(annotations or {})
+        for what, pairs in (("label", labels), ("annotation", annotations)):
+            for key, value in pairs.items():
+                if not isinstance(key, str) or not isinstance(value, str):
+                    raise TypeError(f"parent {what} {key!r}: keys and values must be strings, not {value!r}")
+        self.parent_meta = ParentMetadata(labels, annotations)
+        return self
+
     def finish(self) -> Outcome:
         """Clean-up is complete: the host may remove the finalizer (only meaningful
         when ``request.finalizing``)."""
@@ -141,6 +203,9 @@ class Outcome:
                 events=list(self.events),
                 requeue_after_ms=self.requeue_after_ms,
                 finalized=self.finalized,
+                requeue_at=self.requeue_time,
+                needs_finalizer=self.finalizer_needed,
+                parent_metadata=self.parent_meta,
             )
         except (TypeError, ValueError) as error:
             raise Terminal(f"cannot serialize the outcome: {error}") from None

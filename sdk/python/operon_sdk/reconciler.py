@@ -6,6 +6,7 @@ import typing
 from typing import Any, Generic, TypeVar
 
 from .context import Context
+from .failure import Failure, Terminal
 from .manifest import Manifest
 from .outcome import Outcome
 from .request import Request
@@ -31,6 +32,13 @@ class Reconciler(Generic[T]):
     "reconciler-with-admission"`` in ``operon.toml``. A reconciler without
     them builds the plain ``reconciler`` world.
 
+    Conversion is optional too: define ``convert(objects, desired_api_version)
+    -> list[dict]`` (each object, as a dict, converted to
+    ``desired_api_version``, in order; raise
+    :class:`~operon_sdk.ConversionError` to refuse the request) and set
+    ``world = "reconciler-with-conversion"`` (or
+    ``"reconciler-with-admission-and-conversion"``).
+
     Attributes:
         object_type: what the parent is read as. Defaults to the type
             argument (``class Greeter(Reconciler[Greeting])`` reads a
@@ -38,7 +46,8 @@ class Reconciler(Generic[T]):
             fit is a terminal failure naming the object and the field
             (``WebApp shop/web is invalid: missing field `image```), raised
             before ``reconcile`` runs, also while finalizing: keep the type as
-            lenient as the CRD's schema.
+            lenient as the CRD's schema. :meth:`invalid` may give that
+            failure a status.
     """
 
     object_type: Any = None
@@ -57,6 +66,14 @@ class Reconciler(Generic[T]):
         """
         raise NotImplementedError(f"{type(self).__name__} must define reconcile()")
 
+    def invalid(self, request: Request[dict], failure: Terminal) -> Failure:
+        """The failure to answer when the parent does not fit ``object_type``
+        (``failure``, raised before ``reconcile`` runs). The default answers it
+        as it is; override it to carry a status (``failure.with_status(...)``),
+        e.g. a ``Ready`` condition saying why. ``request`` has the parent as a
+        dict."""
+        return failure
+
     @classmethod
     def parent_type(cls) -> Any:
         """The type the parent is read as (see ``object_type``)."""
@@ -73,4 +90,9 @@ class Reconciler(Generic[T]):
     def has_admission(cls) -> bool:
         """Whether the class defines ``validate`` or ``mutate``."""
         return callable(getattr(cls, "validate", None)) or callable(getattr(cls, "mutate", None))
+
+    @classmethod
+    def has_conversion(cls) -> bool:
+        """Whether the class defines ``convert``."""
+        return callable(getattr(cls, "convert", None))
 

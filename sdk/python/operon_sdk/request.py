@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from .failure import Terminal
 from .kinds import Gvk
+from .readiness import EPOCH, Readiness, parse_time
 from .typed import TypeMismatch, from_json
 
 T = TypeVar("T")
@@ -84,13 +86,15 @@ def parse_object(tp: Any, obj: dict) -> Any:
 
 @dataclass
 class RawRequest:
-    """The WIT ``request`` record: objects as JSON text, children grouped by kind."""
+    """The WIT ``request`` record: objects as JSON text, children grouped by
+    kind, each with its readiness."""
 
     object: str
-    children: list[tuple[Gvk, list[str]]] = field(default_factory=list)
+    children: list[tuple[Gvk, list[tuple[str, Readiness]]]] = field(default_factory=list)
     related: list[str] = field(default_factory=list)
     finalizing: bool = False
     attempt: int = 0
+    now: str = EPOCH
 
 
 class Request(Generic[T]):
@@ -105,22 +109,29 @@ class Request(Generic[T]):
         finalizing: the parent is being deleted and still carries the
             manifest's finalizer: clean up, then answer ``finalized``.
         attempt: how many times in a row this parent failed before this call.
+        now: the host's clock when the reconcile began, as it gave it (RFC
+            3339 in UTC with milliseconds, ``2026-11-26T04:05:06.789Z``): one
+            value for the whole call. Read the time here, never from the
+            clock, so the outcome is a function of the request (and fixtures
+            can fix it); :attr:`now_time` is the same as a ``datetime``.
     """
 
     def __init__(
         self,
         object: T,
         raw: dict,
-        children: list[tuple[Gvk, list[dict]]] | None = None,
+        children: list[tuple[Gvk, list[tuple[dict, Readiness]]]] | None = None,
         related: list[dict] | None = None,
         finalizing: bool = False,
         attempt: int = 0,
+        now: str = EPOCH,
     ) -> None:
         self.object = object
         self.raw = raw
         self.metadata = Metadata.of(raw)
         self.finalizing = finalizing
         self.attempt = attempt
+        self.now = now
         self._children = children or []
         self._related = related or []
 
@@ -141,11 +152,21 @@ class Request(Generic[T]):
         return Request(
             object=parse_object(object_type, parent),
             raw=parent,
-            children=[(kind, [json.loads(o) for o in objects]) for kind, objects in raw.children],
+            children=[(kind, [(json.loads(o), r) for o, r in objects]) for kind, objects in raw.children],
             related=[json.loads(o) for o in raw.related],
             finalizing=raw.finalizing,
             attempt=raw.attempt,
+            now=raw.now,
         )
+
+    @property
+    def now_time(self) -> datetime:
+        """:attr:`now` as an aware ``datetime`` (UTC).
+
+        Raises:
+            ValueError: ``now`` is not an RFC 3339 time (the host always gives one).
+        """
+        return parse_time(self.now)
 
     @property
     def name(self) -> str:
@@ -181,7 +202,7 @@ class Request(Generic[T]):
         """
         for group, objects in self._children:
             if group == kind:
-                return [parse_object(as_type, o) for o in objects]
+                return [parse_object(as_type, o) for o, _ in objects]
         return []
 
     def child(self, kind: Gvk, name: str, as_type: Any = None) -> Any | None:
@@ -192,14 +213,42 @@ class Request(Generic[T]):
         """
         for group, objects in self._children:
             if group == kind:
-                for obj in objects:
+                for obj, _ in objects:
                     if Metadata.of(obj).name == name:
                         return parse_object(as_type, obj)
         return None
 
     def has_child(self, kind: Gvk, name: str) -> bool:
         """Whether a child of ``kind`` called ``name`` exists."""
-        return any(Metadata.of(o).name == name for group, objs in self._children if group == kind for o in objs)
+        return self.readiness(kind, name) is not None
+
+    def readiness(self, kind: Gvk, name: str) -> Readiness | None:
+        """The readiness the host gave the child of ``kind`` called ``name``
+        (kstatus's verdict), or None when there is no such child."""
+        for group, objects in self._children:
+            if group == kind:
+                for obj, readiness in objects:
+                    if Metadata.of(obj).name == name:
+                        return readiness
+        return None
+
+    def rated_children(self, kind: Gvk, as_type: Any = None) -> list[tuple[Any, Readiness]]:
+        """The existing children of ``kind``, each with its readiness, as
+        :meth:`children` reads them.
+
+        Raises:
+            Terminal: a child does not fit ``as_type``.
+        """
+        for group, objects in self._children:
+            if group == kind:
+                return [(parse_object(as_type, o), r) for o, r in objects]
+        return []
+
+    def all_children_current(self) -> bool:
+        """Whether every existing child (of every owned kind) is current: "ready
+        when its children are", with no readiness rules in the reconciler. True
+        when there are no children: check the ones you want exist."""
+        return all(r.is_current for _, objects in self._children for _, r in objects)
 
     def related(self, kind: Gvk, as_type: Any = None) -> list[Any]:
         """The related objects (of watched kinds) of ``kind``.

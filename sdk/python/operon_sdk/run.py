@@ -14,7 +14,8 @@ from typing import Any
 
 from .admission import RawReview
 from .context import Context, Host
-from .failure import Terminal
+from .conversion import ConversionError
+from .failure import Failure, Terminal
 from .manifest import Manifest
 from .outcome import Outcome, RawOutcome
 from .reconciler import Reconciler
@@ -33,15 +34,57 @@ def reconcile(reconciler: Reconciler[Any], host: Host, raw: RawRequest) -> RawOu
     """The ``reconcile`` export: parse the parent as the reconciler's type, call
     ``reconcile`` with a :class:`Context` over ``host``, serialize the outcome.
 
+    The outcome's ``needs_finalizer``, when the reconciler did not say, is
+    whether the manifest names a finalizer, except while finalizing (false):
+    so code written before contract 0.2 keeps its finalizer on every parent.
+
     Raises:
         Transient, Terminal: the reconciler's failure; terminal also when the
-            parent does not fit its type or the outcome cannot be serialized.
+            parent does not fit its type (through ``reconciler.invalid``) or
+            the outcome cannot be serialized.
     """
-    request = Request.from_raw(raw, type(reconciler).parent_type())
+    try:
+        request = Request.from_raw(raw, type(reconciler).parent_type())
+    except Terminal as failure:
+        try:
+            untyped = Request.from_raw(raw, dict)
+        except Terminal:
+            raise failure from None  # not even a JSON object: nothing to describe
+        answer = reconciler.invalid(untyped, failure)
+        if not isinstance(answer, Failure):
+            raise TypeError(f"{type(reconciler).__name__}.invalid() must return a Failure, not {answer!r}") from None
+        raise answer from None
     outcome = reconciler.reconcile(request, Context(host))
     if not isinstance(outcome, Outcome):
         raise Terminal(f"{type(reconciler).__name__}.reconcile() must return an Outcome, not {type(outcome).__name__}")
-    return outcome.to_raw()
+    out = outcome.to_raw()
+    if out.needs_finalizer is None:
+        out.needs_finalizer = manifest(reconciler).finalizer is not None and not request.finalizing
+    return out
+
+
+def convert(reconciler: Reconciler[Any], objects: list[str], desired_api_version: str) -> list[str]:
+    """The ``convert`` export: every object converted, as JSON text.
+
+    Raises:
+        ConversionError: the reconciler refused, or answered another number
+            of objects (the host would refuse that answer anyway).
+        TypeError: ``convert`` did not return a list of dicts (a bug: the
+            component traps).
+    """
+    method = getattr(reconciler, "convert", None)
+    if method is None:
+        raise ConversionError(f"{type(reconciler).__name__} does not convert (it defines no convert method)")
+    try:
+        parsed = [json.loads(o) for o in objects]
+    except ValueError as error:
+        raise ConversionError(f"an object is not JSON: {error}") from None
+    converted = method(parsed, desired_api_version)
+    if not isinstance(converted, list) or not all(isinstance(o, dict) for o in converted):
+        raise TypeError(f"{type(reconciler).__name__}.convert() must return a list of dicts, not {converted!r}")
+    if len(converted) != len(objects):
+        raise ConversionError(f"convert answered {len(converted)} objects for {len(objects)}")
+    return [json.dumps(o, separators=(",", ":"), ensure_ascii=False) for o in converted]
 
 
 def validate(reconciler: Reconciler[Any], host: Host, raw: RawReview) -> list[str]:

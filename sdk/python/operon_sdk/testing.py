@@ -8,6 +8,13 @@ owned kinds, namespaces, names, sizes, ownership of the cluster's objects, as
 ``operon test`` does); an outcome the host would refuse raises
 :class:`Refused`, naming the rule.
 
+Requests carry ``now`` (the Unix epoch unless a test sets it, as fixtures
+do) and each child's readiness. Readiness is never computed here: a test may
+state it per child (``readiness={("Deployment", "web"): Readiness(...)}``);
+otherwise the children of a request are rated, in one call, by the operon
+binary (``$OPERON``, else ``operon`` on ``PATH``: ``operon readiness``, the
+host's own rules). Without the binary they are ``unknown``, saying so.
+
 >>> from operon_sdk import Gvk, Manifest, Outcome, Reconciler
 >>> class Mirror(Reconciler[dict]):
 ...     def manifest(self):
@@ -26,16 +33,22 @@ owned kinds, namespaces, names, sizes, ownership of the cluster's objects, as
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from . import run
-from .admission import Operation, RawReview, UserInfo
+from .admission import Denied, Operation, RawReview, UserInfo
 from .context import HostError, Level
+from .conversion import ConversionError
 from .failure import Failure, Terminal
 from .kinds import Gvk
-from .outcome import Event
+from .outcome import Event, ParentMetadata
+from .readiness import EPOCH, Readiness, ReadinessStatus, format_time, from_kstatus, parse_time
 from .reconciler import Reconciler
 from .request import Metadata, RawRequest
 from .selector import Selector, SelectorError
@@ -240,9 +253,52 @@ class FakeCluster:
         return [json.dumps(o) for o in self._in_scope(kind, namespace) if selector.matches(Metadata.of(o).labels)]
 
 
+NOT_RATED = (
+    "not rated: native tests rate children with the operon binary ($OPERON or operon on PATH), or pass a readiness"
+)
+"""The readiness message of a child no binary could rate."""
+
+
+def operon_binary() -> str | None:
+    """The operon binary that rates children: ``$OPERON``, else ``operon`` on ``PATH``; None without one."""
+    return os.environ.get("OPERON") or shutil.which("operon")
+
+
+def rate(objects: list[dict]) -> list[Readiness]:
+    """The readiness the host gives each object, from one run of ``operon
+    readiness`` (the host's kstatus rules); ``unknown`` (:data:`NOT_RATED`)
+    for each when there is no operon binary.
+
+    Raises:
+        RuntimeError: the binary named by ``$OPERON`` cannot run, or fails.
+    """
+    if not objects:
+        return []
+    binary = operon_binary()
+    if binary is None:
+        return [Readiness(ReadinessStatus.UNKNOWN, NOT_RATED)] * len(objects)
+    try:
+        done = subprocess.run(
+            [binary, "readiness", "-"], input=json.dumps(objects), capture_output=True, text=True, check=False
+        )
+    except OSError as error:
+        raise RuntimeError(f"cannot run {binary} (from $OPERON or PATH) to rate children: {error}") from None
+    if done.returncode != 0:
+        raise RuntimeError(f"{binary} readiness failed ({done.returncode}): {done.stderr.strip()}")
+    verdicts = json.loads(done.stdout)
+    if not isinstance(verdicts, list) or len(verdicts) != len(objects):
+        raise RuntimeError(f"{binary} readiness answered {done.stdout!r} for {len(objects)} objects")
+    return [from_kstatus(v) for v in verdicts]
+
+
 @dataclass
 class RequestBuilder:
-    """A request as a test writes it: the parent and a flat list of children."""
+    """A request as a test writes it: the parent and a flat list of children.
+
+    ``now`` is an RFC 3339 time (or an aware ``datetime``), handed in as the
+    host spells it (UTC, milliseconds). ``readiness`` states the readiness of
+    children by ``(kind, name)``; the others are rated by :func:`rate`.
+    """
 
     __test__ = False  # not a pytest class
 
@@ -251,14 +307,25 @@ class RequestBuilder:
     related: list[dict] = field(default_factory=list)
     finalizing: bool = False
     attempt: int = 0
+    now: str | datetime = EPOCH
+    readiness: dict[tuple[str, str], Readiness] = field(default_factory=dict)
+
+    def now_text(self) -> str:
+        """``now`` as the host hands it: ``2026-01-01T09:00:00.000Z``.
+
+        Raises:
+            ValueError: ``now`` is not an RFC 3339 time.
+        """
+        return format_time(self.now if isinstance(self.now, datetime) else parse_time(self.now))
 
     def to_raw(self, manifest_owns: list[Gvk]) -> RawRequest:
-        """Group the children by the owned kinds, sorted by namespace then name, as the host does.
+        """Group the children by the owned kinds, sorted by namespace then name, as
+        the host does, each with its readiness (stated, else :func:`rate`).
 
         Raises:
             ValueError: a child lacks apiVersion/kind or is of a kind not owned.
         """
-        groups: list[tuple[Gvk, list[str]]] = [(kind, []) for kind in manifest_owns]
+        groups: list[tuple[Gvk, list[dict]]] = [(kind, []) for kind in manifest_owns]
 
         def order(obj: dict) -> tuple[str, str]:
             meta = Metadata.of(obj)
@@ -271,13 +338,22 @@ class RequestBuilder:
             group = next((objs for k, objs in groups if k == kind), None)
             if group is None:
                 raise ValueError(f"children[{i}] is a {kind}, which the reconciler does not own")
-            group.append(json.dumps(child))
+            group.append(child)
+        flat = [child for _, objs in groups for child in objs]
+        verdicts: list[Readiness | None] = [
+            self.readiness.get((child.get("kind"), Metadata.of(child).name)) for child in flat
+        ]
+        unrated = [i for i, v in enumerate(verdicts) if v is None]
+        for i, verdict in zip(unrated, rate([flat[i] for i in unrated])):
+            verdicts[i] = verdict
+        rated = iter(verdicts)
         return RawRequest(
             object=json.dumps(self.object),
-            children=groups,
+            children=[(kind, [(json.dumps(c), next(rated)) for c in objs]) for kind, objs in groups],
             related=[json.dumps(o) for o in self.related],
             finalizing=self.finalizing,
             attempt=self.attempt,
+            now=self.now_text(),
         )
 
 
@@ -287,20 +363,31 @@ def request(
     related: list[dict] | None = None,
     finalizing: bool = False,
     attempt: int = 0,
+    *,
+    now: str | datetime = EPOCH,
+    readiness: dict[tuple[str, str], Readiness] | None = None,
 ) -> RequestBuilder:
-    """A request for ``parent`` with its existing ``children`` (any order, any owned kind)."""
-    return RequestBuilder(parent, list(children or []), list(related or []), finalizing, attempt)
+    """A request for ``parent`` with its existing ``children`` (any order, any
+    owned kind), at ``now``, with the readiness of children stated by
+    ``(kind, name)`` (the others are rated by the operon binary)."""
+    return RequestBuilder(
+        parent, list(children or []), list(related or []), finalizing, attempt, now, dict(readiness or {})
+    )
 
 
 @dataclass
 class Reconciled:
-    """An outcome as a test reads it: objects as dicts."""
+    """An outcome as a test reads it: objects as dicts, ``status`` with
+    ``observedGeneration`` as the host writes it, ``needs_finalizer`` settled."""
 
     desired: list[dict]
     status: dict | None
     events: list[Event]
     requeue_after_ms: int | None
     finalized: bool
+    requeue_at: str | None = None
+    needs_finalizer: bool = False
+    parent_metadata: ParentMetadata | None = None
 
     def find(self, kind: str, name: str) -> dict | None:
         """The desired object of ``kind`` (e.g. ``Deployment``) called ``name``."""
@@ -315,11 +402,21 @@ class Reconciled:
         return [e.reason for e in self.events]
 
 
+def _observed_generation(status: dict | None, parent: dict) -> dict | None:
+    """``status`` as the host writes it for a 0.2 module: ``observedGeneration``
+    set to the parent's generation unless the reconciler set it."""
+    generation = Metadata.of(parent).generation
+    if status is None or generation is None or "observedGeneration" in status:
+        return status
+    return {**status, "observedGeneration": generation}
+
+
 def reconcile(reconciler: Reconciler[Any], req: RequestBuilder, cluster: FakeCluster | None = None) -> Reconciled:
     """Run ``reconciler`` on ``req`` through the component's code path.
 
     Raises:
-        Transient, Terminal: as the component would answer.
+        Transient, Terminal: as the component would answer (a status it
+            carries with ``observedGeneration`` as the host writes it).
         Refused: the host would refuse the outcome (see :func:`check_outcome`).
     """
     cluster = cluster or FakeCluster()
@@ -327,7 +424,12 @@ def reconcile(reconciler: Reconciler[Any], req: RequestBuilder, cluster: FakeClu
         cluster.namespace = Metadata.of(req.object).namespace
     manifest = run.manifest(reconciler)
     raw = req.to_raw(manifest.owns)
-    out = run.reconcile(reconciler, cluster, raw)
+    try:
+        out = run.reconcile(reconciler, cluster, raw)
+    except Failure as failure:
+        if failure.status is None:
+            raise
+        raise failure.with_status(_observed_generation(failure.status, req.object)) from None
     check_outcome(
         manifest.name,
         manifest.owns,
@@ -339,10 +441,13 @@ def reconcile(reconciler: Reconciler[Any], req: RequestBuilder, cluster: FakeClu
     )
     return Reconciled(
         desired=[json.loads(o) for o in out.desired],
-        status=None if out.status is None else json.loads(out.status),
+        status=_observed_generation(None if out.status is None else json.loads(out.status), req.object),
         events=out.events,
         requeue_after_ms=out.requeue_after_ms,
         finalized=out.finalized,
+        requeue_at=out.requeue_at,
+        needs_finalizer=bool(out.needs_finalizer),
+        parent_metadata=out.parent_metadata,
     )
 
 
@@ -383,6 +488,13 @@ def mutate(reconciler: Reconciler[Any], raw: RawReview, cluster: FakeCluster | N
     return None if text is None else json.loads(text)
 
 
+def convert(reconciler: Reconciler[Any], objects: list[dict], desired_api_version: str) -> list[dict]:
+    """Run ``convert`` through the component's code path (raises
+    :class:`~operon_sdk.ConversionError` when it refuses)."""
+    texts = run.convert(reconciler, [json.dumps(o) for o in objects], desired_api_version)
+    return [json.loads(t) for t in texts]
+
+
 # --- fixtures -----------------------------------------------------------------------------------
 
 
@@ -391,24 +503,81 @@ def _yaml() -> Any:
         import yaml
     except ImportError:
         raise RuntimeError("fixtures need PyYAML: pip install pyyaml") from None
+    import re
 
     class Loader(yaml.SafeLoader):
-        """YAML as serde_yaml reads it: timestamps stay text."""
+        """YAML as operon reads it (YAML 1.2): timestamps stay text, only
+        ``true``/``false`` are booleans (``on``, ``yes`` stay strings), no
+        sexagesimal or underscored numbers."""
 
+    dropped = {f"tag:yaml.org,2002:{t}" for t in ("timestamp", "bool", "int", "float")}
     Loader.yaml_implicit_resolvers = {
-        ch: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        ch: [(tag, rx) for tag, rx in resolvers if tag not in dropped]
         for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }
+    core = [
+        ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+        ("tag:yaml.org,2002:int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
+        (
+            "tag:yaml.org,2002:float",
+            r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+            "-+.0123456789",
+        ),
+    ]
+    for tag, pattern, first in core:
+        Loader.add_implicit_resolver(tag, re.compile(pattern), list(first))
+
+    def integer(loader: Any, node: Any) -> int:
+        text = loader.construct_scalar(node)
+        return int(text, 0) if text[:2] in ("0o", "0x") else int(text, 10)  # 017 is 17, not YAML 1.1's 15
+
+    Loader.add_constructor("tag:yaml.org,2002:int", integer)
     return yaml, Loader
 
 
-def _observed(reconciler: Reconciler[Any], fixture: dict) -> dict:
+class _Invalid(Exception):
+    """A fixture file that is not of the expected shape (not a test failure)."""
+
+
+def _now(fixture: dict) -> tuple[str, datetime]:
+    """The fixture's ``now`` (the epoch when absent), as the host hands it and as a time."""
+    text = fixture.get("now")
+    if text is None:
+        return EPOCH, parse_time(EPOCH)
+    try:
+        time = parse_time(text)
+    except ValueError:
+        raise _Invalid(f"now: {text!r} is not an RFC 3339 time such as 2026-01-01T00:00:00Z") from None
+    return format_time(time), time
+
+
+def _requeue_after_ms(out: Reconciled, now: datetime) -> int | None:
+    """The requeue ``operon test`` shows: ``requeue_at`` measured from ``now``
+    (0 when past), the earlier of it and ``requeue_after``."""
+    candidates = [] if out.requeue_after_ms is None else [out.requeue_after_ms]
+    if out.requeue_at is not None:
+        delta = parse_time(out.requeue_at) - now
+        candidates.append(max(delta // timedelta(milliseconds=1), 0))
+    return min(candidates, default=None)
+
+
+_REQUEST_KEYS = {"object", "children", "related", "finalizing", "attempt", "cluster", "now"}
+
+
+def _observed(reconciler: Reconciler[Any], fixture: Any) -> dict:
+    if not isinstance(fixture, dict) or "object" not in fixture:
+        raise _Invalid("not a request fixture (a mapping with `object`)")
+    unknown = sorted(set(fixture) - _REQUEST_KEYS)
+    if unknown:
+        raise _Invalid(f"unknown keys {unknown} (a request has {sorted(_REQUEST_KEYS)})")
+    now, time = _now(fixture)
     req = RequestBuilder(
         object=fixture["object"],
         children=fixture.get("children") or [],
         related=fixture.get("related") or [],
         finalizing=bool(fixture.get("finalizing", False)),
         attempt=int(fixture.get("attempt", 0)),
+        now=now,
     )
     visible = [req.object, *req.children, *req.related, *(fixture.get("cluster") or [])]
     try:
@@ -416,20 +585,53 @@ def _observed(reconciler: Reconciler[Any], fixture: dict) -> dict:
     except Refused as refused:
         return {"refused": str(refused)}
     except Failure as failure:
-        return {"error": {"terminal" if isinstance(failure, Terminal) else "transient": failure.message}}
-    return {
+        observed: dict = {"error": {"terminal" if isinstance(failure, Terminal) else "transient": failure.message}}
+        if failure.status is not None:
+            observed["status"] = failure.status
+        return observed
+    observed = {
         "desired": out.desired,
         "status": out.status,
         "events": [{"warning": e.warning, "reason": e.reason, "message": e.message} for e in out.events],
-        "requeueAfterMs": out.requeue_after_ms,
+        "requeueAfterMs": _requeue_after_ms(out, time),
         "finalized": out.finalized,
+        "needsFinalizer": out.needs_finalizer,
     }
+    if out.parent_metadata is not None:
+        observed["parentMetadata"] = {
+            "labels": out.parent_metadata.labels,
+            "annotations": out.parent_metadata.annotations,
+        }
+    return observed
 
 
-def _normalized(expected: dict) -> dict:
+_OUTCOME_KEYS = {"desired", "status", "events", "requeueAfterMs", "finalized", "needsFinalizer", "parentMetadata"}
+
+
+def _normalized(expected: Any) -> dict:
+    """An expected outcome as ``operon test`` reads it: what the file leaves
+    out filled in, ``needsFinalizer`` and ``parentMetadata`` only when given,
+    unknown keys refused (a typo must not pass as an empty outcome)."""
+    if not isinstance(expected, dict):
+        raise _Invalid("not an outcome or `error:`")
     if "error" in expected:
-        return expected
-    return {
+        unknown = sorted(set(expected) - {"error", "status"})
+        error = expected["error"]
+        if unknown or not (
+            isinstance(error, dict)
+            and len(error) == 1
+            and next(iter(error)) in ("transient", "terminal", "sandbox")
+            and isinstance(next(iter(error.values())), str)
+        ):
+            raise _Invalid(f"not an `error:` ({{transient|terminal|sandbox: message}} and `status`): {expected!r}")
+        out = {"error": error}
+        if expected.get("status") is not None:
+            out["status"] = expected["status"]
+        return out
+    unknown = sorted(set(expected) - _OUTCOME_KEYS)
+    if unknown:
+        raise _Invalid(f"unknown keys {unknown} in an outcome (it has {sorted(_OUTCOME_KEYS)})")
+    out = {
         "desired": expected.get("desired") or [],
         "status": expected.get("status"),
         "events": [
@@ -439,6 +641,14 @@ def _normalized(expected: dict) -> dict:
         "requeueAfterMs": expected.get("requeueAfterMs"),
         "finalized": bool(expected.get("finalized", False)),
     }
+    if expected.get("needsFinalizer") is not None:
+        out["needsFinalizer"] = expected["needsFinalizer"]
+    meta = expected.get("parentMetadata")
+    if meta is not None:
+        if not isinstance(meta, dict) or set(meta) - {"labels", "annotations"}:
+            raise _Invalid(f"parentMetadata has `labels` and `annotations` only: {meta!r}")
+        out["parentMetadata"] = {"labels": meta.get("labels") or {}, "annotations": meta.get("annotations") or {}}
+    return out
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -450,54 +660,183 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
+_REVIEW_KEYS = {
+    "operation", "object", "oldObject", "kind", "subResource", "namespace", "name", "uid", "userInfo", "dryRun"
+}
+
+
+def _review(file: Any) -> tuple[RawReview, list[dict]]:
+    """An admission fixture's review, defaulted as ``operon test`` does."""
+    if not isinstance(file, dict) or set(file) - {"review", "cluster"} or not isinstance(file.get("review"), dict):
+        raise _Invalid("not an admission fixture (`review:` and optionally `cluster:`)")
+    spec = file["review"]
+    unknown = sorted(set(spec) - _REVIEW_KEYS)
+    if unknown:
+        raise _Invalid(f"unknown keys {unknown} in review")
+    op = spec.get("operation") or "CREATE"
+    operation = next((o for o in Operation if o.value == str(op).lower()), None)
+    if operation is None:
+        raise _Invalid(f"review.operation {op!r} must be CREATE, UPDATE, DELETE or CONNECT")
+    obj, old = spec.get("object"), spec.get("oldObject")
+    shown = obj if obj is not None else old
+    meta = Metadata.of(shown) if isinstance(shown, dict) else Metadata()
+    if isinstance(spec.get("kind"), dict):
+        kind = Gvk(spec["kind"].get("group", ""), spec["kind"]["version"], spec["kind"]["kind"])
+    elif isinstance(shown, dict) and Gvk.of(shown) is not None:
+        kind = Gvk.of(shown)  # type: ignore[assignment]
+    else:
+        raise _Invalid("review.kind is missing and the object has no apiVersion and kind")
+    user = spec.get("userInfo")
+    user_info = (
+        UserInfo(user.get("username", ""), user.get("uid", ""), list(user.get("groups") or []))
+        if isinstance(user, dict)
+        else UserInfo("fixture", "", ["system:authenticated"])
+    )
+    raw = RawReview(
+        uid=spec.get("uid") or "00000000-0000-0000-0000-000000000000",
+        operation=operation,
+        kind=kind,
+        sub_resource=spec.get("subResource"),
+        namespace=spec.get("namespace") if spec.get("namespace") is not None else meta.namespace,
+        name=spec.get("name") if spec.get("name") is not None else meta.name,
+        object=None if obj is None else json.dumps(obj),
+        old_object=None if old is None else json.dumps(old),
+        user_info=user_info,
+        dry_run=bool(spec.get("dryRun", False)),
+    )
+    return raw, list(file.get("cluster") or [])
+
+
+def _admitted(reconciler: Reconciler[Any], file: Any) -> dict:
+    """The combined answer ``operon test`` gives: ``mutate``, then ``validate`` of the mutated object."""
+    raw, objects = _review(file)
+    cluster = FakeCluster(objects, raw.namespace)
+
+    def answer(warnings: list[str] | None, denied: Denied | None, patched: dict | None) -> dict:
+        if denied is None:
+            return {"allowed": True, "warnings": warnings, "patched": patched}
+        out = {"allowed": False, "message": denied.message, "warnings": [], "patched": patched}
+        if denied.code is not None:
+            out["code"] = denied.code
+        return out
+
+    try:
+        text = run.mutate(reconciler, cluster, raw)
+    except Denied as denied:
+        return answer(None, denied, None)
+    patched = None if text is None else json.loads(text)
+    if text is not None:
+        raw = RawReview(**{**raw.__dict__, "object": text})
+    try:
+        return answer(run.validate(reconciler, cluster, raw), None, patched)
+    except Denied as denied:
+        return answer(None, denied, patched)
+
+
+def _expected_answer(expected: Any) -> dict:
+    if not isinstance(expected, dict):
+        raise _Invalid("not an admission answer (a mapping with `allowed`, or `error`)")
+    if "error" in expected:
+        return expected
+    if not isinstance(expected.get("allowed"), bool):
+        raise _Invalid("not an admission answer: `allowed: true|false` (or `error`) is missing")
+    return {"warnings": [], "patched": None, **expected}
+
+
+def _converted(reconciler: Reconciler[Any], file: Any) -> dict:
+    if (
+        not isinstance(file, dict)
+        or set(file) != {"desiredAPIVersion", "objects"}
+        or not isinstance(file["desiredAPIVersion"], str)
+        or not isinstance(file["objects"], list)
+    ):
+        raise _Invalid("not a conversion fixture (`desiredAPIVersion` and `objects`)")
+    try:
+        return {"converted": convert(reconciler, file["objects"], file["desiredAPIVersion"])}
+    except ConversionError as refused:
+        return {"error": refused.message}
+
+
+def _expected_conversion(expected: Any) -> dict:
+    if not (isinstance(expected, dict) and len(expected) == 1 and ("converted" in expected or "error" in expected)):
+        raise _Invalid("not a conversion answer: `converted: [objects]` or `error: message`")
+    return expected
+
+
+def _cases(directory: Path) -> list[Path]:
+    """The request (or review) files directly in ``directory``, sorted by name."""
+    if not directory.is_dir():
+        return []
+    return sorted(
+        p for p in directory.iterdir()
+        if p.suffix in (".yaml", ".yml", ".json") and ".expected." not in p.name and p.is_file()
+    )
+
+
 def check_fixtures(reconciler: Reconciler[Any], directory: str | Path) -> int:
-    """Run every fixture of ``operon test`` in ``directory`` (``NAME.yaml`` with
-    ``NAME.expected.yaml``) natively; returns how many passed.
+    """Run every fixture of ``operon test`` in ``directory`` natively, as
+    ``operon test`` runs them through the component: ``NAME.yaml`` with
+    ``NAME.expected.yaml`` (requests at the fixture's ``now``, children rated
+    by the operon binary, see :func:`rate`), ``admission/`` reviews and
+    ``conversion/`` cases. Returns how many passed.
 
     Raises:
         AssertionError: naming every fixture whose outcome differs, with both.
     """
     yaml, loader = _yaml()
     directory = Path(directory)
-    fixtures = sorted(
-        p for p in directory.iterdir()
-        if p.suffix in (".yaml", ".yml", ".json") and ".expected." not in p.name and p.is_file()
-    )
-    if not fixtures:
+    kinds = [
+        ("", _observed, _normalized),
+        ("admission/", _admitted, _expected_answer),
+        ("conversion/", _converted, _expected_conversion),
+    ]
+    cases = [
+        (prefix, path, run_case, expect) for prefix, run_case, expect in kinds for path in _cases(directory / prefix)
+    ]
+    if not cases:
         raise AssertionError(f"{directory}: no fixtures")
     failures = []
-    for path in fixtures:
+    for prefix, path, run_case, expect in cases:
+        name = prefix + path.stem
         expected_path = next(
             (q for ext in ("yaml", "yml", "json") if (q := path.with_name(f"{path.stem}.expected.{ext}")).exists()),
             None,
         )
         if expected_path is None:
-            failures.append(f"{path.stem}: no expected file")
+            failures.append(f"{name}: no expected file")
             continue
-        observed = _observed(reconciler, yaml.load(path.read_text(), Loader=loader))
-        if "refused" in observed:
-            failures.append(f"{path.stem}: {observed['refused']}")
+        try:
+            observed = run_case(reconciler, yaml.load(path.read_text(), Loader=loader))
+            if "refused" in observed:
+                failures.append(f"{name}: {observed['refused']}")
+                continue
+            expected = expect(yaml.load(expected_path.read_text(), Loader=loader))
+        except _Invalid as invalid:
+            failures.append(f"{name}: {invalid}")
             continue
-        expected = _normalized(yaml.load(expected_path.read_text(), Loader=loader))
         if not _same(observed, expected):
             failures.append(
-                f"{path.stem}:\n  expected: {json.dumps(expected, sort_keys=True)}\n"
+                f"{name}:\n  expected: {json.dumps(expected, sort_keys=True)}\n"
                 f"  actual:   {json.dumps(observed, sort_keys=True)}"
             )
     if failures:
-        raise AssertionError(f"{len(failures)} of {len(fixtures)} fixtures differ:\n" + "\n".join(failures))
-    return len(fixtures)
+        raise AssertionError(f"{len(failures)} of {len(cases)} fixtures differ:\n" + "\n".join(failures))
+    return len(cases)
 
 
 __all__ = [
     "FakeCluster",
     "LogLine",
+    "NOT_RATED",
     "Reconciled",
     "Refused",
     "RequestBuilder",
     "check_fixtures",
     "check_outcome",
+    "convert",
     "mutate",
+    "operon_binary",
+    "rate",
     "reconcile",
     "request",
     "review",

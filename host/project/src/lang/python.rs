@@ -36,7 +36,7 @@
 //! build's random seed is baked in, to save 0.1% of the size.
 
 use crate::scaffold::Scaffold;
-use crate::{BuildContext, Error, World, run_tool, write_if_changed};
+use crate::{BuildContext, Error, run_tool, write_if_changed};
 use include_dir::{Dir, include_dir};
 use std::path::Path;
 use std::process::Command;
@@ -72,8 +72,8 @@ pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
             None
         }
     };
-    let admission = project.config.world == World::ReconcilerWithAdmission;
-    let entry = entry_module(&module, &class, admission);
+    let world = project.config.world;
+    let entry = entry_module(&module, &class, world.admission(), world.conversion());
     write_if_changed(&cx.work_dir.join(format!("{ENTRY}.py")), entry.as_bytes())?;
     let output = cx.work_dir.join(format!("{}.wasm", project.name()));
     let mut cmd = Command::new("componentize-py");
@@ -134,16 +134,20 @@ fn installed_sdk(cx: &mut BuildContext<'_>) -> Result<(), Error> {
     Ok(())
 }
 
-/// The module componentize-py starts from: the adapter's exports, bound to
-/// the project's reconciler.
-fn entry_module(module: &str, class: &str, admission: bool) -> String {
+/// The module componentize-py starts from: the adapter's exports (those of
+/// the world), bound to the project's reconciler.
+fn entry_module(module: &str, class: &str, admission: bool, conversion: bool) -> String {
+    let py = |b: bool| if b { "True" } else { "False" };
     let mut text = String::from("# Written by `operon build`: the component's exports, bound to the reconciler.\n");
     text.push_str("from operon_sdk._component import Guest, bind\n");
     if admission {
         text.push_str("from operon_sdk._admission import Admission\n");
     }
+    if conversion {
+        text.push_str("from operon_sdk._conversion import Conversion\n");
+    }
     text.push_str(&format!("from {module} import {class}\n\n"));
-    text.push_str(&format!("bind({class}(), admission={})\n", if admission { "True" } else { "False" }));
+    text.push_str(&format!("bind({class}(), admission={}, conversion={})\n", py(admission), py(conversion)));
     text
 }
 
@@ -236,11 +240,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_entry_module_should_bind_the_named_class_and_admission_only_when_asked() {
-        let plain = entry_module("app", "Greeter", false);
-        assert!(plain.contains("from app import Greeter\n") && plain.contains("bind(Greeter(), admission=False)"));
-        assert!(!plain.contains("Admission"));
-        assert!(entry_module("pkg.mod", "W", true).contains("from operon_sdk._admission import Admission\n"));
+    fn the_entry_module_should_bind_the_named_class_and_admission_and_conversion_only_when_asked() {
+        let plain = entry_module("app", "Greeter", false, false);
+        assert!(plain.contains("from app import Greeter\n"), "{plain}");
+        assert!(plain.contains("bind(Greeter(), admission=False, conversion=False)"), "{plain}");
+        assert!(!plain.contains("Admission") && !plain.contains("Conversion"), "{plain}");
+        let admission = entry_module("pkg.mod", "W", true, false);
+        assert!(admission.contains("from operon_sdk._admission import Admission\n"), "{admission}");
+        assert!(!admission.contains("Conversion"), "{admission}");
+        let both = entry_module("pkg.mod", "W", true, true);
+        assert!(both.contains("from operon_sdk._admission import Admission\n"), "{both}");
+        assert!(both.contains("from operon_sdk._conversion import Conversion\n"), "{both}");
+        assert!(both.contains("bind(W(), admission=True, conversion=True)"), "{both}");
     }
 
     #[test]
@@ -258,6 +269,7 @@ mod tests {
     #[test]
     fn the_vendored_sdk_should_hold_the_package_without_caches() {
         assert!(SDK.get_file("__init__.py").is_some() && SDK.get_file("_component.py").is_some());
+        assert!(SDK.get_file("_conversion.py").is_some());
         assert!(TEMPLATE.get_file("pyproject.toml").is_some() && TEMPLATE.get_file("app.py").is_some());
     }
 }
