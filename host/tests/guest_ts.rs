@@ -82,7 +82,13 @@ fn ts_webapp_should_pass_the_shared_webapp_fixtures() {
     let tested = operon(&repo(), &["test", module.to_str().unwrap(), fixtures.to_str().unwrap()]);
     assert!(tested.lines().any(|l| l == author::all_passed(&fixtures)), "{tested}");
     let inspected = operon(&repo(), &["inspect", module.to_str().unwrap()]);
-    assert!(inspected.contains("operon:reconciler/admission@0.1.0"), "the WebApp exports admission:\n{inspected}");
+    assert!(inspected.contains("operon:reconciler@0.2.0"), "the WebApp speaks contract 0.2:\n{inspected}");
+    for iface in ["admission", "conversion"] {
+        assert!(
+            inspected.contains(&format!("operon:reconciler/{iface}@0.2.0")),
+            "the WebApp exports {iface}:\n{inspected}"
+        );
+    }
     assert!(!inspected.contains("wasi:http"), "the network is disabled:\n{inspected}");
 }
 

@@ -5,8 +5,11 @@
  *
  * The same reconciler as `guest-examples/rust-webapp` (whose `src/lib.rs`
  * documents the rules); `guest-examples/webapp/fixtures` pins both.
- * Admission: `validate` refuses a blank image and out-of-range replicas or
- * port; `mutate` defaults `spec.port` to 8080.
+ * Its `Ready` condition reads each child's readiness as the host rates it;
+ * an invalid spec is a terminal failure that still writes `Ready` False
+ * (`InvalidSpec`). Admission: `validate` refuses a blank image and
+ * out-of-range replicas or port; `mutate` defaults `spec.port` to 8080.
+ * Conversion: `convert` moves WebApps between v1alpha1 and v1.
  */
 
 import {
@@ -18,56 +21,77 @@ import {
   type Reconciler,
   type Request,
   type Review,
+  Terminal,
   kinds,
+  parseObject,
 } from "@operon/sdk";
 import * as children from "./children.js";
-import { isReady, status } from "./status.js";
+import { convert } from "./conversion.js";
+import { invalidStatus, isReady, status } from "./status.js";
 import {
   Deployment,
   WEBAPP,
   WebApp,
   type WebAppSpec,
-  type WebAppStatus,
+  WebAppStatus,
   imageOf,
   replicasOf,
   validate as validateSpec,
 } from "./webapp.js";
 
-/** The finalizer the host adds to every WebApp. */
+/** The finalizer the host keeps on every WebApp (each outcome says it is needed). */
 export const FINALIZER = "example.operon.dev/cleanup";
 /** The most replicas admission lets a WebApp ask for. */
 export const MAX_REPLICAS = 50;
 const DEFAULT_PORT = 8080;
 
-/** The WebApp reconciler. */
-export class WebAppReconciler implements Reconciler<WebApp> {
-  readonly parent = WebApp;
-
+/**
+ * The WebApp reconciler. It reads its parent itself (no `parent` schema), so
+ * that an invalid WebApp is answered with a status too.
+ */
+export class WebAppReconciler implements Reconciler {
   manifest(): Manifest {
     return { name: "webapp", for: WEBAPP, owns: [kinds.Deployment, kinds.Service, kinds.Ingress], finalizer: FINALIZER };
   }
 
-  reconcile(request: Request<WebApp>, _ctx: Context): Outcome {
+  reconcile(request: Request, _ctx: Context): Outcome {
     const name = request.name;
     if (request.finalizing) {
       // Nothing outside the cluster to clean up; the children go with the WebApp.
-      return new Outcome().event("Cleanup", `webapp ${name} deleted; its children are deleted with it`).finish();
+      return new Outcome()
+        .event("Cleanup", `webapp ${name} deleted; its children are deleted with it`)
+        .finish()
+        .needsFinalizer(false);
     }
-    const spec = request.object.spec;
-    validateSpec(spec);
-
     const existing = request.child(kinds.Deployment, name, Deployment);
+    let webapp: WebApp;
+    try {
+      webapp = parseObject(request.raw, WebApp);
+      validateSpec(webapp.spec);
+    } catch (error) {
+      if (!(error instanceof Terminal)) throw error;
+      throw error.withStatus(invalidStatus(request, error.message, previousStatus(request.raw), existing));
+    }
+    const spec = webapp.spec;
     const hadIngress = request.hasChild(kinds.Ingress, name);
-    const previous = request.object.status;
-    const next = status(spec, request.generation, request.metadata.creationTimestamp, previous, existing, name);
+    const previous = webapp.status;
+    const next = status(request, spec, previous, existing);
 
-    const outcome = new Outcome().apply(children.deployment(name, spec)).apply(children.service(name, spec));
+    const outcome = new Outcome()
+      .needsFinalizer()
+      .apply(children.deployment(name, spec))
+      .apply(children.service(name, spec));
     const ingress = children.ingress(name, spec);
     if (ingress) outcome.apply(ingress);
     for (const [reason, message] of events(name, spec, existing, hadIngress, previous, next)) {
       outcome.event(reason, message);
     }
     return outcome.setStatus(next);
+  }
+
+  /** Between `example.operon.dev/v1alpha1` and `example.operon.dev/v1` (see `conversion.ts`). */
+  convert(objects: KubeObject[], desiredApiVersion: string): KubeObject[] {
+    return convert(objects, desiredApiVersion);
   }
 
   /** Refuses what the reconciler would fail on, before it is stored. */
@@ -97,6 +121,15 @@ export class WebAppReconciler implements Reconciler<WebApp> {
     if (fields.port !== undefined && fields.port !== null) return undefined;
     fields.port = DEFAULT_PORT;
     return object;
+  }
+}
+
+/** The status an invalid WebApp has, if it reads as one. */
+function previousStatus(raw: KubeObject): WebAppStatus | undefined {
+  try {
+    return raw.status === undefined ? undefined : WebAppStatus.parse(raw.status);
+  } catch {
+    return undefined;
   }
 }
 

@@ -1,84 +1,90 @@
-/** The WebApp's status: ready replicas and the `Ready` condition, from the Deployment the request carries. */
+/**
+ * The WebApp's status: `readyReplicas` and one `Ready` condition, from the
+ * children the request carries and the readiness the host gives each.
+ */
 
-import { type Condition, findCondition, transitionTime } from "@operon/sdk";
+import { type Condition, type Gvk, type Request, findCondition, kinds, transitionTime } from "@operon/sdk";
 import { type Deployment, type WebAppSpec, type WebAppStatus, imageOf, replicasOf } from "./webapp.js";
 
 export const READY = "Ready";
-const EPOCH = "1970-01-01T00:00:00Z";
 
-/** What the existing Deployment says about the rollout. */
-interface Rollout {
-  readyReplicas: number;
-  exists: boolean;
-  /** The Deployment runs the spec, its controller has seen its latest generation and every replica is updated. */
-  current: boolean;
+/** The `Ready` condition's verdict: status, reason and message. */
+type Verdict = [status: "True" | "False", reason: string, message: string];
+
+/** The Deployment child's `status.readyReplicas`, else 0. */
+export function readyReplicasOf(deployment: Deployment | undefined): number {
+  return deployment?.status?.readyReplicas ?? 0;
 }
 
-function observe(deployment: Deployment | undefined, spec: WebAppSpec): Rollout {
-  if (!deployment) return { readyReplicas: 0, exists: false, current: false };
-  const status = deployment.status;
-  const readyReplicas = status?.readyReplicas ?? 0;
-  const updated = status?.updatedReplicas ?? 0;
-  const observed = status?.observedGeneration ?? 0;
-  const generation = deployment.metadata.generation ?? 0;
-  return {
-    readyReplicas,
-    exists: true,
-    current:
-      replicasOf(deployment) === spec.replicas &&
-      imageOf(deployment) === spec.image &&
-      observed >= generation &&
-      updated >= spec.replicas,
-  };
+/** The children a WebApp wants, in the order they are checked. */
+function wanted(spec: WebAppSpec): Gvk[] {
+  return spec.ingress ? [kinds.Deployment, kinds.Service, kinds.Ingress] : [kinds.Deployment, kinds.Service];
 }
 
 /**
- * The new status. `lastTransitionTime` never reads the clock: it is kept from
- * the existing `Ready` condition while its status holds; on a change it is
- * the latest time the request shows (the Deployment's condition timestamps,
- * the previous transition, the WebApp's creation), a lower bound of the real
- * transition time that never goes backwards.
+ * Why the WebApp is or is not ready, the first that applies: a wanted child
+ * is missing; the Deployment does not run the spec yet; a wanted child is not
+ * `current` (its readiness, as the host rates it); else ready.
  */
-export function status(
-  spec: WebAppSpec,
-  generation: number,
-  creationTimestamp: string | undefined,
+function verdict(request: Request<unknown>, spec: WebAppSpec, deployment: Deployment | undefined): Verdict {
+  const name = request.name;
+  const readyReplicas = readyReplicasOf(deployment);
+  const missing = wanted(spec).find((kind) => !request.hasChild(kind, name));
+  if (missing) return ["False", "Progressing", `${missing.kind.toLowerCase()} ${name} does not exist yet`];
+  if (!deployment || replicasOf(deployment) !== spec.replicas || imageOf(deployment) !== spec.image) {
+    return ["False", "Progressing", `deployment ${name} is being updated: ${readyReplicas} of ${spec.replicas} replicas ready`];
+  }
+  for (const kind of wanted(spec)) {
+    const readiness = request.readiness(kind, name);
+    if (readiness && readiness.status !== "current") {
+      const reason = readiness.status === "failed" ? "Failed" : "Progressing";
+      return ["False", reason, `${kind.kind} ${name}: ${readiness.message}`];
+    }
+  }
+  return ["True", "Available", `${readyReplicas} of ${spec.replicas} replicas ready`];
+}
+
+/**
+ * A status with `Ready` at `verdict`. `lastTransitionTime` is the previous
+ * `Ready` condition's while its status holds, else `request.now` as the host
+ * gave it: the outcome stays a function of the request.
+ */
+function statusWith(
+  request: Request<unknown>,
   previous: WebAppStatus | undefined,
-  deployment: Deployment | undefined,
-  name: string,
+  readyReplicas: number,
+  [value, reason, message]: Verdict,
 ): WebAppStatus {
-  const rollout = observe(deployment, spec);
-  const ready = rollout.current && rollout.readyReplicas >= spec.replicas;
-  const [value, reason] = ready ? ["True", "Available"] : ["False", "Progressing"];
-  const counts = `${rollout.readyReplicas} of ${spec.replicas} replicas ready`;
-  const message = ready
-    ? counts
-    : !rollout.exists
-      ? `deployment ${name} does not exist yet`
-      : !rollout.current
-        ? `deployment ${name} is being updated: ${counts}`
-        : counts;
-  const before = findCondition(previous?.conditions, READY);
+  const generation = request.generation;
   const condition: Condition = {
     type: READY,
     status: value,
     observedGeneration: generation,
-    lastTransitionTime: transitionTime(before, value, latestTime(deployment, before, creationTimestamp)),
+    lastTransitionTime: transitionTime(findCondition(previous?.conditions, READY), value, request.now),
     reason,
     message,
   };
-  return { observedGeneration: generation, readyReplicas: rollout.readyReplicas, conditions: [condition] };
+  return { observedGeneration: generation, readyReplicas, conditions: [condition] };
 }
 
-/** The newest timestamp among the Deployment's conditions, the previous `Ready` transition and the creation. */
-function latestTime(deployment: Deployment | undefined, previous: Condition | undefined, created: string | undefined) {
-  const times: string[] = [];
-  for (const c of deployment?.status?.conditions ?? []) {
-    for (const t of [c.lastUpdateTime, c.lastTransitionTime]) if (t !== undefined) times.push(t);
-  }
-  if (previous) times.push(previous.lastTransitionTime);
-  if (created !== undefined) times.push(created);
-  return times.reduce((latest, t) => (t > latest ? t : latest), times[0] ?? EPOCH);
+/** The status of a valid WebApp. */
+export function status(
+  request: Request<unknown>,
+  spec: WebAppSpec,
+  previous: WebAppStatus | undefined,
+  deployment: Deployment | undefined,
+): WebAppStatus {
+  return statusWith(request, previous, readyReplicasOf(deployment), verdict(request, spec, deployment));
+}
+
+/** The status an invalid WebApp's terminal failure carries: `Ready` False, `InvalidSpec`, the failure's message. */
+export function invalidStatus(
+  request: Request<unknown>,
+  message: string,
+  previous: WebAppStatus | undefined,
+  deployment: Deployment | undefined,
+): WebAppStatus {
+  return statusWith(request, previous, readyReplicasOf(deployment), ["False", "InvalidSpec", message]);
 }
 
 /** The `Ready` condition is `True`. */

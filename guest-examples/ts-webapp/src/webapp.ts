@@ -72,17 +72,8 @@ export function validate(spec: WebAppSpec): void {
   }
 }
 
-const DeploymentCondition = s.object({
-  lastUpdateTime: s.optional(s.string()),
-  lastTransitionTime: s.optional(s.string()),
-});
-
-/**
- * The fields of an existing Deployment this reconciler reads. Timestamps
- * stay text: the API writes one format, so text order is time order.
- */
+/** The fields of an existing Deployment this reconciler reads: what it runs, and its ready pods. */
 export const Deployment = s.object({
-  metadata: s.withDefault(s.object({ generation: s.optional(s.i64()) }), () => ({})),
   spec: s.optional(
     s.object({
       replicas: s.optional(s.i32()),
@@ -97,14 +88,7 @@ export const Deployment = s.object({
       ),
     }),
   ),
-  status: s.optional(
-    s.object({
-      observedGeneration: s.optional(s.i64()),
-      updatedReplicas: s.optional(s.i32()),
-      readyReplicas: s.optional(s.i32()),
-      conditions: s.withDefault(s.array(DeploymentCondition), () => []),
-    }),
-  ),
+  status: s.optional(s.object({ readyReplicas: s.optional(s.i32()) })),
 });
 export type Deployment = s.Infer<typeof Deployment>;
 

@@ -2,7 +2,8 @@
  * Admission control: {@link Review} in, warnings or {@link Denied} out.
  *
  * A reconciler that defines `validate` and/or `mutate`, and whose
- * `operon.toml` says `world = "reconciler-with-admission"`, also serves as
+ * `operon.toml` says `world = "reconciler-with-admission"` (or
+ * `"reconciler-with-admission-and-conversion"`), also serves as
  * the validating and mutating admission webhook of its parent kind.
  * @module
  */

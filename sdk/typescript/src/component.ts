@@ -1,28 +1,38 @@
 /**
  * The component's exports: the only module that imports the host interface
- * componentize-js provides (`operon:reconciler/host@0.1.0`), so everything
+ * componentize-js provides (`operon:reconciler/host@0.2.0`), so everything
  * else runs natively.
  *
  * `operon build` writes the entry module componentize-js starts from:
  *
  * ```ts
  * import reconciler from "../../src/index.ts";
- * import { admissionExports, guestExports } from "@operon/sdk/component";
+ * import { admissionExports, conversionExports, guestExports } from "@operon/sdk/component";
  * export const guest = guestExports(reconciler);
- * export const admission = admissionExports(reconciler);   // world reconciler-with-admission only
+ * export const admission = admissionExports(reconciler);   // worlds with admission only
+ * export const conversion = conversionExports(reconciler); // worlds with conversion only
  * ```
  * @module
  */
 
 /// <reference path="./host.d.ts" />
-import * as wit from "operon:reconciler/host@0.1.0";
+import * as wit from "operon:reconciler/host@0.2.0";
 import { Denied } from "./admission.js";
 import { HostError, type Host } from "./context.js";
+import { ConversionError } from "./conversion.js";
 import { Failure } from "./failure.js";
 import type { Mapping } from "./manifest.js";
-import { type Reconciler, hasAdmission } from "./reconciler.js";
+import { type Reconciler, hasAdmission, hasConversion } from "./reconciler.js";
 import * as run from "./run.js";
-import type { WitAdmission, WitDenial, WitFailure, WitGuest, WitMapping, WitReview } from "./wit.js";
+import type {
+  WitAdmission,
+  WitConversion,
+  WitDenial,
+  WitFailure,
+  WitGuest,
+  WitMapping,
+  WitReview,
+} from "./wit.js";
 
 /** {@link Host} over the component's `host` imports. */
 const host: Host = {
@@ -52,6 +62,8 @@ function payload(error: unknown): string {
 function mapping(m: Mapping): WitMapping {
   if ("label" in m) return { tag: "label", val: m.label };
   if ("annotation" in m) return { tag: "annotation", val: m.annotation };
+  if ("reference" in m) return { tag: "reference", val: m.reference };
+  if ("selector" in m) return { tag: "selector", val: m.selector };
   return { tag: "all-in-namespace" };
 }
 
@@ -83,6 +95,7 @@ export function guestExports(exported: unknown): WitGuest {
         owns: (m.owns ?? []).map((k) => ({ ...k })),
         watches: (m.watches ?? []).map((w) => ({ kind: { ...w.kind }, mapping: mapping(w.mapping) })),
         reads: (m.reads ?? []).map((k) => ({ ...k })),
+        updates: (m.updates ?? []).map((u) => ({ kind: { ...u.kind }, strategy: u.strategy })),
         finalizer: m.finalizer,
       };
     },
@@ -94,17 +107,25 @@ export function guestExports(exported: unknown): WitGuest {
           related: request.related,
           finalizing: request.finalizing,
           attempt: request.attempt,
+          now: request.now,
         });
         return {
           desired: out.desired,
           status: out.status,
           events: out.events.map((e) => ({ warning: e.warning, reason: e.reason, message: e.message })),
           requeueAfterMs: out.requeueAfterMs === undefined ? undefined : BigInt(out.requeueAfterMs),
+          requeueAt: out.requeueAt,
           finalized: out.finalized,
+          needsFinalizer: out.needsFinalizer,
+          parentMetadata: out.parentMetadata,
         };
       } catch (error) {
         if (error instanceof Failure) {
-          const failure: WitFailure = { tag: error.terminal ? "terminal" : "transient", val: error.message };
+          const status = error.status === undefined ? undefined : JSON.stringify(error.status);
+          const failure: WitFailure = {
+            tag: error.terminal ? "terminal" : "transient",
+            val: { message: error.message, status },
+          };
           throw failure;
         }
         throw bug("reconcile", error);
@@ -135,13 +156,13 @@ function denial(call: string, error: unknown): never {
 /**
  * The `admission` interface for `exported`.
  * @throws {TypeError} the reconciler defines neither `validate` nor `mutate`
- *   (while `operon build` runs: `operon.toml` asks for the admission world).
+ *   (while `operon build` runs: `operon.toml` asks for a world with admission).
  */
 export function admissionExports(exported: unknown): WitAdmission {
   const reconciler = reconcilerOf(exported);
   if (!hasAdmission(reconciler)) {
     throw new TypeError(
-      'operon.toml says world = "reconciler-with-admission", but the reconciler defines neither validate nor mutate',
+      "operon.toml asks for a world with admission, but the reconciler defines neither validate nor mutate",
     );
   }
   return {
@@ -157,6 +178,30 @@ export function admissionExports(exported: unknown): WitAdmission {
         return run.mutate(reconciler, host, review);
       } catch (error) {
         return denial("mutate", error);
+      }
+    },
+  };
+}
+
+/**
+ * The `conversion` interface for `exported`: a {@link ConversionError} is the
+ * refusal (its message), any other exception a bug that traps.
+ * @throws {TypeError} the reconciler does not define `convert` (while
+ *   `operon build` runs: `operon.toml` asks for a world with conversion).
+ */
+export function conversionExports(exported: unknown): WitConversion {
+  const reconciler = reconcilerOf(exported);
+  if (!hasConversion(reconciler)) {
+    throw new TypeError("operon.toml asks for a world with conversion, but the reconciler does not define convert");
+  }
+  return {
+    convert(objects: string[], desiredApiVersion: string) {
+      try {
+        return run.convert(reconciler, objects, desiredApiVersion);
+      } catch (error) {
+        // componentize-js answers a thrown non-Error value as the `err` case.
+        if (error instanceof ConversionError) throw error.message;
+        throw bug("convert", error);
       }
     },
   };

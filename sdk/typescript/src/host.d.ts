@@ -1,9 +1,9 @@
 /**
  * The module componentize-js provides inside the component: the `host`
- * interface of `operon:reconciler@0.1.0` (see `wit.ts` for the shapes). It
+ * interface of `operon:reconciler@0.2.0` (see `wit.ts` for the shapes). It
  * exists only there, which is why only `component.ts` imports it.
  */
-declare module "operon:reconciler/host@0.1.0" {
+declare module "operon:reconciler/host@0.2.0" {
   type Gvk = { group: string; version: string; kind: string };
 
   /** Throws nothing. */

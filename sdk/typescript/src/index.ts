@@ -13,10 +13,12 @@
  *   between calls (an instance may be fresh for every call).
  * - **Whole truth.** The {@link Outcome} lists *every* child that should
  *   exist; existing children it leaves out are deleted.
- * - **Deterministic.** Same request, same outcome: no clock readings, no
- *   randomness, so an unchanged cluster causes no writes.
+ * - **Deterministic.** Same request, same outcome: no clock readings (the
+ *   time is `request.now`), no randomness, so an unchanged cluster causes no
+ *   writes.
  * - **Failures.** Throw {@link Transient} to be retried with backoff,
- *   {@link Terminal} to wait until the object changes.
+ *   {@link Terminal} to wait until the object changes; either may carry the
+ *   parent's status to write meanwhile.
  *
  * ```ts
  * import { type Context, type Reconciler, type Request, Outcome, Terminal, gvk, kinds, newObject, s } from "@operon/sdk";
@@ -47,7 +49,8 @@
 
 export { Denied, type Operation, type Review, type UserInfo } from "./admission.js";
 export { Context, HostError, type GetOptions, type Host, type Level, type ListOptions } from "./context.js";
-export { Failure, Terminal, Transient } from "./failure.js";
+export { ConversionError } from "./conversion.js";
+export { Failure, type FailureOptions, Terminal, Transient } from "./failure.js";
 export {
   type Gvk,
   apiVersion,
@@ -59,10 +62,20 @@ export {
   kinds,
   sameKind,
 } from "./kinds.js";
-export type { Manifest, Mapping, Watch } from "./manifest.js";
+export type { Manifest, Mapping, OwnedUpdate, UpdateStrategy, Watch } from "./manifest.js";
 export { type Condition, type ObjectMeta, findCondition, newObject, transitionTime } from "./objects.js";
-export { type Event, Outcome } from "./outcome.js";
-export { type Reconciler, hasAdmission } from "./reconciler.js";
-export { type KubeObject, type Metadata, Request, describe, metadataOf } from "./request.js";
+export { type Event, Outcome, type ParentMetadata, isRfc3339, parseRfc3339 } from "./outcome.js";
+export { type Reconciler, hasAdmission, hasConversion } from "./reconciler.js";
+export {
+  type Child,
+  type KubeObject,
+  type Metadata,
+  type Readiness,
+  type ReadinessStatus,
+  Request,
+  describe,
+  metadataOf,
+  parseObject,
+} from "./request.js";
 export * as s from "./schema.js";
 export { SchemaError } from "./schema.js";

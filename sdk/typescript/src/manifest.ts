@@ -12,12 +12,41 @@ export type Mapping =
   /** The watched object's annotation `name` holds `namespace/name` (or `name`) of the parent. */
   | { annotation: string }
   /** Every parent in the watched object's namespace is reconciled (a fan-out). */
-  | { allInNamespace: true };
+  | { allInNamespace: true }
+  /**
+   * The parent's field at this dotted path (`spec.configRef`) names the
+   * watched object (`name` in the parent's namespace, or `namespace/name`):
+   * exactly the parents naming it are reconciled, and it is in `request.related`.
+   */
+  | { reference: string }
+  /**
+   * The parent's field at this dotted path (`spec.selector`) is a label
+   * selector (`matchLabels`/`matchExpressions`, or a plain label map) over the
+   * watched kind in the parent's namespace: the matching objects are in
+   * `request.related`. A missing or empty selector selects nothing.
+   */
+  | { selector: string };
 
 /** A kind the reconciler does not own whose changes reconcile a parent. */
 export interface Watch {
   kind: Gvk;
   mapping: Mapping;
+}
+
+/**
+ * How the host changes an existing child of one owned kind whose desired form changed:
+ * - `in-place` (the default): server-side apply over it;
+ * - `recreate`: server-side apply, and when the API server refuses it because a
+ *   field is immutable (a Job's template, a Pod's spec), delete the child and
+ *   create it anew on the next reconcile;
+ * - `on-delete`: leave it; only missing children are created.
+ */
+export type UpdateStrategy = "in-place" | "recreate" | "on-delete";
+
+/** The update strategy of one owned kind. */
+export interface OwnedUpdate {
+  kind: Gvk;
+  strategy: UpdateStrategy;
 }
 
 /**
@@ -47,9 +76,13 @@ export interface Manifest {
   watches?: Watch[];
   /** Kinds the reconciler reads with `ctx.get` and `ctx.list`. */
   reads?: Gvk[];
+  /** Update strategies of owned kinds (`[{ kind: kinds.Job, strategy: "recreate" }]`); others are `in-place`. */
+  updates?: OwnedUpdate[];
   /**
-   * When set, the host adds it to every parent and calls `reconcile` with
-   * `request.finalizing` when the parent is deleted, until the outcome is
+   * When set, the host keeps it on every parent whose outcome says
+   * `outcome.needsFinalizer` (the default when a finalizer is declared,
+   * except in the answer to a finalizing request), and calls `reconcile` with
+   * `request.finalizing` when such a parent is deleted, until the outcome is
    * finished.
    */
   finalizer?: string;

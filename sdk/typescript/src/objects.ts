@@ -51,8 +51,7 @@ export function findCondition<C extends { type: string }>(conditions: readonly C
  * its status holds, else `changedAt`.
  *
  * Never read the clock for `changedAt` (the outcome must be a function of the
- * request, or every reconcile rewrites the status): use the latest time the
- * request shows, e.g. a child's condition timestamps.
+ * request, or every reconcile rewrites the status): use `request.now`.
  */
 export function transitionTime(
   previous: { status: string; lastTransitionTime: string } | undefined,

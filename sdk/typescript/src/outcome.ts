@@ -17,13 +17,71 @@ export interface Event {
   warning: boolean;
 }
 
-/** The WIT `outcome` record with objects as JSON text (before the u64 becomes a bigint). */
+/** Labels and annotations a reconciler keeps on its parent. */
+export interface ParentMetadata {
+  labels: Record<string, string>;
+  annotations: Record<string, string>;
+}
+
+/**
+ * The WIT `outcome` record with objects as JSON text (before the u64 becomes
+ * a bigint). `needsFinalizer` is undefined when the reconciler did not say:
+ * `run.reconcile` fills in the default.
+ */
 export interface RawOutcome {
   desired: string[];
   status?: string;
   events: Event[];
   requeueAfterMs?: number;
+  requeueAt?: string;
   finalized: boolean;
+  needsFinalizer?: boolean;
+  parentMetadata?: { labels: [string, string][]; annotations: [string, string][] };
+}
+
+/** RFC 3339 with a time zone (`2026-11-26T05:00:00Z`, `2026-11-26T06:00:00.5+01:00`). */
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:[Zz]|([+-])(\d{2}):(\d{2}))$/;
+
+/**
+ * The milliseconds since the epoch of an RFC 3339 time, or undefined when the
+ * host would not parse it: checked field by field, as `Date.parse` takes
+ * February 30th and 24:00. A leap second reads as :59, as the host reads it;
+ * digits below the millisecond are dropped.
+ */
+export function parseRfc3339(text: string): number | undefined {
+  const m = RFC3339.exec(text);
+  if (!m) return undefined;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [
+    number, number, number, number, number, number,
+  ];
+  const days = new Date(Date.UTC(2000, month, 0)).getUTCDate(); // the month's length in a leap year
+  const leapDay = month === 2 && day === 29 && !(year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0));
+  if (month < 1 || month > 12 || day < 1 || day > days || leapDay || hour > 23 || minute > 59 || second > 60) {
+    return undefined;
+  }
+  const offsetHours = Number(m[9] ?? 0);
+  const offsetMinutes = Number(m[10] ?? 0);
+  if (offsetHours > 25 || offsetMinutes > 59) return undefined; // the host allows offsets to ±25:59
+  const date = new Date(0);
+  date.setUTCFullYear(year, month - 1, day);
+  date.setUTCHours(hour, minute, Math.min(second, 59), Number((m[7] ?? "").padEnd(3, "0").slice(0, 3)));
+  const offset = (m[8] === "-" ? -1 : 1) * (offsetHours * 60 + offsetMinutes);
+  return date.getTime() - offset * 60_000;
+}
+
+/** Whether `text` is an RFC 3339 time the host accepts. */
+export function isRfc3339(text: string): boolean {
+  return parseRfc3339(text) !== undefined;
+}
+
+function stringMap(what: string, value: Record<string, string>): Record<string, string> {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new TypeError(`parent ${what} must be an object of strings`);
+  }
+  for (const [key, text] of Object.entries(value)) {
+    if (typeof text !== "string") throw new TypeError(`parent ${what} ${key} must be a string, not ${JSON.stringify(text)}`);
+  }
+  return { ...value };
 }
 
 function isObject(value: unknown): value is KubeObject {
@@ -32,8 +90,9 @@ function isObject(value: unknown): value is KubeObject {
 
 /**
  * What a reconcile wants: the children that should exist, the parent's new
- * status, events, when to run again and, while finalizing, whether clean-up
- * is done.
+ * status, events, when to run again, whether the parent needs the finalizer,
+ * the parent's own labels and annotations and, while finalizing, whether
+ * clean-up is done.
  *
  * An outcome is the whole truth for the parent: children that exist but are
  * not applied are deleted, and the status replaces the current one. Build it
@@ -53,7 +112,13 @@ export class Outcome {
   status: KubeObject | undefined;
   readonly events: Event[] = [];
   requeueAfterMs: number | undefined;
+  /** RFC 3339, see {@link requeueAt}. */
+  requeueAtTime: string | undefined;
   finalized = false;
+  /** See {@link needsFinalizer}; undefined: the default. */
+  finalizerNeeded: boolean | undefined;
+  /** See {@link setParentMetadata}; undefined: the parent's metadata is left alone. */
+  parentMetadata: ParentMetadata | undefined;
 
   /**
    * Wants `object` to exist. The host sets its namespace to the parent's when
@@ -79,7 +144,8 @@ export class Outcome {
   /**
    * Sets the parent's new `status`, replacing the current one; written only
    * when it differs. Without it the status is left untouched. Keep it
-   * deterministic: no clock readings.
+   * deterministic: times from `request.now`, never the clock. The host sets
+   * `observedGeneration` to the parent's generation unless it is set.
    */
   setStatus(status: object): this {
     if (!isObject(status)) throw new Terminal("the status must be a JSON object");
@@ -110,9 +176,55 @@ export class Outcome {
     return this;
   }
 
+  /**
+   * Reconcile again at `time` even if nothing changes (schedules, expiries,
+   * TTLs): a `Date`, or RFC 3339 text (`2026-11-26T05:00:00Z`). The host
+   * measures it from `request.now`; a time already past means its floor, and
+   * with {@link requeueAfter} too the earlier wins.
+   * @throws {RangeError} not a valid time (the host would refuse the outcome).
+   */
+  requeueAt(time: Date | string): this {
+    if (time instanceof Date) {
+      if (Number.isNaN(time.getTime())) throw new RangeError("requeueAt needs a valid Date");
+      this.requeueAtTime = time.toISOString();
+    } else {
+      if (typeof time !== "string" || !isRfc3339(time)) {
+        throw new RangeError(`requeueAt needs an RFC 3339 time such as 2026-01-01T00:00:00Z, not ${JSON.stringify(time)}`);
+      }
+      this.requeueAtTime = time;
+    }
+    return this;
+  }
+
   /** Clean-up is complete: the host may remove the finalizer (only meaningful when `request.finalizing`). */
   finish(): this {
     this.finalized = true;
+    return this;
+  }
+
+  /**
+   * Whether this parent needs clean-up when it is deleted: the host keeps the
+   * manifest's finalizer on it while outcomes say so (adding it now) and
+   * releases it when one says false. Without this call: true when the manifest
+   * declares a finalizer, except in the answer to a finalizing request (false);
+   * false without one.
+   */
+  needsFinalizer(needed = true): this {
+    this.finalizerNeeded = needed;
+    return this;
+  }
+
+  /**
+   * The labels and annotations to keep on the parent (a decorator's marks):
+   * written with server-side apply under the plugin's field manager, so a key
+   * no longer returned is removed and keys others set are left alone. Nothing
+   * else of the parent is written. Keys under `operon.dev/`, and labels the
+   * Reconciler's selector reads, refuse the outcome. Without this call the
+   * parent's metadata is left alone; with empty maps, the keys kept before
+   * are removed.
+   */
+  setParentMetadata(labels: Record<string, string>, annotations: Record<string, string> = {}): this {
+    this.parentMetadata = { labels: stringMap("labels", labels), annotations: stringMap("annotations", annotations) };
     return this;
   }
 
@@ -124,7 +236,16 @@ export class Outcome {
         status: this.status === undefined ? undefined : JSON.stringify(this.status),
         events: this.events.map((e) => ({ ...e })),
         requeueAfterMs: this.requeueAfterMs,
+        requeueAt: this.requeueAtTime,
         finalized: this.finalized,
+        needsFinalizer: this.finalizerNeeded,
+        parentMetadata:
+          this.parentMetadata === undefined
+            ? undefined
+            : {
+                labels: Object.entries(this.parentMetadata.labels),
+                annotations: Object.entries(this.parentMetadata.annotations),
+              },
       };
     } catch (error) {
       throw new Terminal(`cannot serialize the outcome: ${(error as Error).message}`);

@@ -22,6 +22,10 @@ import type { Schema } from "./schema.js";
  * Admission is optional: define `validate` and/or `mutate` and set `world =
  * "reconciler-with-admission"` in `operon.toml`. A reconciler without them
  * builds the plain `reconciler` world.
+ *
+ * Conversion is optional too: define `convert` and set `world =
+ * "reconciler-with-conversion"` (`"reconciler-with-admission-and-conversion"`
+ * with admission).
  */
 export interface Reconciler<T = KubeObject> {
   /**
@@ -47,6 +51,19 @@ export interface Reconciler<T = KubeObject> {
 
   /** The whole object as it should be stored, or undefined to leave it; or refuse ({@link Denied}). */
   mutate?(review: Review, ctx: Context): KubeObject | undefined;
+
+  /**
+   * Convert every object to `desiredApiVersion` (`group/version`), in order,
+   * keeping each one's `kind`, name, namespace and uid; an object already at
+   * that version is returned as it is. Pure: no reads, no state. Throw
+   * {@link ConversionError} to refuse the request.
+   */
+  convert?(objects: KubeObject[], desiredApiVersion: string): KubeObject[];
+}
+
+/** Whether the reconciler defines `convert`. */
+export function hasConversion(reconciler: Reconciler<unknown>): boolean {
+  return typeof reconciler.convert === "function";
 }
 
 /** Whether the reconciler defines `validate` or `mutate`. */

@@ -10,6 +10,27 @@ import { type Schema, SchemaError } from "./schema.js";
 /** A Kubernetes object as parsed JSON. */
 export type KubeObject = { [key: string]: unknown };
 
+/**
+ * How far a child is from what its spec asks, as kstatus defines it, computed
+ * by the host: `current` (reconciled: a Deployment's replicas all updated and
+ * available, a Job complete), `in-progress` (still on its way), `failed` (will
+ * not get there without a change), `terminating` (being deleted), `unknown`
+ * (the host cannot tell).
+ */
+export type ReadinessStatus = "current" | "in-progress" | "failed" | "terminating" | "unknown";
+
+/** One child's readiness: the verdict and why, for people (`Available: 1/3`). */
+export interface Readiness {
+  status: ReadinessStatus;
+  message: string;
+}
+
+/** An existing child with its readiness. */
+export interface Child {
+  object: KubeObject;
+  readiness: Readiness;
+}
+
 /** The parent's `metadata`, as far as reconcilers commonly need it. Missing fields are empty. */
 export interface Metadata {
   name: string;
@@ -61,7 +82,9 @@ export function describe(object: unknown): string {
 }
 
 /**
- * `object` read by `schema` (as it is without one).
+ * `object` read by `schema` (as it is without one): what a reconciler's
+ * `parent` schema does before `reconcile`, for a reconciler that reads its
+ * parent itself (to answer an invalid one with a status, say).
  * @throws {Terminal} `Kind ns/name is invalid: <why>` when it does not fit.
  */
 export function parseObject<T>(object: KubeObject, schema?: Schema<T>): T {
@@ -88,14 +111,26 @@ export class Request<T = KubeObject> {
     readonly object: T,
     /** The parent as parsed JSON, always. */
     readonly raw: KubeObject,
-    private readonly childGroups: [Gvk, KubeObject[]][] = [],
+    private readonly childGroups: [Gvk, Child[]][] = [],
     private readonly relatedObjects: KubeObject[] = [],
     /** The parent is being deleted and still carries the finalizer: clean up, then finish. */
     readonly finalizing = false,
     /** How many times in a row this parent failed before this call. */
     readonly attempt = 0,
+    /**
+     * The host's clock when the reconcile began, RFC 3339 in UTC with
+     * milliseconds (`2026-11-26T04:05:06.789Z`): one value for the whole call,
+     * so time-dependent answers are deterministic (fixtures and tests fix it).
+     * Use it rather than `Date.now()`.
+     */
+    readonly now = "1970-01-01T00:00:00.000Z",
   ) {
     this.metadata = metadataOf(raw);
+  }
+
+  /** {@link now} as a `Date`. */
+  get nowDate(): Date {
+    return new Date(this.now);
   }
 
   /** The parent's name. */
@@ -129,8 +164,15 @@ export class Request<T = KubeObject> {
    * @throws {Terminal} a child does not fit the schema.
    */
   children<C = KubeObject>(kind: Gvk, schema?: Schema<C>): C[] {
-    const group = this.childGroups.find(([k]) => sameKind(k, kind));
-    return (group?.[1] ?? []).map((o) => parseObject(o, schema));
+    return this.group(kind).map((c) => parseObject(c.object, schema));
+  }
+
+  private group(kind: Gvk): Child[] {
+    return this.childGroups.find(([k]) => sameKind(k, kind))?.[1] ?? [];
+  }
+
+  private find(kind: Gvk, name: string): Child | undefined {
+    return this.group(kind).find((c) => metadataOf(c.object).name === name);
   }
 
   /**
@@ -138,14 +180,28 @@ export class Request<T = KubeObject> {
    * @throws {Terminal} that child does not fit the schema.
    */
   child<C = KubeObject>(kind: Gvk, name: string, schema?: Schema<C>): C | undefined {
-    const group = this.childGroups.find(([k]) => sameKind(k, kind));
-    const found = group?.[1].find((o) => metadataOf(o).name === name);
-    return found === undefined ? undefined : parseObject(found, schema);
+    const found = this.find(kind, name);
+    return found === undefined ? undefined : parseObject(found.object, schema);
   }
 
   /** Whether a child of `kind` called `name` exists. */
   hasChild(kind: Gvk, name: string): boolean {
-    return this.childGroups.some(([k, objects]) => sameKind(k, kind) && objects.some((o) => metadataOf(o).name === name));
+    return this.find(kind, name) !== undefined;
+  }
+
+  /** The readiness of the existing child of `kind` called `name`, or undefined when it does not exist. */
+  readiness(kind: Gvk, name: string): Readiness | undefined {
+    return this.find(kind, name)?.readiness;
+  }
+
+  /** The existing children with their readiness: of `kind`, or of every owned kind (in `manifest.owns` order). */
+  childrenWithReadiness(kind?: Gvk): Child[] {
+    return kind === undefined ? this.childGroups.flatMap(([, children]) => children) : [...this.group(kind)];
+  }
+
+  /** Whether every existing child is `current` (true when there are none). */
+  allChildrenCurrent(): boolean {
+    return this.childGroups.every(([, children]) => children.every((c) => c.readiness.status === "current"));
   }
 
   /**

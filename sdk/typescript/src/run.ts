@@ -7,21 +7,23 @@
 
 import type { Review } from "./admission.js";
 import { Context, type Host } from "./context.js";
+import { ConversionError } from "./conversion.js";
 import { Terminal } from "./failure.js";
 import type { Gvk } from "./kinds.js";
 import type { Manifest } from "./manifest.js";
 import { Outcome, type RawOutcome } from "./outcome.js";
 import type { Reconciler } from "./reconciler.js";
-import { type KubeObject, Request, parseObject } from "./request.js";
+import { type KubeObject, type Readiness, Request, parseObject } from "./request.js";
 import type { WitReview } from "./wit.js";
 
-/** The WIT `request` record: objects as JSON text, children grouped by kind. */
+/** The WIT `request` record: objects as JSON text, children grouped by kind with their readiness. */
 export interface RawRequest {
   object: string;
-  children: [Gvk, string[]][];
+  children: [Gvk, { object: string; readiness: Readiness }[]][];
   related: string[];
   finalizing: boolean;
   attempt: number;
+  now: string;
 }
 
 /** The `manifest` export. */
@@ -36,10 +38,18 @@ export function manifest(reconciler: Reconciler<unknown>): Manifest {
 /**
  * The `reconcile` export: read the parent with the reconciler's schema, call
  * `reconcile` with a {@link Context} over `host`, serialize the outcome.
+ *
+ * `needsFinalizer` defaults as 0.1's finalizer behaved, so reconcilers
+ * written for it keep their finalizer: true when the manifest declares one,
+ * except in the answer to a finalizing request.
  * @throws {Transient} {Terminal} the reconciler's failure; terminal also when
  *   the parent does not fit its schema.
  */
-export function reconcile<T>(reconciler: Reconciler<T>, host: Host, raw: RawRequest): RawOutcome {
+export function reconcile<T>(
+  reconciler: Reconciler<T>,
+  host: Host,
+  raw: RawRequest,
+): RawOutcome & { needsFinalizer: boolean } {
   let parent: unknown;
   try {
     parent = JSON.parse(raw.object);
@@ -53,16 +63,23 @@ export function reconcile<T>(reconciler: Reconciler<T>, host: Host, raw: RawRequ
   const request = new Request<T>(
     parseObject(object, reconciler.parent),
     object,
-    raw.children.map(([kind, objects]) => [kind, objects.map((o) => JSON.parse(o) as KubeObject)]),
+    raw.children.map(([kind, children]) => [
+      kind,
+      children.map((c) => ({ object: JSON.parse(c.object) as KubeObject, readiness: { ...c.readiness } })),
+    ]),
     raw.related.map((o) => JSON.parse(o) as KubeObject),
     raw.finalizing,
     raw.attempt,
+    raw.now,
   );
   const outcome = reconciler.reconcile(request, new Context(host));
   if (!(outcome instanceof Outcome)) {
     throw new Terminal("reconcile() must return an Outcome");
   }
-  return outcome.toRaw();
+  const out = outcome.toRaw();
+  const declared = manifest(reconciler as Reconciler<unknown>).finalizer !== undefined;
+  const needsFinalizer = out.needsFinalizer ?? (declared && !raw.finalizing);
+  return { ...out, needsFinalizer };
 }
 
 function review(raw: WitReview): Review {
@@ -85,4 +102,20 @@ export function mutate(reconciler: Reconciler<unknown>, host: Host, raw: WitRevi
     throw new TypeError(`mutate() must return an object or undefined, not ${JSON.stringify(result)}`);
   }
   return JSON.stringify(result);
+}
+
+/**
+ * The `convert` export: the objects as JSON text at `desiredApiVersion`, or a
+ * thrown {@link ConversionError}. Without `convert`, every request is refused.
+ */
+export function convert(reconciler: Reconciler<unknown>, objects: string[], desiredApiVersion: string): string[] {
+  if (!reconciler.convert) throw new ConversionError("this reconciler converts nothing (it has no convert)");
+  const result = reconciler.convert(
+    objects.map((o) => JSON.parse(o) as KubeObject),
+    desiredApiVersion,
+  );
+  if (!Array.isArray(result) || result.some((o) => typeof o !== "object" || o === null || Array.isArray(o))) {
+    throw new TypeError(`convert() must return a list of objects, not ${JSON.stringify(result)}`);
+  }
+  return result.map((o) => JSON.stringify(o));
 }

@@ -13,15 +13,22 @@
  * const out = reconcile(new GreetingReconciler(), request(greeting("hi")));
  * assert.deepEqual(out.find("ConfigMap", "hello-greeting")?.data, { message: "hi" });
  * ```
+ *
+ * Children carry a readiness, as the host hands them: state it with
+ * {@link withReadiness}, or let the runner ask the `operon` binary (`$OPERON`,
+ * else `operon` on `PATH`) for the host's verdicts with `operon readiness`,
+ * once per request. The rules are never ported here: without the binary a
+ * child's readiness is `unknown` ({@link NOT_RATED}).
  * @module
  */
 
+import { execFileSync } from "node:child_process";
 import type { Operation } from "./admission.js";
 import { HostError, type Host, type Level } from "./context.js";
 import { type Gvk, isKind, kindOf, kindToString, sameKind } from "./kinds.js";
-import type { Event } from "./outcome.js";
+import { type Event, type ParentMetadata, isRfc3339, parseRfc3339 } from "./outcome.js";
 import type { Reconciler } from "./reconciler.js";
-import { type KubeObject, metadataOf } from "./request.js";
+import { type KubeObject, type Readiness, type ReadinessStatus, metadataOf } from "./request.js";
 import * as run from "./run.js";
 import { RULES } from "./rules.js";
 import { Selector, SelectorError } from "./selector.js";
@@ -80,19 +87,71 @@ export class FakeCluster implements Host {
   }
 }
 
+/** A child with the readiness a test states for it (see {@link withReadiness}). */
+export class RatedChild {
+  constructor(
+    readonly object: KubeObject,
+    readonly readiness: Readiness,
+  ) {}
+}
+
+/**
+ * `child` with the readiness the host would give it, stated by the test
+ * rather than asked of `operon readiness`.
+ *
+ * ```ts
+ * request(webapp, { children: [withReadiness(deployment, "in-progress", "Available: 1/2")] })
+ * ```
+ */
+export function withReadiness(child: KubeObject, status: ReadinessStatus, message = ""): RatedChild {
+  return new RatedChild(child, { status, message });
+}
+
+/** The readiness of a child no `operon` binary could rate. */
+export const NOT_RATED =
+  "not rated: native tests rate children with the operon binary ($OPERON or operon on PATH), or pass a readiness";
+
+/** The request's time when a test gives none: the Unix epoch, as fixtures without `now:` run. */
+export const EPOCH = "1970-01-01T00:00:00.000Z";
+
 /** A request as a test writes it: the parent and a flat list of children. */
 export interface TestRequest {
   object: KubeObject;
-  children: KubeObject[];
+  children: (KubeObject | RatedChild)[];
   related: KubeObject[];
   finalizing: boolean;
   attempt: number;
+  /** `request.now`, as the host spells it (RFC 3339, UTC, milliseconds). */
+  now: string;
 }
 
-/** A request for `parent` with its existing children (any order, any owned kind). */
+/**
+ * A time as the host hands it in `request.now`: RFC 3339 in UTC with
+ * milliseconds (`2026-01-01T09:00:00Z` becomes `2026-01-01T09:00:00.000Z`).
+ * @throws {RangeError} not an RFC 3339 time.
+ */
+export function hostTime(time: string | Date): string {
+  const ms = typeof time === "string" ? parseRfc3339(time) : time.getTime();
+  if (ms === undefined || Number.isNaN(ms)) {
+    throw new RangeError(`now: ${JSON.stringify(time)} is not an RFC 3339 time such as 2026-01-01T00:00:00Z`);
+  }
+  return new Date(ms).toISOString();
+}
+
+/**
+ * A request for `parent` with its existing children (any order, any owned
+ * kind; a child's readiness stated with {@link withReadiness}, else rated by
+ * `operon readiness`), at `now` (default {@link EPOCH}).
+ */
 export function request(
   parent: KubeObject,
-  options: { children?: KubeObject[]; related?: KubeObject[]; finalizing?: boolean; attempt?: number } = {},
+  options: {
+    children?: (KubeObject | RatedChild)[];
+    related?: KubeObject[];
+    finalizing?: boolean;
+    attempt?: number;
+    now?: string | Date;
+  } = {},
 ): TestRequest {
   return {
     object: parent,
@@ -100,38 +159,95 @@ export function request(
     related: options.related ?? [],
     finalizing: options.finalizing ?? false,
     attempt: options.attempt ?? 0,
+    now: options.now === undefined ? EPOCH : hostTime(options.now),
   };
+}
+
+const STATUSES: Record<string, ReadinessStatus> = {
+  Current: "current",
+  InProgress: "in-progress",
+  Failed: "failed",
+  Terminating: "terminating",
+  Unknown: "unknown",
+};
+
+/**
+ * The host's readiness of each object, from `operon readiness` (the binary
+ * `$OPERON`, else `operon` on `PATH`) in one call; {@link NOT_RATED} (`unknown`)
+ * for each when there is no such binary.
+ * @throws {Error} the binary failed or answered something else.
+ */
+export function rate(objects: KubeObject[]): Readiness[] {
+  if (objects.length === 0) return [];
+  const binary = process.env.OPERON || "operon";
+  let output: string;
+  try {
+    output = execFileSync(binary, ["readiness", "-"], {
+      input: JSON.stringify(objects),
+      encoding: "utf8",
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+  } catch (error) {
+    const failure = error as NodeJS.ErrnoException & { stderr?: string };
+    if (failure.code === "ENOENT") return objects.map(() => ({ status: "unknown", message: NOT_RATED }));
+    throw new Error(`${binary} readiness failed: ${failure.stderr?.trim() || failure.message}`);
+  }
+  const verdicts = JSON.parse(output) as { status?: unknown; message?: unknown }[];
+  if (!Array.isArray(verdicts) || verdicts.length !== objects.length) {
+    throw new Error(`${binary} readiness answered ${output.trim()} for ${objects.length} objects`);
+  }
+  return verdicts.map((v) => {
+    const status = STATUSES[String(v.status)];
+    if (status === undefined || typeof v.message !== "string") {
+      throw new Error(`${binary} readiness answered ${JSON.stringify(v)}, not a readiness`);
+    }
+    return { status, message: v.message };
+  });
 }
 
 /**
  * The WIT request: children grouped by the owned kinds, sorted by namespace
- * then name, as the host does.
+ * then name, as the host does, each with its readiness (stated, or from
+ * {@link rate}: one call of `operon readiness` for those without).
  * @throws {Error} a child lacks apiVersion/kind or is of a kind not owned.
  */
 export function toRaw(req: TestRequest, owns: Gvk[]): run.RawRequest {
-  const groups: [Gvk, string[]][] = owns.map((kind) => [kind, []]);
+  const groups: run.RawRequest["children"] = owns.map((kind) => [kind, []]);
+  const entries: { object: KubeObject; readiness?: Readiness }[] = req.children.map((c) =>
+    c instanceof RatedChild ? { object: c.object, readiness: c.readiness } : { object: c },
+  );
   const order = (o: KubeObject) => {
     const m = metadataOf(o);
     return [m.namespace ?? "", m.name] as const;
   };
-  const sorted = [...req.children].sort((a, b) => {
-    const [an, aname] = order(a);
-    const [bn, bname] = order(b);
+  entries.forEach((child, i) => {
+    const kind = kindOf(child.object);
+    if (!kind) throw new Error(`children[${i}] lacks apiVersion or kind`);
+    if (!owns.some((k) => sameKind(k, kind))) {
+      throw new Error(`children[${i}] is a ${kindToString(kind)}, which the reconciler does not own`);
+    }
+  });
+  const unrated = entries.filter((c) => c.readiness === undefined);
+  rate(unrated.map((c) => c.object)).forEach((readiness, i) => {
+    unrated[i]!.readiness = readiness;
+  });
+  const sorted = [...entries].sort((a, b) => {
+    const [an, aname] = order(a.object);
+    const [bn, bname] = order(b.object);
     return an < bn ? -1 : an > bn ? 1 : aname < bname ? -1 : aname > bname ? 1 : 0;
   });
-  sorted.forEach((child, i) => {
-    const kind = kindOf(child);
-    if (!kind) throw new Error(`children[${i}] lacks apiVersion or kind`);
-    const group = groups.find(([k]) => sameKind(k, kind));
-    if (!group) throw new Error(`children[${i}] is a ${kindToString(kind)}, which the reconciler does not own`);
-    group[1].push(JSON.stringify(child));
-  });
+  for (const child of sorted) {
+    const kind = kindOf(child.object)!;
+    const group = groups.find(([k]) => sameKind(k, kind))!;
+    group[1].push({ object: JSON.stringify(child.object), readiness: child.readiness! });
+  }
   return {
     object: JSON.stringify(req.object),
     children: groups,
     related: req.related.map((o) => JSON.stringify(o)),
     finalizing: req.finalizing,
     attempt: req.attempt,
+    now: req.now,
   };
 }
 
@@ -143,6 +259,11 @@ export class Reconciled {
     readonly events: Event[],
     readonly requeueAfterMs: number | undefined,
     readonly finalized: boolean,
+    /** RFC 3339, as the reconciler gave it. */
+    readonly requeueAt: string | undefined = undefined,
+    /** As the host gets it: the reconciler's word, else the SDK's default. */
+    readonly needsFinalizer = false,
+    readonly parentMetadata: ParentMetadata | undefined = undefined,
   ) {}
 
   /** The desired object of `kind` (e.g. `Deployment`) called `name`. */
@@ -166,14 +287,22 @@ export function reconcile<T>(reconciler: Reconciler<T>, req: TestRequest, cluste
   const manifest = run.manifest(reconciler as Reconciler<unknown>);
   const raw = toRaw(req, manifest.owns ?? []);
   const out = run.reconcile(reconciler, cluster, raw);
+  const parentMetadata =
+    out.parentMetadata === undefined
+      ? undefined
+      : {
+          labels: Object.fromEntries(out.parentMetadata.labels),
+          annotations: Object.fromEntries(out.parentMetadata.annotations),
+        };
   checkOutcome(
     manifest.name,
     manifest.owns ?? [],
     req.object,
-    req.children,
+    req.children.map((c) => (c instanceof RatedChild ? c.object : c)),
     cluster.objects,
     out.desired.map((o) => JSON.parse(o) as KubeObject),
     out.events.map((e) => e.reason),
+    { requeueAt: out.requeueAt, parentMetadata },
   );
   return new Reconciled(
     out.desired.map((o) => JSON.parse(o) as KubeObject),
@@ -181,13 +310,23 @@ export function reconcile<T>(reconciler: Reconciler<T>, req: TestRequest, cluste
     out.events,
     out.requeueAfterMs,
     out.finalized,
+    out.requeueAt,
+    out.needsFinalizer,
+    parentMetadata,
   );
 }
 
-/** The host would refuse this outcome before writing anything: `message` names the object and the rule. */
+/**
+ * The host would refuse this outcome before writing anything (or this
+ * conversion answer before the API server sees it): `message` names the
+ * object and the rule.
+ */
 export class Refused extends Error {
-  constructor(readonly reason: string) {
-    super(`outcome refused, nothing written: ${reason} (the host checks this before writing)`);
+  constructor(
+    readonly reason: string,
+    what = "outcome refused, nothing written",
+  ) {
+    super(`${what}: ${reason} (the host checks this)`);
     this.name = "Refused";
   }
 }
@@ -218,7 +357,10 @@ function validName(name: string): boolean {
  * of `operon run --module` (what the manifest owns, any namespace,
  * cluster-scoped kinds allowed, no adoption): the rules and messages of
  * `operon_contract::rules` (`contract/rules/`). `children` are the parent's
- * own; `cluster` the other objects a child could be written over.
+ * own; `cluster` the other objects a child could be written over. Contract
+ * 0.2's parts, when given: `requeueAt` must be an RFC 3339 time, and
+ * `parentMetadata` may not set `operon.dev/` keys (the label keys the
+ * Reconciler's selector reads are refused too, which a test cannot know).
  * @throws {Refused} naming the object and the rule.
  */
 export function checkOutcome(
@@ -229,7 +371,20 @@ export function checkOutcome(
   cluster: KubeObject[],
   desired: KubeObject[],
   reasons: string[],
+  more: { requeueAt?: string; parentMetadata?: ParentMetadata } = {},
 ): void {
+  if (more.requeueAt !== undefined && !isRfc3339(more.requeueAt)) {
+    throw new Refused(`requeue-at ${JSON.stringify(more.requeueAt)} is not an RFC 3339 time such as 2026-01-01T00:00:00Z`);
+  }
+  for (const [what, keys] of [
+    ["label", Object.keys(more.parentMetadata?.labels ?? {})],
+    ["annotation", Object.keys(more.parentMetadata?.annotations ?? {})],
+  ] as const) {
+    const key = keys.find((k) => k.startsWith("operon.dev/"));
+    if (key !== undefined) {
+      throw new Refused(`parent-metadata sets the ${what} ${JSON.stringify(key)}: operon.dev keys are the host's`);
+    }
+  }
   if (desired.length > RULES.maxDesired) {
     throw new Refused(
       `${desired.length} desired objects exceed the limit of ${RULES.maxDesired} per outcome (the host's --max-children-per-outcome)`,
@@ -373,4 +528,50 @@ export function validate<T>(reconciler: Reconciler<T>, raw: WitReview, cluster =
 export function mutate<T>(reconciler: Reconciler<T>, raw: WitReview, cluster = new FakeCluster()): KubeObject | undefined {
   const text = run.mutate(reconciler as Reconciler<unknown>, cluster, raw);
   return text === undefined ? undefined : (JSON.parse(text) as KubeObject);
+}
+
+const CONVERSION_REFUSED = "conversion answer refused";
+
+/**
+ * Run `convert` through the component's code path, and check the answer as
+ * the host does before the API server sees it: one object per object, in
+ * order, at `desiredApiVersion`, with the same kind, name, namespace and uid.
+ * @throws {ConversionError} the reconciler's refusal.
+ * @throws {Refused} the host would refuse the answer (its message).
+ */
+export function convert<T>(reconciler: Reconciler<T>, objects: KubeObject[], desiredApiVersion: string): KubeObject[] {
+  const answer = run.convert(
+    reconciler as Reconciler<unknown>,
+    objects.map((o) => JSON.stringify(o)),
+    desiredApiVersion,
+  );
+  if (answer.length !== objects.length) {
+    throw new Refused(
+      `convert answered ${answer.length} objects for ${objects.length}: it must answer each, in order`,
+      CONVERSION_REFUSED,
+    );
+  }
+  const at = (o: unknown, path: string[]) =>
+    path.reduce<unknown>((v, k) => (typeof v === "object" && v !== null ? (v as KubeObject)[k] : undefined), o);
+  const shown = (v: unknown) => (v === undefined ? "nothing" : JSON.stringify(v));
+  return answer.map((text, i) => {
+    const object = JSON.parse(text) as KubeObject;
+    if (object.apiVersion !== desiredApiVersion) {
+      throw new Refused(
+        `convert's object ${i} has apiVersion ${shown(object.apiVersion)}, not the desired ${desiredApiVersion}`,
+        CONVERSION_REFUSED,
+      );
+    }
+    for (const path of [["kind"], ["metadata", "name"], ["metadata", "namespace"], ["metadata", "uid"]]) {
+      const before = at(objects[i], path);
+      const after = at(object, path);
+      if (JSON.stringify(before) !== JSON.stringify(after)) {
+        throw new Refused(
+          `convert changed ${path.join(".")} of object ${i} (from ${shown(before)} to ${shown(after)}), which conversion may not change`,
+          CONVERSION_REFUSED,
+        );
+      }
+    }
+    return object;
+  });
 }

@@ -1,5 +1,5 @@
 /**
- * The records of the WIT contract (`operon:reconciler@0.1.0`) as they cross
+ * The records of the WIT contract (`operon:reconciler@0.2.0`) as they cross
  * the component boundary in JavaScript (componentize-js' representation):
  * records are objects with camelCase fields, `option<T>` is `T | undefined`,
  * variants are `{ tag, val }`, enums are their kebab-case names, `u64` is a
@@ -33,12 +33,23 @@ export interface WitObjectRef {
 export type WitMapping =
   | { tag: "label"; val: string }
   | { tag: "annotation"; val: string }
-  | { tag: "all-in-namespace" };
+  | { tag: "all-in-namespace" }
+  | { tag: "reference"; val: string }
+  | { tag: "selector"; val: string };
 
 /** `record watch`. */
 export interface WitWatch {
   kind: WitGvk;
   mapping: WitMapping;
+}
+
+/** `enum update-strategy`. */
+export type WitUpdateStrategy = "in-place" | "recreate" | "on-delete";
+
+/** `record owned-update`. */
+export interface WitOwnedUpdate {
+  kind: WitGvk;
+  strategy: WitUpdateStrategy;
 }
 
 /** `record reconciler-manifest`. */
@@ -48,13 +59,29 @@ export interface WitManifest {
   owns: WitGvk[];
   watches: WitWatch[];
   reads: WitGvk[];
+  updates: WitOwnedUpdate[];
   finalizer?: string;
+}
+
+/** `enum readiness-status`. */
+export type WitReadinessStatus = "current" | "in-progress" | "failed" | "terminating" | "unknown";
+
+/** `record readiness`. */
+export interface WitReadiness {
+  status: WitReadinessStatus;
+  message: string;
+}
+
+/** `record child`. */
+export interface WitChild {
+  object: ObjectJson;
+  readiness: WitReadiness;
 }
 
 /** `record children`. */
 export interface WitChildren {
   kind: WitGvk;
-  objects: ObjectJson[];
+  objects: WitChild[];
 }
 
 /** `record request`. */
@@ -64,6 +91,13 @@ export interface WitRequest {
   related: ObjectJson[];
   finalizing: boolean;
   attempt: number;
+  now: string;
+}
+
+/** `record parent-metadata`. */
+export interface WitParentMetadata {
+  labels: [string, string][];
+  annotations: [string, string][];
 }
 
 /** `record event`. */
@@ -79,11 +113,20 @@ export interface WitOutcome {
   status?: ObjectJson;
   events: WitEvent[];
   requeueAfterMs?: bigint;
+  requeueAt?: string;
   finalized: boolean;
+  needsFinalizer: boolean;
+  parentMetadata?: WitParentMetadata;
+}
+
+/** `record failure-detail`. */
+export interface WitFailureDetail {
+  message: string;
+  status?: ObjectJson;
 }
 
 /** `variant failure`. */
-export type WitFailure = { tag: "transient"; val: string } | { tag: "terminal"; val: string };
+export type WitFailure = { tag: "transient"; val: WitFailureDetail } | { tag: "terminal"; val: WitFailureDetail };
 
 /** `enum level` of the host interface. */
 export type WitLevel = "trace" | "debug" | "info" | "warn" | "error";
@@ -134,10 +177,19 @@ export interface WitGuest {
   reconcile(request: WitRequest): WitOutcome;
 }
 
-/** The `admission` interface the component exports (world `reconciler-with-admission`). */
+/** The `admission` interface the component exports (worlds `reconciler-with-admission[-and-conversion]`). */
 export interface WitAdmission {
   /** Throws a {@link WitDenial} on `err`. */
   validate(review: WitReview): string[];
   /** Throws a {@link WitDenial} on `err`. */
   mutate(review: WitReview): ObjectJson | undefined;
+}
+
+/**
+ * The `conversion` interface the component exports (worlds
+ * `reconciler-with-conversion`, `reconciler-with-admission-and-conversion`).
+ */
+export interface WitConversion {
+  /** Throws the error string on `err`. */
+  convert(objects: ObjectJson[], desiredApiVersion: string): ObjectJson[];
 }

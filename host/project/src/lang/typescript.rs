@@ -26,7 +26,8 @@
 //! 1. `tsc --noEmit`: type errors fail the build (esbuild would strip types
 //!    without checking them);
 //! 2. writes `.operon/build/entry.ts`, which binds the reconciler to the
-//!    SDK's adapter (the only module importing `operon:reconciler/host`);
+//!    SDK's adapter (the only module importing `operon:reconciler/host`):
+//!    `guest`, and `admission` and `conversion` when the world exports them;
 //! 3. `esbuild --bundle`: componentize-js takes a single ES module, and a
 //!    bundle lets authors use npm packages (pure JavaScript ones);
 //! 4. `componentize-js` with the `http` and `fetch-event` features
@@ -82,9 +83,9 @@ pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
         run_tool(cx, &mut tsc, REQUIREMENTS)?;
     }
 
-    let admission = project.config.world == World::ReconcilerWithAdmission;
+    let world = project.config.world;
     let entry = cx.work_dir.join("entry.ts");
-    write_if_changed(&entry, entry_module(&relative_import(&cx.work_dir, &main), admission).as_bytes())?;
+    write_if_changed(&entry, entry_module(&relative_import(&cx.work_dir, &main), world).as_bytes())?;
     let bundle = cx.work_dir.join("component.js");
     let mut esbuild = Command::new(bin.join("esbuild"));
     esbuild
@@ -121,14 +122,17 @@ pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
 }
 
 /// The module componentize-js starts from: the adapter's exports, bound to
-/// the project's reconciler.
-fn entry_module(main: &str, admission: bool) -> String {
+/// the project's reconciler (the interfaces `world` exports).
+fn entry_module(main: &str, world: World) -> String {
     let mut text = String::from("// Written by `operon build`: the component's exports, bound to the reconciler.\n");
     text.push_str(&format!("import reconciler from {main:?};\n"));
-    text.push_str("import { admissionExports, guestExports } from \"@operon/sdk/component\";\n\n");
+    text.push_str("import { admissionExports, conversionExports, guestExports } from \"@operon/sdk/component\";\n\n");
     text.push_str("export const guest = guestExports(reconciler);\n");
-    if admission {
+    if world.admission() {
         text.push_str("export const admission = admissionExports(reconciler);\n");
+    }
+    if world.conversion() {
+        text.push_str("export const conversion = conversionExports(reconciler);\n");
     }
     text
 }
@@ -272,12 +276,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_entry_module_should_export_admission_only_when_asked() {
-        let plain = entry_module("../../src/index.ts", false);
+    fn the_entry_module_should_export_what_the_world_exports() {
+        let plain = entry_module("../../src/index.ts", World::Reconciler);
         assert!(plain.contains("import reconciler from \"../../src/index.ts\";"), "{plain}");
         assert!(plain.contains("export const guest = guestExports(reconciler);"));
-        assert!(!plain.contains("export const admission"));
-        assert!(entry_module("./x.ts", true).contains("export const admission = admissionExports(reconciler);"));
+        assert!(!plain.contains("export const admission") && !plain.contains("export const conversion"));
+        let admission = "export const admission = admissionExports(reconciler);";
+        let conversion = "export const conversion = conversionExports(reconciler);";
+        let only_admission = entry_module("./x.ts", World::ReconcilerWithAdmission);
+        assert!(only_admission.contains(admission) && !only_admission.contains(conversion), "{only_admission}");
+        let only_conversion = entry_module("./x.ts", World::ReconcilerWithConversion);
+        assert!(!only_conversion.contains(admission) && only_conversion.contains(conversion), "{only_conversion}");
+        let both = entry_module("./x.ts", World::ReconcilerWithAdmissionAndConversion);
+        assert!(both.contains(admission) && both.contains(conversion), "{both}");
     }
 
     #[test]
