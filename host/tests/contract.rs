@@ -400,6 +400,54 @@ async fn a_parent_that_leaves_the_selector_is_released_from_the_finalizer() {
     host.stop().await;
 }
 
+/// Issue #19: `spec.annotationSelector` picks a Reconciler's parents by
+/// their annotations (as Metacontroller's decorators do): the host never
+/// hands the guest a parent outside it — even one the guest would decorate —
+/// and releases the finalizer of a parent that leaves it.
+#[tokio::test]
+async fn an_annotation_selector_picks_the_parents_and_releases_one_that_leaves() {
+    let host = Host::start_on(plane(), "contract-annotations", false).await;
+    host.module_config_map("decorator", &guest("decorator")).await;
+    let grants = json!({"for": [{"group": "apps", "kind": "StatefulSet"}], "owns": [{"group": "", "kind": "Service"}]});
+    host.reconciler(
+        "decorator",
+        json!({"module": config_map_module("decorator"), "grants": grants,
+        "annotationSelector": {"matchAnnotations": {"example.operon.dev/team": "web"}}}),
+    )
+    .await;
+    let sets: Api<k8s_openapi::api::apps::v1::StatefulSet> = Api::namespaced(host.client.clone(), &host.ns);
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(host.client.clone(), &host.ns);
+    let apply = |name: &'static str, team: Option<&str>| {
+        let (sets, mut set) = (sets.clone(), stateful_set(name, true));
+        if let Some(team) = team {
+            set.metadata.annotations.get_or_insert_default().insert("example.operon.dev/team".into(), team.into());
+        }
+        async move { sets.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&set)).await.unwrap() }
+    };
+    apply("outside", Some("db")).await;
+    apply("inside", Some("web")).await;
+    const FINALIZER: &str = "example.operon.dev/decorator";
+    eventually("the selected StatefulSet decorated and held", WAIT, || async {
+        services.get_opt("inside-0").await.ok()??;
+        let s = sets.get("inside").await.ok()?;
+        s.metadata.finalizers?.iter().any(|f| f == FINALIZER).then_some(())
+    })
+    .await;
+    // Both events went through the same informer and queue; the one
+    // outside the selector was never handed to the guest.
+    assert!(services.get_opt("outside-0").await.unwrap().is_none(), "a parent outside the selector was decorated");
+    let outside = sets.get("outside").await.unwrap();
+    assert!(outside.metadata.finalizers.unwrap_or_default().is_empty(), "a parent outside the selector is held");
+
+    apply("inside", Some("db")).await;
+    eventually("the finalizer released once it left the annotation selector", WAIT, || async {
+        let s = sets.get("inside").await.ok()?;
+        (!s.metadata.finalizers.unwrap_or_default().iter().any(|f| f == FINALIZER)).then_some(())
+    })
+    .await;
+    host.stop().await;
+}
+
 #[tokio::test]
 async fn a_plugin_granted_conversion_serves_its_crds_versions_and_gives_the_crd_back() {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

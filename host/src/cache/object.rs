@@ -366,16 +366,22 @@ impl CachedObject {
     /// One annotation's value (parsed from the text: annotations are not
     /// kept apart).
     pub fn annotation(&self, key: &str) -> Option<String> {
+        self.annotations().remove(key)
+    }
+
+    /// Every annotation (parsed from the text: annotations are not kept
+    /// apart, so that objects nobody selects by annotation cost nothing).
+    pub fn annotations(&self) -> BTreeMap<String, String> {
         #[derive(serde::Deserialize)]
         struct Meta {
             #[serde(default)]
-            annotations: BTreeMap<String, String>,
+            annotations: Option<BTreeMap<String, String>>,
         }
         #[derive(serde::Deserialize)]
         struct Object {
             metadata: Meta,
         }
-        serde_json::from_str::<Object>(&self.json).ok()?.metadata.annotations.remove(key)
+        serde_json::from_str::<Object>(&self.json).ok().and_then(|o| o.metadata.annotations).unwrap_or_default()
     }
 
     /// The finalizers.

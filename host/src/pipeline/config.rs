@@ -131,8 +131,8 @@ pub struct Config {
     pub namespace: Option<String>,
     /// The parents this controller reconciles, within what is watched.
     pub scope: Scope,
-    /// Only parents whose labels match this selector.
-    pub parent_selector: Option<crate::contract::Selector>,
+    /// Only parents whose labels (and annotations) match this selector.
+    pub parent_selector: Option<ParentSelector>,
     /// When a swapped-in version is reported as failed.
     pub probation: Probation,
     /// Shortest requeue-after honoured; a guest asking for less gets this.
@@ -189,5 +189,44 @@ impl Default for Config {
             event_qps: crate::apply::events::Budget::DEFAULT_QPS,
             event_burst: crate::apply::events::Budget::DEFAULT_BURST,
         }
+    }
+}
+
+/// Which parents a Reconciler reconciles: `spec.selector` over labels and
+/// `spec.annotationSelector` over annotations, both required.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ParentSelector {
+    /// Over labels.
+    pub labels: Option<crate::contract::Selector>,
+    /// Over annotations (parsed from the cached object only when set).
+    pub annotations: Option<crate::contract::Selector>,
+}
+
+impl ParentSelector {
+    /// `None` when neither selects: every parent in scope.
+    pub fn of(
+        labels: Option<crate::contract::Selector>,
+        annotations: Option<crate::contract::Selector>,
+    ) -> Option<ParentSelector> {
+        (labels.is_some() || annotations.is_some()).then_some(ParentSelector { labels, annotations })
+    }
+
+    /// Whether `object` is one of this Reconciler's parents.
+    pub fn matches(&self, object: &crate::cache::CachedObject) -> bool {
+        self.labels.as_ref().is_none_or(|s| s.matches_with(|k| object.label(k)))
+            && self.annotations.as_ref().is_none_or(|s| {
+                let annotations = object.annotations();
+                s.matches_with(|k| annotations.get(k).map(String::as_str))
+            })
+    }
+
+    /// Whether the selector reads the label `key`.
+    pub fn reads_label(&self, key: &str) -> bool {
+        self.labels.as_ref().is_some_and(|s| s.keys().any(|k| k == key))
+    }
+
+    /// Whether the selector reads the annotation `key`.
+    pub fn reads_annotation(&self, key: &str) -> bool {
+        self.annotations.as_ref().is_some_and(|s| s.keys().any(|k| k == key))
     }
 }

@@ -24,7 +24,7 @@ mod triggers;
 
 pub use budget::Ticket as GuestTicket;
 pub use budget::{Budget, parse_cpu};
-pub use config::{Config, Grants, Probation, Protected, Scope};
+pub use config::{Config, Grants, ParentSelector, Probation, Protected, Scope};
 pub use handle::SwapError;
 pub use host::HostLimit;
 pub use reader::CacheReader;
@@ -315,7 +315,7 @@ impl Pipeline {
             return Ok(Action::Done);
         };
         if let Some(selector) = &self.config.parent_selector
-            && !selector.matches_with(|k| parent.label(k))
+            && !selector.matches(&parent)
         {
             // Another plugin's parent, or no longer ours: not touched, but
             // for the finalizer of one that left.

@@ -9,10 +9,10 @@
 //! parent leaves the Reconciler's selector — so a decorator's parent that
 //! opts out is never left holding it.
 
-use super::{Error, Pipeline};
+use super::{Error, ParentSelector, Pipeline};
 use crate::cache::{CachedObject, ObjectEvent, ObjectKey};
 use crate::contract::rules::Refused;
-use crate::contract::{Outcome, ParentMetadata, Selector};
+use crate::contract::{Outcome, ParentMetadata};
 use crate::controller::Action;
 use crate::leader::Fence;
 use crate::runtime::Module;
@@ -35,13 +35,13 @@ pub(super) fn speaks_0_1(module: &Module) -> bool {
 /// `finalizer`: noted in `leaving`, and its key returned to be queued.
 pub(super) fn left_selector(
     event: &ObjectEvent,
-    selector: &Selector,
+    selector: &ParentSelector,
     finalizer: Option<&str>,
     leaving: &Leaving,
 ) -> Option<ObjectKey> {
     let ObjectEvent::Applied { old: Some(old), new, .. } = event else { return None };
     let finalizer = finalizer?;
-    let left = selector.matches_with(|k| old.label(k)) && !selector.matches_with(|k| new.label(k));
+    let left = selector.matches(old) && !selector.matches(new);
     if !left || !new.has_finalizer(finalizer) {
         return None;
     }
@@ -53,15 +53,19 @@ pub(super) fn left_selector(
 /// Refuse labels and annotations a guest may not set on its parent: the
 /// host's own (`operon.dev/`), and labels the Reconciler's selector reads
 /// (a plugin does not choose which Reconciler acts on a parent).
-pub(super) fn check_metadata(meta: &ParentMetadata, selector: Option<&Selector>) -> Result<(), Refused> {
+pub(super) fn check_metadata(meta: &ParentMetadata, selector: Option<&ParentSelector>) -> Result<(), Refused> {
     let keys = meta.labels.keys().map(|k| ("label", k)).chain(meta.annotations.keys().map(|k| ("annotation", k)));
     for (what, key) in keys {
         if key.starts_with("operon.dev/") {
             return Err(Refused(format!("parent-metadata sets the {what} {key:?}: operon.dev keys are the host's")));
         }
-        if what == "label" && selector.is_some_and(|s| s.keys().any(|k| k == key)) {
+        let read = match what {
+            "label" => selector.is_some_and(|s| s.reads_label(key)),
+            _ => selector.is_some_and(|s| s.reads_annotation(key)),
+        };
+        if read {
             return Err(Refused(format!(
-                "parent-metadata sets the label {key:?}, which the Reconciler's selector reads: a plugin does not \
+                "parent-metadata sets the {what} {key:?}, which the Reconciler's selector reads: a plugin does not \
                  choose which Reconciler acts on a parent"
             )));
         }
@@ -132,9 +136,11 @@ mod tests {
         ParentMetadata { labels: map(labels), annotations: map(annotations) }
     }
 
+    use crate::contract::Selector;
+
     #[test]
     fn a_guest_should_not_set_the_hosts_keys_or_the_labels_that_select_its_parent() {
-        let selector = Selector::parse("shard=a").unwrap();
+        let selector = ParentSelector::of(Some(Selector::parse("shard=a").unwrap()), None).unwrap();
         assert!(check_metadata(&meta(&[("example.com/exposed", "true")], &[("note", "x")]), Some(&selector)).is_ok());
         let host = check_metadata(&meta(&[], &[("operon.dev/applied", "x")]), None).unwrap_err();
         assert!(host.0.contains("operon.dev keys are the host's"), "{}", host.0);
@@ -142,5 +148,9 @@ mod tests {
         assert!(moved.0.contains("selector"), "{}", moved.0);
         // The same key as an annotation selects nothing.
         assert!(check_metadata(&meta(&[], &[("shard", "b")]), Some(&selector)).is_ok());
+        // ... unless an annotation selector reads it.
+        let decorated = ParentSelector::of(None, Some(Selector::parse("example.com/expose").unwrap())).unwrap();
+        let unmarked = check_metadata(&meta(&[], &[("example.com/expose", "no")]), Some(&decorated)).unwrap_err();
+        assert!(unmarked.0.contains("the annotation \"example.com/expose\""), "{}", unmarked.0);
     }
 }

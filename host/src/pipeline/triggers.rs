@@ -35,9 +35,7 @@ pub(super) fn triggers(
             let left = || leaving.lock().unwrap_or_else(|p| p.into_inner()).contains(key);
             scope.contains(key.namespace.as_deref())
                 && (left()
-                    || !selector
-                        .as_ref()
-                        .is_some_and(|s| parents.store().get(key).is_some_and(|p| !s.matches_with(|k| p.label(k)))))
+                    || !selector.as_ref().is_some_and(|s| parents.store().get(key).is_some_and(|p| !s.matches(p))))
         })
     };
     let mut triggers = Vec::new();
@@ -57,7 +55,7 @@ pub(super) fn triggers(
         }
         let (object, _) = mapping::event_object(ev);
         if let Some(s) = &selector
-            && !s.matches_with(|l| object.label(l))
+            && !s.matches(object)
         {
             return parent::left_selector(ev, s, finalizer.as_deref(), &leaving)
                 .map(Enqueue::Now)

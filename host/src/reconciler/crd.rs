@@ -104,6 +104,13 @@ pub struct PluginSpec {
     /// in scope.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<LabelSelector>,
+    /// Reconcile only the parents whose annotations match, beside
+    /// `selector` (a decorator that acts on the parents carrying an
+    /// annotation, as Metacontroller's `annotationSelector`). A parent that
+    /// stops matching is released from the plugin's finalizer. Default:
+    /// every parent in scope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotation_selector: Option<AnnotationSelector>,
     /// Make every write of this plugin as this ServiceAccount (of the
     /// Reconciler's namespace; `namespace/name` for a ClusterReconciler), so
     /// Kubernetes RBAC bounds the plugin too.
@@ -113,6 +120,28 @@ pub struct PluginSpec {
     /// Serve the module's `validate`/`mutate` as admission webhooks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admission: Option<Admission>,
+}
+
+/// A selector over annotations: `matchAnnotations` and `matchExpressions`
+/// (`In`, `NotIn`, `Exists`, `DoesNotExist`), read as a `LabelSelector`
+/// reads labels. Values must be label-like (no spaces or commas).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AnnotationSelector {
+    /// Annotations that must have these values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub match_annotations: Option<std::collections::BTreeMap<String, String>>,
+    /// Requirements on annotations, ANDed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub match_expressions: Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement>>,
+}
+
+impl AnnotationSelector {
+    /// The same requirements in a `LabelSelector`'s shape (one parser and
+    /// one overlap check serve both).
+    pub fn as_label_selector(&self) -> LabelSelector {
+        LabelSelector { match_labels: self.match_annotations.clone(), match_expressions: self.match_expressions.clone() }
+    }
 }
 
 /// Where a module's bytes come from.

@@ -88,7 +88,7 @@ struct Plugin {
     retry: Option<String>,
     /// The selector the running controller was built with (for releasing
     /// parents that leave it).
-    selector: Option<crate::contract::Selector>,
+    selector: Option<crate::pipeline::ParentSelector>,
 }
 
 /// What one reconcile observed of the Reconciler itself.

@@ -47,6 +47,8 @@ pub struct Claim<'a> {
     pub namespaces: Option<&'a [String]>,
     /// The labels its parents must have.
     pub selector: Option<&'a LabelSelector>,
+    /// The annotations its parents must have (in a `LabelSelector`'s shape).
+    pub annotations: Option<&'a LabelSelector>,
 }
 
 /// A claim another Reconciler makes, read from its resource.
@@ -57,6 +59,7 @@ struct Held {
     kind: String,
     namespaces: Option<Vec<String>>,
     selector: Option<LabelSelector>,
+    annotations: Option<LabelSelector>,
 }
 
 impl Peers {
@@ -101,7 +104,10 @@ impl Peers {
             .filter(|h| h.group == claim.kind.group && h.kind == claim.kind.kind)
             .filter(|h| precedes(h, claim))
             .filter(|h| namespaces_meet(h.namespaces.as_deref(), claim.namespaces))
-            .filter(|h| !disjoint(h.selector.as_ref(), claim.selector))
+            // Disjoint by labels or by annotations: no parent is both's.
+            .filter(|h| {
+                !disjoint(h.selector.as_ref(), claim.selector) && !disjoint(h.annotations.as_ref(), claim.annotations)
+            })
             .collect();
         older.sort_by_key(|h| order(h.created.as_ref(), &h.key));
         let h = older.into_iter().next()?;
@@ -111,7 +117,8 @@ impl Peers {
         };
         Some(format!(
             "{} (created earlier) already reconciles {} {} in {where_}; two controllers on one parent would delete \
-             each other's children: give them disjoint spec.selector labels or namespaces, or delete one",
+             each other's children: give them disjoint spec.selector labels, spec.annotationSelector annotations or namespaces, or \
+             delete one",
             describe(&h.key),
             if h.group.is_empty() { "core" } else { &h.group },
             h.kind
@@ -157,6 +164,7 @@ fn held(object: &Arc<CachedObject>, cluster: bool) -> Option<Held> {
         kind: kind.to_string(),
         namespaces: key.1,
         selector: plugin.selector,
+        annotations: plugin.annotation_selector.as_ref().map(|a| a.as_label_selector()),
     })
 }
 

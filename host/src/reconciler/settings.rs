@@ -99,7 +99,14 @@ pub struct Host<'a> {
 /// [`InvalidSpec`] naming the field.
 pub fn derive(key: &PluginKey, spec: &PluginSpec, host: &Host<'_>) -> Result<Settings, InvalidSpec> {
     let placement = key.placement();
-    let selector = spec.selector.as_ref().map(label_selector).transpose()?;
+    let labels = spec.selector.as_ref().map(label_selector).transpose()?;
+    let annotations = spec
+        .annotation_selector
+        .as_ref()
+        .map(|s| label_selector(&s.as_label_selector()))
+        .transpose()
+        .map_err(|e| InvalidSpec::SelectorSyntax(format!("spec.annotationSelector: {e}")))?;
+    let selector = pipeline::ParentSelector::of(labels, annotations);
     let cpu = guest_cpu(spec, host.pipeline)?;
     let (client, user) = writer_client(&placement, spec, host)?;
     let (scope, grants) = grants::controller_settings(&placement, &spec.grants);

@@ -71,8 +71,7 @@ impl Lifecycle {
             {
                 let new = s.pipeline.parent_selector.clone();
                 self.release_later(key, leadership, s, &module, f, move |parent: &CachedObject| {
-                    let labels = |k: &str| parent.label(k);
-                    old.matches_with(labels) && !new.as_ref().is_some_and(|n| n.matches_with(labels))
+                    old.matches(parent) && !new.as_ref().is_some_and(|n| n.matches(parent))
                 });
             }
         }
@@ -85,7 +84,7 @@ impl Lifecycle {
         {
             let selector = s.pipeline.parent_selector.clone();
             self.release_later(key, leadership, s, &module, old, move |parent: &CachedObject| {
-                selector.as_ref().is_none_or(|sel| sel.matches_with(|k| parent.label(k)))
+                selector.as_ref().is_none_or(|sel| sel.matches(parent))
             });
         }
         // The shadow candidate.

@@ -124,6 +124,7 @@ impl Lifecycle {
                             kind: &h.module.manifest().for_kind,
                             namespaces: s.pipeline.scope.namespaces.as_deref(),
                             selector: spec.selector.as_ref(),
+                            annotations: spec.annotation_selector.as_ref().map(|a| a.as_label_selector()).as_ref(),
                         }),
                         _ => None,
                     };
@@ -393,7 +394,7 @@ impl Lifecycle {
                         f,
                         leadership.fence(),
                         move |parent: &CachedObject| {
-                            selector.as_ref().is_none_or(|sel| sel.matches_with(|k| parent.label(k)))
+                            selector.as_ref().is_none_or(|sel| sel.matches(parent))
                         },
                     )
                     .await;
