@@ -15,12 +15,11 @@
 /// The WIT package guests are built against (see `wit/reconciler.wit`).
 pub const WIT_PACKAGE: &str = "operon:reconciler";
 /// The version of it this release's SDKs speak (and `operon build`
-/// accepts of an SDK).
-pub const WIT_VERSION: &str = "0.1.0";
+/// accepts of an SDK): `wit/reconciler.wit`.
+pub const WIT_VERSION: &str = "0.2.0";
 /// Every version of it the host runs, oldest first: a module of any of them
-/// loads, and modules of different versions run side by side. 0.2 is the
-/// next contract (`wit/0.2/`): the host speaks it, the SDKs move to it
-/// together with the release's version.
+/// loads, and modules of different versions run side by side (0.1 is kept
+/// in `wit/0.1/`, for the host only).
 pub const WIT_VERSIONS_RUN: &[&str] = &["0.1.0", "0.2.0"];
 
 /// Whether `found` is semver-compatible with `expected`, as caret

@@ -42,7 +42,7 @@
  * (`cargo xtask version` sets it); its minor is that of the WIT contract it
  * speaks, operon:reconciler@0.2. pkg-config reports the same
  * (`pkg-config --modversion operon-sdk`). */
-#define OPERON_SDK_VERSION "0.1.0"
+#define OPERON_SDK_VERSION "0.2.0"
 
 #include <stdbool.h>
 #include <stddef.h>

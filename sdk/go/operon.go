@@ -55,7 +55,7 @@ import (
 // host (`cargo xtask version` sets it), published as the module version
 // tag sdk/go/v<Version>. Its minor is that of the WIT contract it speaks,
 // operon:reconciler@0.2.
-const Version = "0.1.0"
+const Version = "0.2.0"
 
 // Reconciler computes the desired state of one parent object.
 type Reconciler interface {

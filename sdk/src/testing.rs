@@ -632,6 +632,30 @@ pub fn mutate<R: Reconciler>(cluster: &FakeCluster, review: raw::Review) -> Resu
     Ok(mutated.map(|json| serde_json::from_str(&json).expect("the mutated object is JSON")))
 }
 
+/// The WIT form of a readiness.
+pub(crate) fn raw_readiness(rated: Readiness) -> raw::Readiness {
+    let status = match rated.status {
+        ReadinessStatus::Current => raw::ReadinessStatus::Current,
+        ReadinessStatus::InProgress => raw::ReadinessStatus::InProgress,
+        ReadinessStatus::Failed => raw::ReadinessStatus::Failed,
+        ReadinessStatus::Terminating => raw::ReadinessStatus::Terminating,
+        ReadinessStatus::Unknown => raw::ReadinessStatus::Unknown,
+    };
+    raw::Readiness { status, message: rated.message }
+}
+
+/// Runs `R::convert` natively on `objects` (full objects), through the
+/// path the component's `convert` export takes.
+///
+/// # Errors
+///
+/// The reconciler's refusal.
+pub fn convert<R: Reconciler>(objects: &[Value], desired_api_version: &str) -> Result<Vec<Value>, String> {
+    let texts = objects.iter().map(Value::to_string).collect();
+    let converted = crate::run::convert::<R>(texts, desired_api_version)?;
+    Ok(converted.iter().map(|json| serde_json::from_str(json).expect("the SDK writes JSON")).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -835,26 +859,3 @@ mod tests {
     }
 }
 
-/// The WIT form of a readiness.
-pub(crate) fn raw_readiness(rated: Readiness) -> raw::Readiness {
-    let status = match rated.status {
-        ReadinessStatus::Current => raw::ReadinessStatus::Current,
-        ReadinessStatus::InProgress => raw::ReadinessStatus::InProgress,
-        ReadinessStatus::Failed => raw::ReadinessStatus::Failed,
-        ReadinessStatus::Terminating => raw::ReadinessStatus::Terminating,
-        ReadinessStatus::Unknown => raw::ReadinessStatus::Unknown,
-    };
-    raw::Readiness { status, message: rated.message }
-}
-
-/// Runs `R::convert` natively on `objects` (full objects), through the
-/// path the component's `convert` export takes.
-///
-/// # Errors
-///
-/// The reconciler's refusal.
-pub fn convert<R: Reconciler>(objects: &[Value], desired_api_version: &str) -> Result<Vec<Value>, String> {
-    let texts = objects.iter().map(Value::to_string).collect();
-    let converted = crate::run::convert::<R>(texts, desired_api_version)?;
-    Ok(converted.iter().map(|json| serde_json::from_str(json).expect("the SDK writes JSON")).collect())
-}

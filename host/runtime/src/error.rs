@@ -21,7 +21,7 @@ pub enum LoadError {
     /// The module was built for another major version of the WIT package.
     #[error(
         "module was built for {package}@{found}, this host speaks {package}@{expected}; \
-         rebuild the module against one of the host's contracts (wit/, wit/0.2/), or run a host that speaks {found}"
+         rebuild the module against one of the host's contracts (wit/reconciler.wit, wit/0.1/), or run a host that speaks {found}"
     )]
     WitVersion {
         /// The package name.

@@ -57,7 +57,7 @@ component runs); build it with ``operon build``.
 # The SDK's version: the release it belongs to (every Operon SDK and the host
 # share one version; `cargo xtask version` sets it). Its minor is that of the
 # WIT contract it speaks, operon:reconciler@0.2.
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from .admission import Denied, Operation, Review, UserInfo
 from .context import Context, HostError, Level

@@ -1,5 +1,5 @@
-//! Contract 0.1 (`wit/reconciler.wit`): the bindings and conversions of
-//! the first contract, which every SDK of this release speaks.
+//! Contract 0.1 (`wit/0.1/reconciler.wit`): the bindings and conversions
+//! of the first contract, which the host keeps running beside 0.2.
 
 use super::{Contract, RawFailure, RawOutcome, State, host_import};
 use crate::contract::{Denial, Failure, Gvk, Manifest, Mapping, Request, Review, Watch};

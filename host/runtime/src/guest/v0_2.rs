@@ -1,4 +1,4 @@
-//! Contract 0.2 (`wit/0.2/reconciler.wit`): the time as an input, watches
+//! Contract 0.2 (`wit/reconciler.wit`): the time as an input, watches
 //! by reference and by selector, each child's readiness, failures that
 //! carry a status. Runs beside 0.1 in the same host.
 
