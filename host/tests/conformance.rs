@@ -12,6 +12,11 @@
 //! the semantics; since every language is compared with them, all outcomes
 //! are identical, or the test fails with a table of who differs where.
 //!
+//! The time-driven ScheduledScale reconciler
+//! (`guest-examples/{rust,python}-scheduledscale`) is held to its shared
+//! fixtures (`guest-examples/scheduledscale/fixtures`, requests at fixed
+//! clock values) the same way.
+//!
 //! A missing component fails the test with what to run; nothing is skipped.
 
 mod common;
@@ -25,8 +30,12 @@ const OPERON: &str = env!("CARGO_BIN_EXE_operon");
 /// The WebApp in every language, by component name.
 const LANGUAGES: [&str; 5] = ["rust-webapp", "python-webapp", "ts-webapp", "go-webapp", "c-webapp"];
 
-fn fixtures_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/webapp/fixtures")
+/// The ScheduledScale in every language it is written in, by component name.
+const SCHEDULEDSCALE_LANGUAGES: [&str; 2] = ["rust-scheduledscale", "python-scheduledscale"];
+
+/// The shared fixtures of `guest-examples/{example}/fixtures`.
+fn fixtures_root(example: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-examples").join(example).join("fixtures")
 }
 
 fn is_request(path: &Path) -> bool {
@@ -118,9 +127,21 @@ fn operon_test(module: &Path, dir: &Path) -> (BTreeMap<String, Result<(), String
 
 #[test]
 fn every_language_should_give_the_same_outcome_for_every_webapp_fixture() {
+    assert_same_outcomes(&fixtures_root("webapp"), &LANGUAGES);
+}
+
+#[test]
+fn every_scheduledscale_gives_the_same_outcomes() {
+    assert_same_outcomes(&fixtures_root("scheduledscale"), &SCHEDULEDSCALE_LANGUAGES);
+}
+
+/// Runs `operon test` with every one of `languages`' components (from
+/// `target/guests/`) on every fixture directory under `root`, and fails
+/// with a table of who differs where unless every outcome is the expected one.
+fn assert_same_outcomes(root: &Path, languages: &[&str]) {
     let guests = common::guests_dir();
     let missing: Vec<&str> =
-        LANGUAGES.iter().copied().filter(|l| !guests.join(format!("{l}.wasm")).is_file()).collect();
+        languages.iter().copied().filter(|l| !guests.join(format!("{l}.wasm")).is_file()).collect();
     assert!(
         missing.is_empty(),
         "missing components in {}: {}; build them with `cargo xtask guests` (needs every language's toolchain: \
@@ -130,17 +151,18 @@ fn every_language_should_give_the_same_outcome_for_every_webapp_fixture() {
     );
 
     let mut dirs = Vec::new();
-    fixture_dirs(&fixtures_root(), true, &mut dirs);
-    assert!(!dirs.is_empty(), "no fixtures under {}", fixtures_root().display());
+    fixture_dirs(root, true, &mut dirs);
+    assert!(!dirs.is_empty(), "no fixtures under {}", root.display());
 
     // (directory, fixture) → language → result.
     let mut table: BTreeMap<(String, String), BTreeMap<&str, Result<(), String>>> = BTreeMap::new();
     let mut summaries = Vec::new();
+    let width = languages.iter().map(|l| l.len() + 1).max().unwrap_or_default().max(14);
     for (dir, names) in &dirs {
-        let rel = dir.strip_prefix(fixtures_root()).unwrap_or(dir).display().to_string();
-        for language in LANGUAGES {
+        let rel = dir.strip_prefix(root).unwrap_or(dir).display().to_string();
+        for &language in languages {
             let (results, summary) = operon_test(&guests.join(format!("{language}.wasm")), dir);
-            summaries.push(format!("{language:<14} {:<10} {summary}", if rel.is_empty() { "." } else { &rel }));
+            summaries.push(format!("{language:<width$} {:<10} {summary}", if rel.is_empty() { "." } else { &rel }));
             for name in names {
                 let result = results.get(name).cloned().unwrap_or_else(|| Err("not run by `operon test`".to_string()));
                 table.entry((rel.clone(), name.clone())).or_default().insert(language, result);
@@ -165,5 +187,5 @@ fn every_language_should_give_the_same_outcome_for_every_webapp_fixture() {
     }
     assert!(report.is_empty(), "the languages disagree with the expected outcomes (and so with each other):\n{report}");
     let fixtures: usize = dirs.iter().map(|(_, n)| n.len()).sum();
-    eprintln!("{fixtures} fixtures × {} languages: identical outcomes", LANGUAGES.len());
+    eprintln!("{fixtures} fixtures × {} languages: identical outcomes", languages.len());
 }
