@@ -315,7 +315,11 @@ impl fmt::Display for Failure {
 /// # Errors
 ///
 /// When `at` is not an RFC 3339 time.
-pub fn requeue_after(after_ms: Option<u64>, at: Option<&str>, now: jiff::Timestamp) -> Result<Option<Duration>, String> {
+pub fn requeue_after(
+    after_ms: Option<u64>,
+    at: Option<&str>,
+    now: jiff::Timestamp,
+) -> Result<Option<Duration>, String> {
     let after = after_ms.map(Duration::from_millis);
     let at = match at {
         None => None,

@@ -153,7 +153,8 @@ impl<K: DeserializeOwned> Request<K> {
                 .children
                 .into_iter()
                 .map(|group| {
-                    let (objects, rated) = group.objects.into_iter().map(|c| (c.object, readiness(c.readiness))).unzip();
+                    let (objects, rated) =
+                        group.objects.into_iter().map(|c| (c.object, readiness(c.readiness))).unzip();
                     Group { kind: group.kind, objects, readiness: rated }
                 })
                 .collect(),

@@ -858,4 +858,3 @@ mod tests {
         assert_eq!(mutate::<Reader>(&FakeCluster::new(), built), Ok(None));
     }
 }
-

@@ -117,7 +117,10 @@ impl Reconciler for ScheduledScaleReconciler {
             None => {
                 outcome = outcome.event(
                     "Created",
-                    format!("creating deployment {name} with {} replicas ({} entry)", turn.active.replicas, turn.active.at),
+                    format!(
+                        "creating deployment {name} with {} replicas ({} entry)",
+                        turn.active.replicas, turn.active.at
+                    ),
                 );
             }
             Some(existing) => {

@@ -93,7 +93,11 @@ pub const READY: &str = "Ready";
 /// The first that applies wins: a wanted child is missing; the Deployment
 /// does not run the spec yet; a wanted child is not `Current` (the host's
 /// readiness, kstatus's rules — no rollout arithmetic here); else ready.
-pub fn verdict<K>(req: &Request<K>, spec: &WebAppSpec, deployment: Option<&Deployment>) -> (bool, &'static str, String) {
+pub fn verdict<K>(
+    req: &Request<K>,
+    spec: &WebAppSpec,
+    deployment: Option<&Deployment>,
+) -> (bool, &'static str, String) {
     let name = req.name();
     let mut wanted = vec![(Deployment::gvk(), "Deployment"), (Service::gvk(), "Service")];
     if spec.ingress.is_some() {
@@ -137,7 +141,12 @@ pub fn status<K>(
 /// The status of a WebApp whose spec is invalid: `Ready` `False`,
 /// `InvalidSpec`, with the failure's message — carried by the terminal
 /// failure, so the WebApp says what is wrong while the host waits for a fix.
-pub fn invalid<K>(req: &Request<K>, previous: Option<&WebAppStatus>, deployment: Option<&Deployment>, message: &str) -> WebAppStatus {
+pub fn invalid<K>(
+    req: &Request<K>,
+    previous: Option<&WebAppStatus>,
+    deployment: Option<&Deployment>,
+    message: &str,
+) -> WebAppStatus {
     with_ready(req, previous, ready_replicas(deployment), false, "InvalidSpec", message.to_owned())
 }
 

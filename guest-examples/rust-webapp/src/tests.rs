@@ -198,7 +198,10 @@ fn invalid_specs_should_be_terminal_and_say_so_in_the_status() {
         assert_eq!(failure.message(), message);
         let status = failure.status().expect("the failure carries a status");
         let ready = &status["conditions"][0];
-        assert_eq!((&ready["status"], &ready["reason"], &ready["message"]), (&json!("False"), &json!("InvalidSpec"), &json!(message)));
+        assert_eq!(
+            (&ready["status"], &ready["reason"], &ready["message"]),
+            (&json!("False"), &json!("InvalidSpec"), &json!(message))
+        );
         assert_eq!(ready["lastTransitionTime"], NOW);
         assert_eq!(status["observedGeneration"], 5);
     }

@@ -147,11 +147,15 @@ pub fn to_host(r: &raw::Request) -> Request {
         children: r
             .children
             .iter()
-            .map(|c| (Gvk::new(&c.kind.group, &c.kind.version, &c.kind.kind), c.objects.clone()))
+            .map(|c| {
+                let objects = c.objects.iter().map(|child| child.object.clone()).collect();
+                (Gvk::new(&c.kind.group, &c.kind.version, &c.kind.kind), objects)
+            })
             .collect(),
         related: r.related.clone(),
         finalizing: r.finalizing,
         attempt: r.attempt,
+        now: r.now.parse().unwrap_or(jiff::Timestamp::UNIX_EPOCH),
         ..Request::default()
     }
 }

@@ -305,7 +305,16 @@ async fn native_reconcile(parent: Arc<DynamicObject>, ctx: Arc<Native>) -> Resul
     let mut existing = Vec::new();
     for (resource, store, (group, version, kind)) in kinds {
         let child = ctx.owned(store, resource, &name, &uid);
-        let objects = child.iter().map(|c| serde_json::to_string(&**c)).collect::<Result<Vec<_>, _>>()?;
+        // Rated as the host rates each child (kstatus), as a native
+        // controller would compute readiness itself.
+        let objects = child
+            .iter()
+            .map(|c| {
+                let object = serde_json::to_string(&**c)?;
+                let readiness = raw_readiness(operon::contract::Readiness::of_json(&object));
+                Ok::<_, serde_json::Error>(raw::Child { object, readiness })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         if let Some(c) = child {
             cluster.insert(&*c);
             existing.push((resource, c));
@@ -321,6 +330,7 @@ async fn native_reconcile(parent: Arc<DynamicObject>, ctx: Arc<Native>) -> Resul
         related: Vec::new(),
         finalizing: false,
         attempt: 0,
+        now: operon::contract::rfc3339(jiff::Timestamp::now()),
     };
     let outcome = operon_sdk::run::reconcile::<WebAppReconciler>(&cluster, request)
         .map_err(|f| NativeError::Guest(format!("{f:?}")))?;
@@ -419,4 +429,17 @@ async fn native_reconcile(parent: Arc<DynamicObject>, ctx: Arc<Native>) -> Resul
         }
     }
     Ok(Action::await_change())
+}
+
+/// The WIT form of the host's readiness.
+fn raw_readiness(rated: operon::contract::Readiness) -> raw::Readiness {
+    use operon::contract::ReadinessStatus as S;
+    let status = match rated.status {
+        S::Current => raw::ReadinessStatus::Current,
+        S::InProgress => raw::ReadinessStatus::InProgress,
+        S::Failed => raw::ReadinessStatus::Failed,
+        S::Terminating => raw::ReadinessStatus::Terminating,
+        S::Unknown => raw::ReadinessStatus::Unknown,
+    };
+    raw::Readiness { status, message: rated.message }
 }

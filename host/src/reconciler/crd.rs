@@ -140,7 +140,10 @@ impl AnnotationSelector {
     /// The same requirements in a `LabelSelector`'s shape (one parser and
     /// one overlap check serve both).
     pub fn as_label_selector(&self) -> LabelSelector {
-        LabelSelector { match_labels: self.match_annotations.clone(), match_expressions: self.match_expressions.clone() }
+        LabelSelector {
+            match_labels: self.match_annotations.clone(),
+            match_expressions: self.match_expressions.clone(),
+        }
     }
 }
 

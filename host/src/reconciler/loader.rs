@@ -254,7 +254,11 @@ impl Loader {
     }
 
     /// Forget a failed restore of `slot` once its retry time has come.
-    fn expire_restore(&self, loads: &mut HashMap<(PluginKey, String, Limits), Load>, slot: &(PluginKey, String, Limits)) {
+    fn expire_restore(
+        &self,
+        loads: &mut HashMap<(PluginKey, String, Limits), Load>,
+        slot: &(PluginKey, String, Limits),
+    ) {
         let mut retry = self.inner.restore_retry.lock().unwrap_or_else(|p| p.into_inner());
         if retry.get(slot).is_some_and(|at| tokio::time::Instant::now() >= *at) {
             retry.remove(slot);

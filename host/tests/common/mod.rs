@@ -92,7 +92,8 @@ pub fn webapp_crd() -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiexten
 }
 
 /// The ScheduledScale CRD shipped with the time-driven example.
-pub fn scheduledscale_crd() -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+pub fn scheduledscale_crd()
+-> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/scheduledscale/crd.yaml");
     serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
 }

@@ -69,7 +69,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use operon_contract as contract;
-use operon_contract::fixture::{self, Case, ConversionFile, ErrorKind, Kind, Observed, RequestFile, ReviewFile, Verdict};
+use operon_contract::fixture::{
+    self, Case, ConversionFile, ErrorKind, Kind, Observed, RequestFile, ReviewFile, Verdict,
+};
 use serde_json::{Value, json};
 
 use super::FakeCluster;
@@ -203,7 +205,11 @@ pub fn to_expected(result: &Result<raw::Outcome, raw::Failure>, request: &raw::R
                 events: outcome
                     .events
                     .iter()
-                    .map(|e| contract::Event { warning: e.warning, reason: e.reason.clone(), message: e.message.clone() })
+                    .map(|e| contract::Event {
+                        warning: e.warning,
+                        reason: e.reason.clone(),
+                        message: e.message.clone(),
+                    })
                     .collect(),
                 requeue_after,
                 finalized: outcome.finalized,

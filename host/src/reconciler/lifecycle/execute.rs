@@ -393,9 +393,7 @@ impl Lifecycle {
                         &s,
                         f,
                         leadership.fence(),
-                        move |parent: &CachedObject| {
-                            selector.as_ref().is_none_or(|sel| sel.matches(parent))
-                        },
+                        move |parent: &CachedObject| selector.as_ref().is_none_or(|sel| sel.matches(parent)),
                     )
                     .await;
                 }
