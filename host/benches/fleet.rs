@@ -375,6 +375,48 @@ async fn rss_child() {
         json!({"n": n, "vmRss": vm, "rssAnon": anon, "rssFile": file, "maxVmRss": max,
             "baseline": baseline.0, "beforeClient": before_client.0, "reconcilesWhileIdle": after_idle - reconciles})
     );
+    // Idle unload (issue #21): every module gives back its code and
+    // instances; RSS again; then one WebApp of each controller changes, and
+    // its first reconcile loads the module again from the artifact cache.
+    let unloaded = host.runtime.unload_idle(Duration::ZERO);
+    let mut samples = Vec::new();
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        samples.push(rss());
+    }
+    let (u_vm, u_anon, u_file) = *samples.last().unwrap();
+    let api = dynamic(&client, Some(&ns), "example.operon.dev", "WebApp");
+    let before: Vec<u64> =
+        names.iter().map(|c| host.manager.controller(c).map_or(0, |c| c.stats().reconciles)).collect();
+    let touched = Instant::now();
+    for k in 0..n.min(SHARDS) {
+        // web-k carries shard k, which controller k % n reconciles.
+        let patch = json!({"metadata": {"annotations": {"fleet.operon.dev/touched": "1"}}});
+        api.patch(&format!("web-{k}"), &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    }
+    // Controllers beyond the shards reconcile nothing: only the touched ones.
+    let mut first = vec![None; n.min(SHARDS)];
+    while first.iter().any(Option::is_none) && touched.elapsed() < Duration::from_secs(300) {
+        for (k, c) in names.iter().enumerate().take(first.len()) {
+            if first[k].is_none() && host.manager.controller(c).is_some_and(|c| c.stats().reconciles > before[k]) {
+                first[k] = Some(touched.elapsed());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let reloads: Vec<Duration> = names
+        .iter()
+        .filter_map(|c| host.manager.controller(c))
+        .filter(|c| c.module().unload_stats().1 > 0)
+        .map(|c| c.module().unload_stats().2)
+        .collect();
+    let firsts: Vec<Duration> = first.iter().flatten().copied().collect();
+    println!(
+        "UNLOAD {}",
+        json!({"unloaded": unloaded, "vmRss": u_vm, "rssAnon": u_anon, "rssFile": u_file,
+            "reloaded": reloads.len(), "reloadP50Ms": ms(quantile(&reloads, 0.5)), "reloadP99Ms": ms(quantile(&reloads, 0.99)),
+            "firstReconcileP50Ms": ms(quantile(&firsts, 0.5)), "firstReconcileP99Ms": ms(quantile(&firsts, 0.99))})
+    );
     for k in 0..n {
         let _ = reconcilers.delete(&format!("c{n}-{k}"), &Default::default()).await;
     }
@@ -390,6 +432,8 @@ struct RssRow {
     converge_s: f64,
     reconciles: u64,
     errors: u64,
+    /// After every module was unloaded, and the reload on the first event.
+    unload: Value,
 }
 
 async fn rss_phase(plane: &operon_envtest::ControlPlane, client: &kube::Client, webapps: usize) -> Vec<RssRow> {
@@ -476,7 +520,7 @@ async fn rss_phase(plane: &operon_envtest::ControlPlane, client: &kube::Client, 
                 .unwrap_or_else(|| panic!("no {prefix} line: {lines:?}"));
             serde_json::from_str(line).unwrap()
         };
-        let (c, r) = (get("CONVERGED "), get("RSS "));
+        let (c, r, unload) = (get("CONVERGED "), get("RSS "), get("UNLOAD "));
         let u = |v: &Value, k: &str| v[k].as_u64().unwrap_or(0);
         eprintln!("fleet: {n}: {verified} Deployments verified; {c} {r}");
         rows.push(RssRow {
@@ -488,6 +532,7 @@ async fn rss_phase(plane: &operon_envtest::ControlPlane, client: &kube::Client, 
             converge_s: c["seconds"].as_f64().unwrap_or(0.0),
             reconciles: u(&c, "reconciles"),
             errors: u(&c, "errors"),
+            unload,
         });
     }
     rows
@@ -827,8 +872,43 @@ async fn main() {
             );
             slopes.push(json!({"from": a.n, "to": b.n, "bytesPerReconciler": per, "anonPerReconciler": anon, "filePerReconciler": file}));
         }
+        println!();
+        println!(
+            "1b. The same hosts after every module was unloaded for being idle (--unload-idle-after), then one event per Reconciler"
+        );
+        println!(
+            "{:>5} {:>10} {:>10} {:>10} {:>14} {:>14} {:>16} {:>16}",
+            "N", "VmRSS", "RssAnon", "RssFile", "reload p50", "reload p99", "1st reconcile p50", "1st reconcile p99"
+        );
+        let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(0.0);
+        for r in &rss_rows {
+            let u = &r.unload;
+            println!(
+                "{:>5} {:>7.1}MiB {:>7.1}MiB {:>7.1}MiB {:>12.1}ms {:>12.1}ms {:>15.1}ms {:>15.1}ms",
+                r.n,
+                mib(f(u, "vmRss")),
+                mib(f(u, "rssAnon")),
+                mib(f(u, "rssFile")),
+                f(u, "reloadP50Ms"),
+                f(u, "reloadP99Ms"),
+                f(u, "firstReconcileP50Ms"),
+                f(u, "firstReconcileP99Ms")
+            );
+        }
+        for w in rss_rows.windows(2) {
+            let (a, b) = (&w[0].unload, &w[1].unload);
+            let per = (f(b, "vmRss") - f(a, "vmRss")) / (w[1].n as f64 - w[0].n as f64);
+            println!(
+                "  {} -> {}: {:.0} KiB per additional idle Reconciler; target <= 256 KiB: {}",
+                w[0].n,
+                w[1].n,
+                per / 1024.0,
+                if per <= 256.0 * 1024.0 { "met" } else { "missed" }
+            );
+        }
         report["rss"] = json!({"webapps": webapps, "rows": rss_rows.iter().map(|r| json!({"n": r.n, "vmRss": r.vm, "rssAnon": r.anon,
-            "rssFile": r.file, "baseline": r.baseline, "convergeSeconds": r.converge_s, "reconciles": r.reconciles, "errors": r.errors})).collect::<Vec<_>>(),
+            "rssFile": r.file, "baseline": r.baseline, "convergeSeconds": r.converge_s, "reconciles": r.reconciles, "errors": r.errors,
+            "unloaded": r.unload})).collect::<Vec<_>>(),
             "slopes": slopes});
     }
     if !ring_rows.is_empty() {

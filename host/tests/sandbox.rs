@@ -439,3 +439,39 @@ fn the_host_gate_bounds_guest_memory_and_calls_across_every_caller() {
     // No limits: all eight together (the test can tell).
     assert_eq!(most_at_once(runtime::GateLimits::default(), 64 << 20), 8);
 }
+
+/// Issue #21: an idle module gives back its compiled code and instances, and
+/// its next call loads them again from the artifact cache and answers the
+/// same; a call in flight keeps what it uses.
+#[test]
+fn an_idle_module_is_unloaded_and_its_next_call_loads_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = Runtime::new(runtime::Config { artifact_dir: Some(dir.path().into()), ..Default::default() }).unwrap();
+    let module = rt.load(&guest("rust-webapp"), limits()).unwrap();
+    let req = request(webapp("shop", 2, true));
+    let before = call(&module, &req).unwrap().unwrap();
+    assert!(!module.unload_if_idle(Duration::from_secs(60)), "used a moment ago: not idle");
+    assert!(module.unload_if_idle(Duration::ZERO));
+    assert!(!module.is_loaded());
+    assert!(module.admission() && module.conversion(), "what it exports is known while unloaded");
+    let after = call(&module, &req).unwrap().unwrap();
+    assert_eq!(before, after, "the reloaded module answers the same");
+    assert!(module.is_loaded());
+    let (unloads, reloads, took) = module.unload_stats();
+    assert_eq!((unloads, reloads), (1, 1));
+    eprintln!("reloaded from the artifact cache in {took:?}");
+    // The runtime's sweep does the same for every module it loaded.
+    assert_eq!(rt.unload_idle(Duration::ZERO), 1);
+    assert_eq!(rt.unload_idle(Duration::ZERO), 0, "already unloaded");
+}
+
+/// Without an artifact cache there is nothing to load an idle module back
+/// from: it is never unloaded.
+#[test]
+fn a_module_the_cache_cannot_give_back_is_never_unloaded() {
+    let rt = runtime();
+    let module = load(&rt, "rust-webapp").unwrap();
+    assert!(!module.unload_if_idle(Duration::ZERO));
+    assert!(module.is_loaded());
+    assert_webapp_works(&module);
+}

@@ -20,7 +20,7 @@ impl Module {
     /// Whether the module exports `validate` and `mutate` (the
     /// `reconciler-with-admission` world).
     pub fn admission(&self) -> bool {
-        self.inner.worlds.admission()
+        self.inner_admission()
     }
 
     /// Call `validate`. The outer `Result` is the sandbox's verdict; the
@@ -75,9 +75,12 @@ impl Admitted {
         deadline: Duration,
     ) -> Result<Result<Vec<String>, Denial>, CallError> {
         let inner = &self.module.inner;
+        let loaded = self.module.loaded()?;
         let scope = CallScope::new(reader, Some(inner.manifest.clone()));
-        let answer =
-            inner.worlds.validate(&inner.calls, &mut self.pass, scope, deadline, review).ok_or_else(no_admission)??;
+        let answer = loaded
+            .worlds
+            .validate(&inner.calls, &mut self.pass, scope, deadline, review)
+            .ok_or_else(no_admission)??;
         let max = inner.calls.limits.max_output;
         match answer {
             Ok(warnings) => {
@@ -103,9 +106,10 @@ impl Admitted {
         deadline: Duration,
     ) -> Result<Result<Option<Value>, Denial>, CallError> {
         let inner = &self.module.inner;
+        let loaded = self.module.loaded()?;
         let scope = CallScope::new(reader, Some(inner.manifest.clone()));
         let answer =
-            inner.worlds.mutate(&inner.calls, &mut self.pass, scope, deadline, review).ok_or_else(no_admission)??;
+            loaded.worlds.mutate(&inner.calls, &mut self.pass, scope, deadline, review).ok_or_else(no_admission)??;
         let max = inner.calls.limits.max_output;
         match answer {
             Ok(None) => Ok(Ok(None)),

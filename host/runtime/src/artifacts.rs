@@ -111,6 +111,19 @@ impl ArtifactCache {
         Ok((component, false))
     }
 
+    /// The compiled artifact of `digest`, if this cache holds a sound one
+    /// (an idle module loaded again without its bytes).
+    pub fn get_compiled(&self, engine: &wasmtime::Engine, digest: &str) -> Option<Component> {
+        let uid = self.trusted().ok()?;
+        self.load(engine, &self.path(digest), digest, uid)
+    }
+
+    /// Whether this cache can give back `digest`'s component: its artifact,
+    /// or its bytes to compile again.
+    pub fn can_restore(&self, digest: &str) -> bool {
+        self.trusted().is_ok() && (self.path(digest).is_file() || self.module_path(digest).is_file())
+    }
+
     /// Keep the module's own bytes beside its artifact, so that a version
     /// known only by its digest (a rollback target after a restart) can be
     /// loaded again.

@@ -14,7 +14,7 @@ use std::time::Duration;
 impl Module {
     /// Whether the module exports `convert`.
     pub fn conversion(&self) -> bool {
-        self.inner.conversion.is_some()
+        self.inner_conversion()
     }
 
     /// Convert `objects` to `desired_api_version`. The outer `Result` is the
@@ -51,7 +51,8 @@ impl Admitted {
         deadline: Duration,
     ) -> Result<Result<Vec<Value>, String>, CallError> {
         let inner = &self.module.inner;
-        let Some(slot) = &inner.conversion else {
+        let loaded = self.module.loaded()?;
+        let Some(slot) = &loaded.conversion else {
             return Err(CallError::Instantiate(wasmtime::Error::msg(
                 "the module does not export operon:reconciler/conversion@0.2.0; build it for the \
                  reconciler-with-conversion world, or do not grant it conversion",

@@ -53,6 +53,9 @@ pub enum LoadError {
     /// engine, not in the module).
     #[error("loading the module panicked: {0}")]
     Panicked(String),
+    /// A module unloaded while idle could not be loaded again.
+    #[error("loading the idle module again failed: {0}")]
+    Reload(String),
 }
 
 /// Why one call into a guest did not produce a usable answer. Every variant
@@ -106,4 +109,11 @@ pub enum CallError {
     /// instance's start-up failed).
     #[error("could not instantiate the module: {0:#}")]
     Instantiate(#[source] wasmtime::Error),
+    /// The module was unloaded for being idle and could not be loaded again
+    /// from the artifact cache (the cache was cleared or is unwritable).
+    #[error(
+        "was unloaded while idle and could not be loaded again: {0} (publish the module again, or run the host with \
+         --unload-idle-after=0)"
+    )]
+    Reload(String),
 }

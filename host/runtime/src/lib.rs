@@ -59,6 +59,11 @@ pub struct Config {
     /// The host's share of guest memory and call slots, across every
     /// module ([`Gate`]); by default none.
     pub gate: GateLimits,
+    /// Unload a module's compiled code and instances when no call began for
+    /// this long ([`Module::unload_if_idle`]); it is loaded again from the
+    /// artifact cache by its next call. `None`: never (also without an
+    /// artifact cache).
+    pub unload_idle_after: Option<Duration>,
 }
 
 impl Default for Config {
@@ -69,6 +74,7 @@ impl Default for Config {
             epoch_tick: Duration::from_millis(2),
             artifact_dir: default_artifact_dir(),
             gate: GateLimits::default(),
+            unload_idle_after: None,
         }
     }
 }
@@ -107,7 +113,12 @@ struct Inner {
     config: Config,
     gate: Gate,
     ticker_stop: Arc<AtomicBool>,
+    /// Every module loaded, for the idle sweep (weak: a module dropped by
+    /// its holders is gone).
+    modules: Modules,
 }
+
+type Modules = Arc<std::sync::Mutex<Vec<std::sync::Weak<module::Inner>>>>;
 
 impl Drop for Inner {
     fn drop(&mut self) {
@@ -126,7 +137,13 @@ impl Runtime {
         let ticker_stop = Arc::new(AtomicBool::new(false));
         spawn_epoch_ticker(&engine, config.epoch_tick, ticker_stop.clone());
         let gate = Gate::new(config.gate);
-        Ok(Runtime { inner: Arc::new(Inner { engine, linker, wasi_linker, artifacts, config, gate, ticker_stop }) })
+        let modules = Modules::default();
+        if let (Some(after), Some(_)) = (config.unload_idle_after, &artifacts) {
+            spawn_idle_sweep(modules.clone(), after, ticker_stop.clone());
+        }
+        Ok(Runtime {
+            inner: Arc::new(Inner { engine, linker, wasi_linker, artifacts, config, gate, ticker_stop, modules }),
+        })
     }
 
     /// Load a module from its bytes: digest → compile (or load the cached
@@ -140,7 +157,35 @@ impl Runtime {
         if let Some(cache) = &self.inner.artifacts {
             cache.keep_module(&module.info().digest, bytes);
         }
+        let mut modules = self.inner.modules.lock().unwrap_or_else(|p| p.into_inner());
+        modules.retain(|m| m.strong_count() > 0);
+        modules.push(Arc::downgrade(&module.inner));
         Ok(module)
+    }
+
+    /// Unload every module of this runtime idle for `after`
+    /// ([`Module::unload_if_idle`]); returns how many it unloaded. The
+    /// runtime does this by itself with [`Config::unload_idle_after`].
+    pub fn unload_idle(&self, after: Duration) -> usize {
+        sweep(&self.inner.modules, after)
+    }
+
+    /// Whether the artifact cache can give `digest`'s component back.
+    pub(crate) fn can_reload(&self, digest: &str) -> bool {
+        self.inner.artifacts.as_ref().is_some_and(|c| c.can_restore(digest))
+    }
+
+    /// The component of `digest` again, for a module unloaded while idle:
+    /// its compiled artifact, else its kept bytes compiled again.
+    pub(crate) fn reload_component(&self, digest: &str) -> Result<wasmtime::component::Component, LoadError> {
+        let cache = self.inner.artifacts.as_ref().ok_or_else(|| LoadError::Reload("no artifact cache".into()))?;
+        if let Some(component) = cache.get_compiled(self.engine(), digest) {
+            return Ok(component);
+        }
+        let bytes = cache
+            .kept_module(digest)
+            .ok_or_else(|| LoadError::Reload(format!("{digest} is no longer in the artifact cache")))?;
+        cache.get_or_compile(self.engine(), digest, &bytes).map(|(c, _)| c)
     }
 
     /// Load a module this host loaded before, knowing only its digest
@@ -169,6 +214,31 @@ impl Runtime {
     pub(crate) fn engine(&self) -> &wasmtime::Engine {
         &self.inner.engine
     }
+}
+
+/// Unload the modules idle for `after`; forget the dropped ones.
+fn sweep(modules: &Modules, after: Duration) -> usize {
+    let live: Vec<Module> = {
+        let mut list = modules.lock().unwrap_or_else(|p| p.into_inner());
+        list.retain(|m| m.strong_count() > 0);
+        list.iter().filter_map(|m| m.upgrade()).map(|inner| Module { inner }).collect()
+    };
+    live.iter().filter(|m| m.unload_if_idle(after)).count()
+}
+
+/// The idle sweep: every quarter of `after` (at most 30 s), until the
+/// runtime is dropped.
+fn spawn_idle_sweep(modules: Modules, after: Duration, stop: Arc<AtomicBool>) {
+    let every = (after / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
+    let _ = std::thread::Builder::new().name("operon-idle-sweep".into()).spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(every);
+            let unloaded = sweep(&modules, after);
+            if unloaded > 0 {
+                tracing::debug!(unloaded, "unloaded idle modules");
+            }
+        }
+    });
 }
 
 fn build_engine(config: &Config) -> wasmtime::Result<wasmtime::Engine> {

@@ -13,8 +13,8 @@ use super::{Runtime, WIT_PACKAGE};
 use crate::contract::{Denial, Failed, Manifest, Outcome, Request, Review, WIT_VERSIONS_RUN};
 use serde::Serialize;
 use serde_json::Value;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use wasmtime::Store;
 
@@ -61,18 +61,66 @@ pub(super) struct Inner {
     pub(super) manifest: Arc<Manifest>,
     /// What every call shares: engine, limits, output, peak memory.
     pub(super) calls: Calls,
+    /// The compiled code and instance templates; `None` while unloaded for
+    /// being idle ([`Module::unload_if_idle`]), loaded again from the
+    /// artifact cache by the next call.
+    loaded: RwLock<Option<Arc<Loaded>>>,
+    /// One reload at a time.
+    reloading: Mutex<()>,
+    /// Whether the module exports admission / conversion (known unloaded).
+    admission: bool,
+    conversion: bool,
+    /// When a call last began, in milliseconds since `born`.
+    last_used: AtomicU64,
+    born: Instant,
+    /// Unloads and reloads so far, and the last reload's duration (µs).
+    pub(super) unloads: AtomicU64,
+    pub(super) reloads: AtomicU64,
+    pub(super) last_reload_us: AtomicU64,
+}
+
+/// What a loaded module holds in memory: its compiled component (through
+/// the instance templates) and the instance pools.
+pub(super) struct Loaded {
     /// The module's worlds, of the contract version it was built for.
     pub(super) worlds: Box<dyn Worlds>,
     /// The conversion world (0.2), when the module exports `convert`.
     pub(super) conversion: Option<Slot<super::guest::v0_2::conversion_world::ReconcilerWithConversion>>,
 }
 
+impl Loaded {
+    /// Pre-link `component` and make its call slots.
+    fn new(
+        runtime: &Runtime,
+        component: &wasmtime::component::Component,
+        uses_wasi: bool,
+        wit_version: &str,
+        admission: bool,
+        conversion: bool,
+        limits: &Limits,
+    ) -> Result<Loaded, LoadError> {
+        let linker = if uses_wasi { &runtime.inner.wasi_linker } else { &runtime.inner.linker };
+        let instance_pre = linker.instantiate_pre(component).map_err(LoadError::Link)?;
+        let conversion = if conversion {
+            let pre = super::guest::v0_2::conversion_world::ReconcilerWithConversionPre::new(instance_pre.clone())
+                .map_err(LoadError::Link)?;
+            Some(Slot::new(pre, limits, runtime.gate()))
+        } else {
+            None
+        };
+        let worlds: Box<dyn Worlds> = if operon_contract::compatible(wit_version, V0_2::VERSION) {
+            Box::new(Slots::<V0_2>::new(instance_pre, admission, limits, runtime.gate())?)
+        } else {
+            Box::new(Slots::<V0_1>::new(instance_pre, admission, limits, runtime.gate())?)
+        };
+        Ok(Loaded { worlds, conversion })
+    }
+}
+
 /// The worlds of one module — the reconciler world, and the admission
 /// world when the module exports `validate`/`mutate` — of whichever
 /// contract version it speaks, called through the one call path.
 pub(super) trait Worlds: Send + Sync {
-    /// Whether the module exports admission.
-    fn admission(&self) -> bool;
     /// Call `manifest`.
     fn manifest(&self, calls: &Calls, pass: &mut Pass) -> Result<Manifest, CallError>;
     /// Call `reconcile`.
@@ -127,10 +175,6 @@ impl<C: Contract> Slots<C> {
 }
 
 impl<C: Contract> Worlds for Slots<C> {
-    fn admission(&self) -> bool {
-        self.admission.is_some()
-    }
-
     fn manifest(&self, calls: &Calls, pass: &mut Pass) -> Result<Manifest, CallError> {
         self.reconciler.call(calls, pass, None, None, |b, store| C::manifest(b, store))
     }
@@ -202,21 +246,9 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
     let uses_wasi = imports.iter().any(|i| i.starts_with("wasi:"));
     let limits = Limits { instance_policy: limits.instance_policy.resolve(uses_wasi, bytes.len()), ..limits };
 
-    let linker = if uses_wasi { &runtime.inner.wasi_linker } else { &runtime.inner.linker };
-    let instance_pre = linker.instantiate_pre(&component).map_err(LoadError::Link)?;
     let admission = export_names.iter().any(|e| e.starts_with(&format!("{WIT_PACKAGE}/admission@")));
-    let conversion = if export_names.iter().any(|e| e.starts_with(&format!("{WIT_PACKAGE}/conversion@"))) {
-        let pre = super::guest::v0_2::conversion_world::ReconcilerWithConversionPre::new(instance_pre.clone())
-            .map_err(LoadError::Link)?;
-        Some(Slot::new(pre, &limits, runtime.gate()))
-    } else {
-        None
-    };
-    let worlds: Box<dyn Worlds> = if operon_contract::compatible(&wit_version, V0_2::VERSION) {
-        Box::new(Slots::<V0_2>::new(instance_pre, admission, &limits, runtime.gate())?)
-    } else {
-        Box::new(Slots::<V0_1>::new(instance_pre, admission, &limits, runtime.gate())?)
-    };
+    let conversion = export_names.iter().any(|e| e.starts_with(&format!("{WIT_PACKAGE}/conversion@")));
+    let loaded = Loaded::new(runtime, &component, uses_wasi, &wit_version, admission, conversion, &limits)?;
     let stdio = Arc::new(GuestLog::new(limits.log_lines_per_second, limits.log_burst));
     let module = Inner {
         _runtime: runtime.clone(),
@@ -232,8 +264,15 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
             manifest: placeholder_manifest(),
         },
         manifest: Arc::new(placeholder_manifest()),
-        worlds,
+        loaded: RwLock::new(Some(Arc::new(loaded))),
+        reloading: Mutex::new(()),
+        admission,
         conversion,
+        last_used: AtomicU64::new(0),
+        born: Instant::now(),
+        unloads: AtomicU64::new(0),
+        reloads: AtomicU64::new(0),
+        last_reload_us: AtomicU64::new(0),
         calls: Calls {
             engine: runtime.engine().clone(),
             epoch_tick: runtime.config().epoch_tick,
@@ -249,11 +288,13 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
     // Exports are type-checked at instantiation: a failure there (other than
     // a trap in a start function) is a world mismatch.
     let mut pass = module.calls.gate.admit_blocking(module.calls.limits.memory);
-    let manifest: Manifest = module.worlds.manifest(&module.calls, &mut pass).map_err(|e| match e {
+    let worlds = module.loaded.read().unwrap_or_else(|p| p.into_inner()).clone().expect("loaded at load");
+    let manifest: Manifest = worlds.worlds.manifest(&module.calls, &mut pass).map_err(|e| match e {
         CallError::Instantiate(e) => LoadError::Link(e),
         e => LoadError::Manifest(Box::new(e)),
     })?;
     manifest.validate().map_err(LoadError::InvalidManifest)?;
+    drop(worlds);
     let mut module = module;
     module.calls.stdio.set_controller(&manifest.name);
     module.info.manifest = manifest.clone();
@@ -356,6 +397,87 @@ impl Module {
     /// Facts about the module.
     pub fn info(&self) -> &ModuleInfo {
         &self.inner.info
+    }
+
+    /// The compiled code and instance templates, loaded again from the
+    /// artifact cache if the module was unloaded for being idle. Marks the
+    /// module used.
+    pub(super) fn loaded(&self) -> Result<Arc<Loaded>, CallError> {
+        let inner = &self.inner;
+        inner.last_used.store(inner.born.elapsed().as_millis() as u64, Ordering::Relaxed);
+        if let Some(loaded) = inner.loaded.read().unwrap_or_else(|p| p.into_inner()).clone() {
+            return Ok(loaded);
+        }
+        let _one = inner.reloading.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(loaded) = inner.loaded.read().unwrap_or_else(|p| p.into_inner()).clone() {
+            return Ok(loaded);
+        }
+        let started = Instant::now();
+        let runtime = &inner._runtime;
+        let component = runtime.reload_component(&inner.info.digest).map_err(|e| CallError::Reload(e.to_string()))?;
+        let loaded = Loaded::new(
+            runtime,
+            &component,
+            inner.info.uses_wasi,
+            &inner.info.wit_version,
+            inner.admission,
+            inner.conversion,
+            &inner.calls.limits,
+        )
+        .map(Arc::new)
+        .map_err(|e| CallError::Reload(e.to_string()))?;
+        *inner.loaded.write().unwrap_or_else(|p| p.into_inner()) = Some(loaded.clone());
+        inner.reloads.fetch_add(1, Ordering::Relaxed);
+        inner.last_reload_us.store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        tracing::debug!(digest = %inner.info.digest, took = ?started.elapsed(), "reloaded an idle module");
+        Ok(loaded)
+    }
+
+    /// Drop the compiled code and instance templates (and pooled
+    /// instances) if no call began for `idle`, keeping what describes the
+    /// module; the next call loads them again from the artifact cache. A
+    /// module the cache cannot give back is never unloaded. Calls in flight
+    /// keep what they use until they end. Returns whether it unloaded.
+    pub fn unload_if_idle(&self, idle: Duration) -> bool {
+        let inner = &self.inner;
+        let now = inner.born.elapsed().as_millis() as u64;
+        if now.saturating_sub(inner.last_used.load(Ordering::Relaxed)) < idle.as_millis() as u64 {
+            return false;
+        }
+        if !inner._runtime.can_reload(&inner.info.digest) {
+            return false;
+        }
+        let unloaded = inner.loaded.write().unwrap_or_else(|p| p.into_inner()).take().is_some();
+        if unloaded {
+            inner.unloads.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(digest = %inner.info.digest, "unloaded an idle module");
+        }
+        unloaded
+    }
+
+    /// Whether the module exports admission (known while unloaded too).
+    pub(super) fn inner_admission(&self) -> bool {
+        self.inner.admission
+    }
+
+    /// Whether the module exports `convert` (known while unloaded too).
+    pub(super) fn inner_conversion(&self) -> bool {
+        self.inner.conversion
+    }
+
+    /// Whether the compiled code is loaded (not unloaded for being idle).
+    pub fn is_loaded(&self) -> bool {
+        self.inner.loaded.read().unwrap_or_else(|p| p.into_inner()).is_some()
+    }
+
+    /// Unloads and reloads so far, and how long the last reload took.
+    pub fn unload_stats(&self) -> (u64, u64, Duration) {
+        let inner = &self.inner;
+        (
+            inner.unloads.load(Ordering::Relaxed),
+            inner.reloads.load(Ordering::Relaxed),
+            Duration::from_micros(inner.last_reload_us.load(Ordering::Relaxed)),
+        )
     }
 
     /// The manifest the module returned at load.
@@ -471,9 +593,10 @@ impl Admitted {
         reader: Arc<dyn ObjectReader>,
     ) -> Result<Result<Outcome, Failed>, CallError> {
         let inner = &self.module.inner;
+        let loaded = self.module.loaded()?;
         let scope = CallScope::new(reader, Some(inner.manifest.clone()));
         let max = inner.calls.limits.max_output;
-        match inner.worlds.reconcile(&inner.calls, &mut self.pass, scope, request)? {
+        match loaded.worlds.reconcile(&inner.calls, &mut self.pass, scope, request)? {
             Ok(outcome) => convert_outcome(outcome, max, request.now).map(Ok),
             Err(RawFailure { failure, status, observed_generation }) => {
                 check_size(failure.message().len() + status.as_ref().map_or(0, String::len), max)?;
@@ -566,8 +689,8 @@ fn convert_outcome(o: RawOutcome, max_output: usize, now: jiff::Timestamp) -> Re
         .map(|(i, text)| parse_object(text).map_err(|e| CallError::Malformed(format!("desired[{i}] {e}"))))
         .collect::<Result<Vec<_>, _>>()?;
     let status = o.status.as_deref().map(|s| parse_status(s, o.observed_generation)).transpose()?;
-    let requeue_after =
-        crate::contract::requeue_after(o.requeue_after_ms, o.requeue_at.as_deref(), now).map_err(CallError::Malformed)?;
+    let requeue_after = crate::contract::requeue_after(o.requeue_after_ms, o.requeue_at.as_deref(), now)
+        .map_err(CallError::Malformed)?;
     if let Some(m) = &o.parent_metadata {
         let size: usize = m.labels.iter().chain(&m.annotations).map(|(k, v)| k.len() + v.len()).sum();
         check_size(size, max_output)?;

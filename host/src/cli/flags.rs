@@ -197,6 +197,13 @@ pub struct RunArgs {
     /// every plugin together (`0` for no limit).
     #[arg(long, default_value_t = 16)]
     pub max_guest_calls: usize,
+    /// Unload a module's compiled code and instances when none of its calls
+    /// (reconciles, webhooks) began for this long (`0`: never); its next
+    /// call loads them again from the compiled-artifact cache, in
+    /// milliseconds. Controllers, queues and caches stay, so nothing is
+    /// missed meanwhile; idle plugins cost little memory.
+    #[arg(long, default_value = "10m", value_parser = duration)]
+    pub unload_idle_after: Duration,
     /// The most a Reconciler's `spec.limits.maxOutput` may ask, as a byte
     /// quantity (`64Mi`); a Reconciler asking more is refused with
     /// `InvalidSpec`.

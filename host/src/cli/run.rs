@@ -22,8 +22,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         memory: if args.max_guest_memory_total == 0 { u64::MAX } else { args.max_guest_memory_total },
         calls: if args.max_guest_calls == 0 { usize::MAX } else { args.max_guest_calls },
     };
-    let runtime =
-        Runtime::new(runtime::Config { max_memory: args.max_guest_memory_mib << 20, gate, ..Default::default() })?;
+    let unload_idle_after = (!args.unload_idle_after.is_zero()).then_some(args.unload_idle_after);
+    let runtime = Runtime::new(runtime::Config {
+        max_memory: args.max_guest_memory_mib << 20,
+        gate,
+        unload_idle_after,
+        ..Default::default()
+    })?;
     let mut builder = Manager::builder(client).config(manager_config(&args)?).runtime(runtime);
     let webhooks = parse_addr(&args.webhook_bind_address)?;
     if let Some(bind) = webhooks {

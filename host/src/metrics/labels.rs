@@ -74,7 +74,7 @@ impl From<&crate::runtime::CallError> for GuestErrorKind {
             CallError::Trap { .. } => GuestErrorKind::Trap,
             CallError::Malformed(_) => GuestErrorKind::Malformed,
             CallError::OutputTooLarge { .. } => GuestErrorKind::Oversized,
-            CallError::Instantiate(_) => GuestErrorKind::Instantiate,
+            CallError::Instantiate(_) | CallError::Reload(_) => GuestErrorKind::Instantiate,
         }
     }
 }

@@ -267,7 +267,7 @@ pub fn load_reason(e: &crate::runtime::LoadError) -> Reason {
         {
             Reason::InvalidSpec
         }
-        E::Engine(_) | E::Panicked(_) => Reason::Loading,
+        E::Engine(_) | E::Panicked(_) | E::Reload(_) => Reason::Loading,
         E::NotAComponent(_)
         | E::WrongWorld(_)
         | E::UnknownImport(_)
