@@ -8,16 +8,13 @@
 
 mod common;
 
-use common::{eventually, free_port, guest, thing_crd, webapp_crd};
+use common::running::Running;
+use common::{eventually, thing_crd, webapp_crd};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::Ingress;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
-};
-use operon::manager::{self, Manager};
-use operon::runtime::{self, Limits, Runtime};
+use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -29,79 +26,7 @@ fn plane() -> &'static operon_envtest::ControlPlane {
     })
 }
 
-/// A manager running one module, scoped to one namespace.
-struct Running {
-    client: kube::Client,
-    namespace: String,
-    metrics: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<Result<(), manager::Error>>,
-}
-
 impl Running {
-    async fn start(module: &str, prefix: &str) -> Running {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-            .with_test_writer()
-            .try_init();
-        let client = plane().client().await;
-        let namespace = operon_envtest::create_namespace(&client, prefix).await.unwrap();
-        let rt = Runtime::new(runtime::Config { artifact_dir: None, ..Default::default() }).unwrap();
-        let module = rt.load(&guest(module), Limits::default()).unwrap();
-        let port = free_port();
-        let mgr = Manager::builder(client.clone())
-            .config(manager::Config {
-                pipeline: operon::pipeline::Config {
-                    namespace: Some(namespace.clone()),
-                    controller: operon::controller::Config { max_concurrent_reconciles: 2, ..Default::default() },
-                    ..Default::default()
-                },
-                server_addr: Some(([127, 0, 0, 1], port).into()),
-                ..Default::default()
-            })
-            .build()
-            .await
-            .unwrap();
-        mgr.add(module);
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(mgr.run(async move {
-            let _ = stopped.await;
-        }));
-        Running { client, namespace, metrics: format!("http://127.0.0.1:{port}"), stop: Some(stop), task }
-    }
-
-    fn api<K>(&self) -> Api<K>
-    where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
-        K::DynamicType: Default,
-    {
-        Api::namespaced(self.client.clone(), &self.namespace)
-    }
-
-    fn custom(&self, kind: &str) -> Api<DynamicObject> {
-        let gvk = GroupVersionKind::gvk("example.operon.dev", "v1alpha1", kind);
-        Api::namespaced_with(self.client.clone(), &self.namespace, &ApiResource::from_gvk(&gvk))
-    }
-
-    async fn create(&self, kind: &str, name: &str, spec: Value) -> DynamicObject {
-        let obj: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "example.operon.dev/v1alpha1", "kind": kind,
-            "metadata": {"name": name}, "spec": spec
-        }))
-        .unwrap();
-        self.custom(kind).create(&PostParams::default(), &obj).await.unwrap()
-    }
-
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        self.task.await.unwrap().unwrap();
-    }
-
     /// Events about `name`.
     async fn events(&self, name: &str) -> Vec<Event> {
         let events = self.api::<Event>().list(&ListParams::default()).await.unwrap();
@@ -165,7 +90,7 @@ async fn get<K: Clone + serde::de::DeserializeOwned + std::fmt::Debug>(api: &Api
 
 #[tokio::test]
 async fn webapp_children_follow_the_spec_and_are_pruned() {
-    let r = Running::start("rust-webapp", "children").await;
+    let r = Running::start(plane(), "rust-webapp", "children").await;
     let parent = r
         .create(
             "WebApp",
@@ -211,7 +136,7 @@ async fn webapp_children_follow_the_spec_and_are_pruned() {
 
 #[tokio::test]
 async fn webapp_status_reflects_the_deployment() {
-    let r = Running::start("rust-webapp", "status").await;
+    let r = Running::start(plane(), "rust-webapp", "status").await;
     r.create("WebApp", "web", json!({"image": "nginx:1.27", "replicas": 2})).await;
     let deployments = r.api::<Deployment>();
     eventually("the Deployment", WAIT, || async { get(&deployments, "web").await }).await;
@@ -244,7 +169,7 @@ async fn webapp_status_reflects_the_deployment() {
 
 #[tokio::test]
 async fn deleting_a_webapp_runs_its_finalizer_and_children_are_collected() {
-    let r = Running::start("rust-webapp", "finalize").await;
+    let r = Running::start(plane(), "rust-webapp", "finalize").await;
     r.create("WebApp", "gone", json!({"image": "nginx:1.27"})).await;
     eventually("the finalizer", WAIT, || async {
         let p = r.custom("WebApp").get("gone").await.unwrap();
@@ -269,7 +194,7 @@ async fn deleting_a_webapp_runs_its_finalizer_and_children_are_collected() {
 
 #[tokio::test]
 async fn requeue_after_is_honoured() {
-    let r = Running::start("requeue-counter", "requeue").await;
+    let r = Running::start(plane(), "requeue-counter", "requeue").await;
     r.create("Thing", "tick", json!({"everyMs": 200})).await;
     // Only requeues drive this guest (its status writes pass no predicate).
     let started = std::time::Instant::now();
@@ -289,7 +214,7 @@ async fn requeue_after_is_honoured() {
 
 #[tokio::test]
 async fn a_requeue_after_below_the_floor_is_raised_to_it() {
-    let r = Running::start("echo", "requeue-floor").await;
+    let r = Running::start(plane(), "echo", "requeue-floor").await;
     r.create("Thing", "spin", json!({"count": true, "requeueAfterMs": 0})).await;
     eventually("the first reconciles", WAIT, || async { (r.count("spin").await >= 2).then_some(()) }).await;
     let before = r.reconciles("echo").await;
@@ -312,7 +237,7 @@ async fn a_requeue_after_below_the_floor_is_raised_to_it() {
 
 #[tokio::test]
 async fn every_distinct_event_message_reaches_the_cluster_and_repeats_are_not_doubled() {
-    let r = Running::start("echo", "events").await;
+    let r = Running::start(plane(), "echo", "events").await;
     let events = json!([
         {"reason": "Step", "message": "one"},
         {"reason": "Step", "message": "two"},
@@ -349,7 +274,7 @@ async fn every_distinct_event_message_reaches_the_cluster_and_repeats_are_not_do
 
 #[tokio::test]
 async fn an_outcome_beyond_the_bounds_is_refused_naming_the_limit() {
-    let r = Running::start("echo", "bounds").await;
+    let r = Running::start(plane(), "echo", "bounds").await;
     let many: Vec<Value> = (0..501)
         .map(|i| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("cm-{i}")}}))
         .collect();
@@ -368,7 +293,7 @@ async fn an_outcome_beyond_the_bounds_is_refused_naming_the_limit() {
 
 #[tokio::test]
 async fn a_refused_outcome_is_not_retried_until_the_object_changes() {
-    let r = Running::start("misbehave-escape", "terminal").await;
+    let r = Running::start(plane(), "misbehave-escape", "terminal").await;
     r.create("Thing", "sly", json!({"escape": "secret"})).await;
     eventually("a terminal error", WAIT, || async {
         (r.metric(r#"controller_runtime_terminal_reconcile_errors_total{controller="misbehave-escape"}"#).await >= 1.0)
@@ -394,7 +319,7 @@ async fn a_refused_outcome_is_not_retried_until_the_object_changes() {
 
 #[tokio::test]
 async fn guest_traps_count_as_panics_in_the_metrics() {
-    let r = Running::start("misbehave-trap", "panics").await;
+    let r = Running::start(plane(), "misbehave-trap", "panics").await;
     r.create("Thing", "boom", json!({})).await;
     eventually("a counted panic", WAIT, || async {
         let text = r.scrape().await;
@@ -408,7 +333,7 @@ async fn guest_traps_count_as_panics_in_the_metrics() {
 
 #[tokio::test]
 async fn an_outcome_with_a_kind_not_owned_writes_nothing() {
-    let r = Running::start("misbehave-escape", "escape-kind").await;
+    let r = Running::start(plane(), "misbehave-escape", "escape-kind").await;
     r.create("Thing", "sly", json!({"escape": "secret"})).await;
     let warnings = eventually("an InvalidOutcome event", WAIT, || async {
         let w = r.warnings("sly").await;
@@ -424,7 +349,7 @@ async fn an_outcome_with_a_kind_not_owned_writes_nothing() {
 
 #[tokio::test]
 async fn an_outcome_in_another_namespace_writes_nothing() {
-    let r = Running::start("misbehave-escape", "escape-ns").await;
+    let r = Running::start(plane(), "misbehave-escape", "escape-ns").await;
     r.create("Thing", "sly", json!({"escape": "namespace"})).await;
     let warnings = eventually("an InvalidOutcome event", WAIT, || async {
         let w = r.warnings("sly").await;
@@ -441,7 +366,7 @@ async fn an_outcome_in_another_namespace_writes_nothing() {
 
 #[tokio::test]
 async fn metrics_and_probes_are_served_and_metrics_pass_promtool() {
-    let r = Running::start("rust-webapp", "metrics").await;
+    let r = Running::start(plane(), "rust-webapp", "metrics").await;
     r.create("WebApp", "m", json!({"image": "nginx:1.27"})).await;
     eventually("the Deployment", WAIT, || async { get(&r.api::<Deployment>(), "m").await }).await;
     let http = reqwest::Client::new();

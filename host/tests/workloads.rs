@@ -7,12 +7,11 @@
 
 mod common;
 
-use common::{eventually, free_port, guest, scheduledscale_crd, webapp_crd};
+use common::running::Running;
+use common::{eventually, scheduledscale_crd, webapp_crd};
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
-use operon::manager::{self, Manager};
-use operon::runtime::{self, Limits, Runtime};
-use serde_json::{Value, json};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::json;
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -21,58 +20,6 @@ fn plane() -> &'static operon_envtest::ControlPlane {
     operon_envtest::shared_with(|| {
         operon_envtest::Options::with_workloads().nodes(1).crd(webapp_crd()).crd(scheduledscale_crd())
     })
-}
-
-/// A manager running one example module in one namespace.
-struct Running {
-    client: kube::Client,
-    namespace: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<Result<(), manager::Error>>,
-}
-
-impl Running {
-    async fn start(module: &str, prefix: &str) -> Running {
-        let client = plane().client().await;
-        let namespace = operon_envtest::create_namespace(&client, prefix).await.unwrap();
-        let rt = Runtime::new(runtime::Config { artifact_dir: None, ..Default::default() }).unwrap();
-        let module = rt.load(&guest(module), Limits::default()).unwrap();
-        let mgr = Manager::builder(client.clone())
-            .config(manager::Config {
-                pipeline: operon::pipeline::Config { namespace: Some(namespace.clone()), ..Default::default() },
-                server_addr: Some(([127, 0, 0, 1], free_port()).into()),
-                ..Default::default()
-            })
-            .build()
-            .await
-            .unwrap();
-        mgr.add(module);
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(mgr.run(async move {
-            let _ = stopped.await;
-        }));
-        Running { client, namespace, stop: Some(stop), task }
-    }
-
-    fn custom(&self, kind: &str) -> Api<DynamicObject> {
-        let gvk = GroupVersionKind::gvk("example.operon.dev", "v1alpha1", kind);
-        Api::namespaced_with(self.client.clone(), &self.namespace, &ApiResource::from_gvk(&gvk))
-    }
-
-    async fn create(&self, kind: &str, name: &str, spec: Value) {
-        let obj: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "example.operon.dev/v1alpha1", "kind": kind, "metadata": {"name": name}, "spec": spec
-        }))
-        .unwrap();
-        self.custom(kind).create(&PostParams::default(), &obj).await.unwrap();
-    }
-
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        self.task.await.unwrap().unwrap();
-    }
 }
 
 /// `(status, reason, message, lastTransitionTime)` of a WebApp's `Ready`.
@@ -87,7 +34,7 @@ fn ready(object: &DynamicObject) -> Option<(String, String, String, String)> {
 /// `readiness` — on a cluster where the Deployment really rolls out.
 #[tokio::test]
 async fn a_webapps_ready_follows_its_deployments_availability() {
-    let r = Running::start("rust-webapp", "ready").await;
+    let r = Running::start(plane(), "rust-webapp", "ready").await;
     r.create("WebApp", "shop", json!({"image": "registry.invalid/shop:1", "replicas": 2})).await;
     let webapps = r.custom("WebApp");
     let seen = std::sync::Mutex::new(Vec::new());
@@ -126,7 +73,7 @@ async fn a_webapps_ready_follows_its_deployments_availability() {
 /// by its own `requeue-at`, not by polling or an event — and never before.
 #[tokio::test]
 async fn a_scheduled_scale_acts_when_its_schedule_turns() {
-    let r = Running::start("rust-scheduledscale", "schedule").await;
+    let r = Running::start(plane(), "rust-scheduledscale", "schedule").await;
     // An entry a few seconds from now (whole seconds, UTC), the other long past.
     let turn = jiff::Timestamp::now().checked_add(jiff::SignedDuration::from_secs(6)).unwrap();
     let turn = jiff::Timestamp::from_second(turn.as_second()).unwrap();

@@ -2,6 +2,8 @@
 
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
+pub mod running;
+
 use std::path::PathBuf;
 
 /// `target/guests`, or `$OPERON_GUESTS_DIR`.
