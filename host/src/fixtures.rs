@@ -300,7 +300,7 @@ fn run_review(module: &Module, case: &Case, update: bool) -> Result<Concluded, E
             "  the module does not export {}/admission@{}: build it for the reconciler-with-admission world \
              (Rust: `operon_sdk::export!(MyReconciler with admission)`) or remove {}/",
             crate::runtime::WIT_PACKAGE,
-            crate::runtime::WIT_VERSION,
+            module.info().wit_version,
             fixture::ADMISSION_DIR
         )));
     }

@@ -44,7 +44,7 @@ fn inspect_shows_the_manifest_and_the_module() {
         "reconciles:   example.operon.dev/v1alpha1 WebApp",
         "apps/v1 Deployment, v1 Service, networking.k8s.io/v1 Ingress",
         "finalizer:    example.operon.dev/cleanup",
-        "operon:reconciler@0.1.0 (host runs 0.1.0 and 0.2.0)",
+        &format!("operon:reconciler@{} (host runs 0.1.0 and 0.2.0)", operon::runtime::WIT_VERSION),
         "wasi:         no",
         "compile time:",
     ] {
@@ -144,7 +144,10 @@ fn version_prints_the_binary_the_contract_and_each_sdk() {
     let version = env!("CARGO_PKG_VERSION");
     assert!(text.starts_with(&format!("operon {version}\n")), "{text}");
     assert!(
-        text.contains("contract operon:reconciler@0.1.0 (runs guests built for operon:reconciler 0.1.x and 0.2.x)"),
+        text.contains(&format!(
+            "contract operon:reconciler@{} (runs guests built for operon:reconciler 0.1.x and 0.2.x)",
+            operon::runtime::WIT_VERSION
+        )),
         "{text}"
     );
     for (lang, line) in [
