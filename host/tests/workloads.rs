@@ -9,9 +9,11 @@ mod common;
 
 use common::running::Running;
 use common::{eventually, scheduledscale_crd, webapp_crd};
+use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::json;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -35,23 +37,56 @@ fn ready(object: &DynamicObject) -> Option<(String, String, String, String)> {
 #[tokio::test]
 async fn a_webapps_ready_follows_its_deployments_availability() {
     let r = Running::start(plane(), "rust-webapp", "ready").await;
-    r.create("WebApp", "shop", json!({"image": "registry.invalid/shop:1", "replicas": 2})).await;
     let webapps = r.custom("WebApp");
-    let seen = std::sync::Mutex::new(Vec::new());
+    // Every write of the WebApp, from a watch opened before it exists (a
+    // poll could miss a short False phase).
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let watch = {
+        let seen = seen.clone();
+        let (listed, ready_to_go) = tokio::sync::oneshot::channel();
+        let mut listed = Some(listed);
+        let config = kube::runtime::watcher::Config::default().fields("metadata.name=shop");
+        let mut stream = kube::runtime::watcher(webapps.clone(), config).boxed();
+        let task = tokio::spawn(async move {
+            use kube::runtime::watcher::Event;
+            while let Some(event) = stream.next().await {
+                let w = match event {
+                    Ok(Event::Apply(w) | Event::InitApply(w)) => w,
+                    Ok(Event::InitDone) => {
+                        if let Some(tx) = listed.take() {
+                            let _ = tx.send(());
+                        }
+                        continue;
+                    }
+                    _ => continue,
+                };
+                if let Some(now) = ready(&w) {
+                    let mut seen = seen.lock().unwrap();
+                    if seen.last() != Some(&now) {
+                        seen.push(now);
+                    }
+                }
+            }
+        });
+        ready_to_go.await.expect("the watch listed the namespace");
+        task
+    };
+    r.create("WebApp", "shop", json!({"image": "registry.invalid/shop:1", "replicas": 2})).await;
     let available = eventually("Ready True", WAIT, || async {
         let w = webapps.get("shop").await.ok()?;
         let ready = ready(&w)?;
-        let mut seen = seen.lock().unwrap();
-        if seen.last() != Some(&ready) {
-            seen.push(ready.clone());
-        }
         (ready.0 == "True").then_some((ready, w.data["status"]["readyReplicas"].clone()))
     })
     .await;
-    let seen = seen.into_inner().unwrap();
     assert_eq!(available.0.1, "Available");
     assert_eq!(available.0.2, "2 of 2 replicas ready");
     assert_eq!(available.1, 2);
+    let seen = eventually("the watch saw Ready True", WAIT, || async {
+        let seen = seen.lock().unwrap().clone();
+        seen.iter().any(|r| r.0 == "True").then_some(seen)
+    })
+    .await;
+    watch.abort();
     assert!(seen.first().is_some_and(|r| r.0 == "False"), "Ready was False before the rollout: {seen:?}");
 
     // A new image rolls out: Ready turns True again with a later transition.
