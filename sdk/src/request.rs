@@ -111,6 +111,33 @@ struct Group {
     kind: Gvk,
     objects: Vec<String>,
     readiness: Vec<Readiness>,
+    /// Each object's `metadata.name`, read once when first asked for.
+    names: std::sync::OnceLock<Vec<String>>,
+}
+
+impl Group {
+    /// The objects' names, in order (empty for one that does not parse).
+    fn names(&self) -> &[String] {
+        self.names.get_or_init(|| {
+            #[derive(Deserialize)]
+            struct Named {
+                #[serde(default)]
+                metadata: NameOnly,
+            }
+            #[derive(Default, Deserialize)]
+            struct NameOnly {
+                #[serde(default, deserialize_with = "null_as_default")]
+                name: String,
+            }
+            let name = |json: &String| serde_json::from_str::<Named>(json).map(|n| n.metadata.name).unwrap_or_default();
+            self.objects.iter().map(name).collect()
+        })
+    }
+
+    /// The index of the object called `name`.
+    fn position(&self, name: &str) -> Option<usize> {
+        self.names().iter().position(|n| n == name)
+    }
 }
 
 /// The contract's readiness as the SDK's (one set of values, from
@@ -155,7 +182,7 @@ impl<K: DeserializeOwned> Request<K> {
                 .map(|group| {
                     let (objects, rated) =
                         group.objects.into_iter().map(|c| (c.object, readiness(c.readiness))).unzip();
-                    Group { kind: group.kind, objects, readiness: rated }
+                    Group { kind: group.kind, objects, readiness: rated, names: Default::default() }
                 })
                 .collect(),
             related: request.related,
@@ -224,22 +251,15 @@ impl<K> Request<K> {
 
     /// As [`readiness`](Request::readiness), for a kind given as a [`Gvk`].
     pub fn readiness_of(&self, kind: &Gvk, name: &str) -> Option<&Readiness> {
-        let group = self.children.iter().find(|group| group.kind == *kind)?;
-        let at = group
-            .objects
-            .iter()
-            .position(|json| serde_json::from_str::<Head>(json).is_ok_and(|head| head.metadata.name == name))?;
-        group.readiness.get(at)
+        let group = self.group(kind)?;
+        group.readiness.get(group.position(name)?)
     }
 
     /// Every child's kind, name and readiness, in the order of
     /// `manifest.owns`, each kind's sorted by namespace then name.
     pub fn children_readiness(&self) -> impl Iterator<Item = (&Gvk, String, &Readiness)> {
         self.children.iter().flat_map(|group| {
-            group.objects.iter().zip(&group.readiness).map(move |(json, rated)| {
-                let name = serde_json::from_str::<Head>(json).map(|head| head.metadata.name).unwrap_or_default();
-                (&group.kind, name, rated)
-            })
+            group.names().iter().zip(&group.readiness).map(move |(name, rated)| (&group.kind, name.clone(), rated))
         })
     }
 
@@ -281,27 +301,24 @@ impl<K> Request<K> {
     ///
     /// Terminal, when that child does not fit `C`.
     pub fn child<C: ObjectKind + DeserializeOwned>(&self, name: &str) -> Result<Option<C>, Failure> {
-        for json in self.raw_children(&C::gvk()) {
-            let head: Head = serde_json::from_str(json)?;
-            if head.metadata.name == name {
-                return parse_object(json).map(Some);
-            }
-        }
-        Ok(None)
+        let Some(group) = self.group(&C::gvk()) else { return Ok(None) };
+        group.position(name).map(|at| parse_object(&group.objects[at])).transpose()
     }
 
     /// Whether a child of `C`'s kind called `name` exists. Parses only the
     /// children's `metadata`, so `C` may be a large type that is never
     /// deserialized.
     pub fn has_child<C: ObjectKind + ?Sized>(&self, name: &str) -> bool {
-        self.raw_children(&C::gvk())
-            .iter()
-            .any(|json| serde_json::from_str::<Head>(json).is_ok_and(|head| head.metadata.name == name))
+        self.group(&C::gvk()).is_some_and(|group| group.position(name).is_some())
     }
 
     /// The existing children of `kind` as JSON text.
     pub fn raw_children(&self, kind: &Gvk) -> &[String] {
-        self.children.iter().find(|group| group.kind == *kind).map_or(&[], |group| group.objects.as_slice())
+        self.group(kind).map_or(&[], |group| group.objects.as_slice())
+    }
+
+    fn group(&self, kind: &Gvk) -> Option<&Group> {
+        self.children.iter().find(|group| group.kind == *kind)
     }
 
     /// The related objects (of watched kinds) of `R`'s kind.

@@ -56,7 +56,7 @@ pub const FINALIZER: &str = "example.operon.dev/cleanup";
 pub struct WebAppReconciler;
 
 impl Reconciler for WebAppReconciler {
-    type Object = serde_json::Value;
+    type Object = Unchecked;
 
     fn manifest() -> Manifest {
         Manifest::new("webapp", WebApp::gvk())
@@ -66,7 +66,7 @@ impl Reconciler for WebAppReconciler {
             .finalizer(FINALIZER)
     }
 
-    fn reconcile(req: Request<serde_json::Value>, _ctx: &Context) -> Result<Outcome, Failure> {
+    fn reconcile(req: Request<Unchecked>, _ctx: &Context) -> Result<Outcome, Failure> {
         let name = req.name();
         if req.finalizing {
             // Nothing outside the cluster to clean up; the children go with
@@ -80,16 +80,18 @@ impl Reconciler for WebAppReconciler {
         // The parent is typed here rather than by the SDK, so that an invalid
         // spec fails with a status that says so (the SDK's parse would fail
         // before `reconcile` runs, with nothing to write).
-        let previous = req.object.get("status").and_then(|s| serde_json::from_value::<WebAppStatus>(s.clone()).ok());
+        let previous = req.object.status.as_ref().and_then(|s| serde_json::from_str::<WebAppStatus>(s.get()).ok());
         let invalid = |message: String| {
             let status = status::invalid(&req, previous.as_ref(), existing.as_ref(), &message);
             Failure::terminal(message).with_status(status)
         };
-        let webapp = match serde_json::from_value::<WebApp>(req.object.clone()) {
-            Ok(webapp) => webapp,
-            Err(error) => return Err(invalid(format!("{} is invalid: {error}", describe(&req)))),
+        let spec = match &req.object.spec {
+            None => Err("missing field `spec`".to_owned()),
+            Some(spec) => {
+                serde_json::from_str::<WebAppSpec>(spec.get()).map_err(|e| Failure::from(e).message().to_owned())
+            }
         };
-        let spec = &webapp.spec;
+        let spec = &spec.map_err(|error| invalid(format!("{} is invalid: {error}", describe(&req))))?;
         spec.validate().map_err(|failure| invalid(failure.message().to_owned()))?;
 
         let had_ingress = req.has_child::<Ingress>(name);
@@ -159,6 +161,21 @@ fn events(
         events.push(("Available", format!("all {} replicas of {name} are ready", spec.replicas)));
     }
     events
+}
+
+/// A WebApp as the SDK hands it in: `spec` and `status` not typed yet, so
+/// that a spec that does not fit [`WebAppSpec`] fails *with* a status
+/// (`reconcile` types them; the SDK's own parse would fail before it runs,
+/// with nothing to write). Metadata is the SDK's ([`Request::metadata`]).
+/// Kept as JSON text, not parsed twice.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct Unchecked {
+    /// `spec`, as sent.
+    #[serde(default)]
+    pub spec: Option<Box<serde_json::value::RawValue>>,
+    /// `status`, as sent.
+    #[serde(default)]
+    pub status: Option<Box<serde_json::value::RawValue>>,
 }
 
 /// `WebApp default/shop`, as the SDK names an object in its messages.
