@@ -1,6 +1,6 @@
 //! A guest of contract 0.2 (`wit/`), built with wit-bindgen directly
-//! (the SDKs speak 0.1 until they move together), so end-to-end tests can
-//! see what 0.2 hands a guest and what the host does with its answers:
+//! (no SDK in between), so end-to-end tests see exactly what 0.2 hands a
+//! guest and what the host does with its answers:
 //!
 //! - `status.now`: the request's clock; `status.count`: the cached count + 1
 //!   (every reconcile is visible from outside);
