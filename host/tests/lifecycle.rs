@@ -125,7 +125,11 @@ impl Replica {
         let child = cmd
             .env("KUBECONFIG", plane().kubeconfig_path())
             .env("HOSTNAME", name)
-            .env("RUST_LOG", std::env::var("OPERON_TEST_LOG").unwrap_or_else(|_| "info,kube=warn".into()))
+            .env(
+                "RUST_LOG",
+                std::env::var("OPERON_TEST_LOG")
+                    .unwrap_or_else(|_| "info,kube=warn,operon::reconciler::lifecycle=debug".into()),
+            )
             .env("OPERON_LOG_FORMAT", "text")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
