@@ -20,6 +20,7 @@ mod conversion;
 mod error;
 mod gate;
 mod guest;
+mod idle;
 mod limits;
 mod module;
 mod pool;
@@ -118,7 +119,7 @@ struct Inner {
     modules: Modules,
 }
 
-type Modules = Arc<std::sync::Mutex<Vec<std::sync::Weak<module::Inner>>>>;
+pub(crate) type Modules = Arc<std::sync::Mutex<Vec<std::sync::Weak<module::Inner>>>>;
 
 impl Drop for Inner {
     fn drop(&mut self) {
@@ -139,7 +140,7 @@ impl Runtime {
         let gate = Gate::new(config.gate);
         let modules = Modules::default();
         if let (Some(after), Some(_)) = (config.unload_idle_after, &artifacts) {
-            spawn_idle_sweep(modules.clone(), after, ticker_stop.clone());
+            idle::spawn_sweep(modules.clone(), after, ticker_stop.clone());
         }
         Ok(Runtime {
             inner: Arc::new(Inner { engine, linker, wasi_linker, artifacts, config, gate, ticker_stop, modules }),
@@ -167,7 +168,7 @@ impl Runtime {
     /// ([`Module::unload_if_idle`]); returns how many it unloaded. The
     /// runtime does this by itself with [`Config::unload_idle_after`].
     pub fn unload_idle(&self, after: Duration) -> usize {
-        sweep(&self.inner.modules, after)
+        idle::sweep(&self.inner.modules, after)
     }
 
     /// Whether the artifact cache can give `digest`'s component back.
@@ -214,31 +215,6 @@ impl Runtime {
     pub(crate) fn engine(&self) -> &wasmtime::Engine {
         &self.inner.engine
     }
-}
-
-/// Unload the modules idle for `after`; forget the dropped ones.
-fn sweep(modules: &Modules, after: Duration) -> usize {
-    let live: Vec<Module> = {
-        let mut list = modules.lock().unwrap_or_else(|p| p.into_inner());
-        list.retain(|m| m.strong_count() > 0);
-        list.iter().filter_map(|m| m.upgrade()).map(|inner| Module { inner }).collect()
-    };
-    live.iter().filter(|m| m.unload_if_idle(after)).count()
-}
-
-/// The idle sweep: every quarter of `after` (at most 30 s), until the
-/// runtime is dropped.
-fn spawn_idle_sweep(modules: Modules, after: Duration, stop: Arc<AtomicBool>) {
-    let every = (after / 4).clamp(Duration::from_millis(50), Duration::from_secs(30));
-    let _ = std::thread::Builder::new().name("operon-idle-sweep".into()).spawn(move || {
-        while !stop.load(Ordering::Relaxed) {
-            std::thread::sleep(every);
-            let unloaded = sweep(&modules, after);
-            if unloaded > 0 {
-                tracing::debug!(unloaded, "unloaded idle modules");
-            }
-        }
-    });
 }
 
 fn build_engine(config: &Config) -> wasmtime::Result<wasmtime::Engine> {

@@ -55,8 +55,9 @@ pub struct Module {
 }
 
 pub(super) struct Inner {
-    /// Keeps the engine's epoch ticker running while the module lives.
-    _runtime: Runtime,
+    /// The engine (its epoch ticker runs while the module lives) and the
+    /// artifact cache an idle module is loaded again from.
+    pub(super) runtime: Runtime,
     pub(super) info: ModuleInfo,
     pub(super) manifest: Arc<Manifest>,
     /// What every call shares: engine, limits, output, peak memory.
@@ -64,15 +65,15 @@ pub(super) struct Inner {
     /// The compiled code and instance templates; `None` while unloaded for
     /// being idle ([`Module::unload_if_idle`]), loaded again from the
     /// artifact cache by the next call.
-    loaded: RwLock<Option<Arc<Loaded>>>,
+    pub(super) loaded: RwLock<Option<Arc<Loaded>>>,
     /// One reload at a time.
-    reloading: Mutex<()>,
+    pub(super) reloading: Mutex<()>,
     /// Whether the module exports admission / conversion (known unloaded).
-    admission: bool,
-    conversion: bool,
+    pub(super) admission: bool,
+    pub(super) conversion: bool,
     /// When a call last began, in milliseconds since `born`.
-    last_used: AtomicU64,
-    born: Instant,
+    pub(super) last_used: AtomicU64,
+    pub(super) born: Instant,
     /// Unloads and reloads so far, and the last reload's duration (µs).
     pub(super) unloads: AtomicU64,
     pub(super) reloads: AtomicU64,
@@ -90,7 +91,7 @@ pub(super) struct Loaded {
 
 impl Loaded {
     /// Pre-link `component` and make its call slots.
-    fn new(
+    pub(super) fn new(
         runtime: &Runtime,
         component: &wasmtime::component::Component,
         uses_wasi: bool,
@@ -251,7 +252,7 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
     let loaded = Loaded::new(runtime, &component, uses_wasi, &wit_version, admission, conversion, &limits)?;
     let stdio = Arc::new(GuestLog::new(limits.log_lines_per_second, limits.log_burst));
     let module = Inner {
-        _runtime: runtime.clone(),
+        runtime: runtime.clone(),
         info: ModuleInfo {
             digest,
             size: bytes.len(),
@@ -397,87 +398,6 @@ impl Module {
     /// Facts about the module.
     pub fn info(&self) -> &ModuleInfo {
         &self.inner.info
-    }
-
-    /// The compiled code and instance templates, loaded again from the
-    /// artifact cache if the module was unloaded for being idle. Marks the
-    /// module used.
-    pub(super) fn loaded(&self) -> Result<Arc<Loaded>, CallError> {
-        let inner = &self.inner;
-        inner.last_used.store(inner.born.elapsed().as_millis() as u64, Ordering::Relaxed);
-        if let Some(loaded) = inner.loaded.read().unwrap_or_else(|p| p.into_inner()).clone() {
-            return Ok(loaded);
-        }
-        let _one = inner.reloading.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(loaded) = inner.loaded.read().unwrap_or_else(|p| p.into_inner()).clone() {
-            return Ok(loaded);
-        }
-        let started = Instant::now();
-        let runtime = &inner._runtime;
-        let component = runtime.reload_component(&inner.info.digest).map_err(|e| CallError::Reload(e.to_string()))?;
-        let loaded = Loaded::new(
-            runtime,
-            &component,
-            inner.info.uses_wasi,
-            &inner.info.wit_version,
-            inner.admission,
-            inner.conversion,
-            &inner.calls.limits,
-        )
-        .map(Arc::new)
-        .map_err(|e| CallError::Reload(e.to_string()))?;
-        *inner.loaded.write().unwrap_or_else(|p| p.into_inner()) = Some(loaded.clone());
-        inner.reloads.fetch_add(1, Ordering::Relaxed);
-        inner.last_reload_us.store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-        tracing::debug!(digest = %inner.info.digest, took = ?started.elapsed(), "reloaded an idle module");
-        Ok(loaded)
-    }
-
-    /// Drop the compiled code and instance templates (and pooled
-    /// instances) if no call began for `idle`, keeping what describes the
-    /// module; the next call loads them again from the artifact cache. A
-    /// module the cache cannot give back is never unloaded. Calls in flight
-    /// keep what they use until they end. Returns whether it unloaded.
-    pub fn unload_if_idle(&self, idle: Duration) -> bool {
-        let inner = &self.inner;
-        let now = inner.born.elapsed().as_millis() as u64;
-        if now.saturating_sub(inner.last_used.load(Ordering::Relaxed)) < idle.as_millis() as u64 {
-            return false;
-        }
-        if !inner._runtime.can_reload(&inner.info.digest) {
-            return false;
-        }
-        let unloaded = inner.loaded.write().unwrap_or_else(|p| p.into_inner()).take().is_some();
-        if unloaded {
-            inner.unloads.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(digest = %inner.info.digest, "unloaded an idle module");
-        }
-        unloaded
-    }
-
-    /// Whether the module exports admission (known while unloaded too).
-    pub(super) fn inner_admission(&self) -> bool {
-        self.inner.admission
-    }
-
-    /// Whether the module exports `convert` (known while unloaded too).
-    pub(super) fn inner_conversion(&self) -> bool {
-        self.inner.conversion
-    }
-
-    /// Whether the compiled code is loaded (not unloaded for being idle).
-    pub fn is_loaded(&self) -> bool {
-        self.inner.loaded.read().unwrap_or_else(|p| p.into_inner()).is_some()
-    }
-
-    /// Unloads and reloads so far, and how long the last reload took.
-    pub fn unload_stats(&self) -> (u64, u64, Duration) {
-        let inner = &self.inner;
-        (
-            inner.unloads.load(Ordering::Relaxed),
-            inner.reloads.load(Ordering::Relaxed),
-            Duration::from_micros(inner.last_reload_us.load(Ordering::Relaxed)),
-        )
     }
 
     /// The manifest the module returned at load.
