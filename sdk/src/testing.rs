@@ -632,8 +632,9 @@ pub fn mutate<R: Reconciler>(cluster: &FakeCluster, review: raw::Review) -> Resu
     Ok(mutated.map(|json| serde_json::from_str(&json).expect("the mutated object is JSON")))
 }
 
-/// The WIT form of a readiness.
-pub(crate) fn raw_readiness(rated: Readiness) -> raw::Readiness {
+/// The WIT form of a readiness (what the host hands a guest), for tests
+/// and benchmarks that build requests themselves.
+pub fn raw_readiness(rated: Readiness) -> raw::Readiness {
     let status = match rated.status {
         ReadinessStatus::Current => raw::ReadinessStatus::Current,
         ReadinessStatus::InProgress => raw::ReadinessStatus::InProgress,

@@ -311,7 +311,7 @@ async fn native_reconcile(parent: Arc<DynamicObject>, ctx: Arc<Native>) -> Resul
             .iter()
             .map(|c| {
                 let object = serde_json::to_string(&**c)?;
-                let readiness = raw_readiness(operon::contract::Readiness::of_json(&object));
+                let readiness = operon_sdk::testing::raw_readiness(operon::contract::Readiness::of_json(&object));
                 Ok::<_, serde_json::Error>(raw::Child { object, readiness })
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -429,17 +429,4 @@ async fn native_reconcile(parent: Arc<DynamicObject>, ctx: Arc<Native>) -> Resul
         }
     }
     Ok(Action::await_change())
-}
-
-/// The WIT form of the host's readiness.
-fn raw_readiness(rated: operon::contract::Readiness) -> raw::Readiness {
-    use operon::contract::ReadinessStatus as S;
-    let status = match rated.status {
-        S::Current => raw::ReadinessStatus::Current,
-        S::InProgress => raw::ReadinessStatus::InProgress,
-        S::Failed => raw::ReadinessStatus::Failed,
-        S::Terminating => raw::ReadinessStatus::Terminating,
-        S::Unknown => raw::ReadinessStatus::Unknown,
-    };
-    raw::Readiness { status, message: rated.message }
 }
