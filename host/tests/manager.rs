@@ -22,7 +22,31 @@ const WAIT: Duration = Duration::from_secs(30);
 
 fn plane() -> &'static operon_envtest::ControlPlane {
     operon_envtest::shared_with(|| {
-        operon_envtest::Options::with_controller_manager().crd(webapp_crd()).crd(thing_crd())
+        operon_envtest::Options::with_controller_manager().crd(webapp_crd()).crd(thing_crd()).crd(shade_crd())
+    })
+}
+
+/// `Shade`: a kind of its own, whose schema the relist test changes.
+fn shade_crd() -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    serde_json::from_value(shade_crd_with(json!({"type": "string"}))).unwrap()
+}
+
+fn shade_crd_with(color: Value) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "shades.cache.operon.dev"},
+        "spec": {
+            "group": "cache.operon.dev",
+            "scope": "Namespaced",
+            "names": {"plural": "shades", "singular": "shade", "kind": "Shade"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {"color": color}}
+                }}}
+            }]
+        }
     })
 }
 
@@ -505,4 +529,58 @@ async fn the_finalizer_write_should_not_recreate_a_deleted_parent() {
     let mut patch = json!({"metadata": {"finalizers": null}});
     patch["metadata"]["resourceVersion"] = json!(kept.metadata.resource_version);
     api.patch("kept", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+}
+
+/// A CRD change can show an object differently at the same
+/// resourceVersion (here a default; in operon, a conversion switched to a
+/// plugin). The watch opened before it is served from the old storage until
+/// the API server tears that down; the watcher then lists again, and the
+/// cache must deliver what looks different now — as a resync, which passes
+/// every predicate — not swap it in silently (nothing changed in etcd, so no
+/// other event will ever come). An asked-for relist ([`Cache::relist`]) of
+/// what did not change delivers nothing.
+#[tokio::test]
+async fn an_object_a_crd_change_shows_differently_is_delivered_again() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use operon::cache::{Cache, Informer, ObjectEvent, ObjectKey, WatchKey};
+    use operon::contract::Gvk;
+    let client = plane().client().await;
+    let ns = operon_envtest::create_namespace(&client, "relist").await.unwrap();
+    let ar = kube::api::ApiResource::from_gvk(&GroupVersionKind::gvk("cache.operon.dev", "v1", "Shade"));
+    let shades: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+    let shade: DynamicObject = serde_json::from_value(json!({"apiVersion": "cache.operon.dev/v1", "kind": "Shade",
+        "metadata": {"name": "plain"}, "spec": {}}))
+    .unwrap();
+    shades.create(&PostParams::default(), &shade).await.unwrap();
+
+    let cache = Cache::new(client.clone(), Default::default());
+    let informer = cache.informer(WatchKey::new(Gvk::new("cache.operon.dev", "v1", "Shade"), Some(ns.clone())));
+    informer.wait_synced(WAIT).await.unwrap();
+    let mut events = informer.subscribe();
+    assert!(matches!(events.recv().await, Some(ObjectEvent::Applied { initial: true, .. })));
+    let held = |informer: &Informer| informer.store().get(&ObjectKey::new(Some(&ns), "plain")).cloned().unwrap();
+    let color =
+        |o: &operon::cache::CachedObject| o.value().pointer("/spec/color").and_then(Value::as_str).map(str::to_string);
+    assert_eq!(color(&held(&informer)), None);
+
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let defaulted = shade_crd_with(json!({"type": "string", "default": "blue"}));
+    crds.patch("shades.cache.operon.dev", &PatchParams::apply("relist-test").force(), &Patch::Apply(&defaulted))
+        .await
+        .unwrap();
+    let event =
+        tokio::time::timeout(WAIT, events.recv()).await.expect("the object shown differently was not delivered");
+    match event {
+        Some(ObjectEvent::Resync(o)) => assert_eq!((o.name(), color(&o).as_deref()), ("plain", Some("blue"))),
+        other => panic!("expected a resync of the object shown differently, got {other:?}"),
+    }
+    assert_eq!(color(&held(&informer)).as_deref(), Some("blue"));
+
+    let before = held(&informer);
+    cache.relist("cache.operon.dev", "Shade", Duration::ZERO);
+    eventually("the asked-for relist", WAIT, || async {
+        (!std::sync::Arc::ptr_eq(&before, &held(&informer))).then_some(())
+    })
+    .await;
+    assert!(events.try_recv().is_err(), "an object shown the same way was delivered again");
 }

@@ -6,6 +6,11 @@
 //! watch stops when the last [`Arc<Informer>`] is dropped. Objects are held as
 //! `Arc<CachedObject>` with `managedFields` stripped.
 //!
+//! [`Cache::relist`] starts a kind's watches over: when the API server
+//! changes how it serves a kind (a CRD's conversion switched), a watch
+//! opened before keeps the old representation until the old storage is torn
+//! down, and nothing changes the objects it delivered meanwhile.
+//!
 //! **Invariant: reconciles read only from here, never from the API server.**
 
 mod object;
@@ -170,6 +175,7 @@ impl Cache {
             subscribers: Mutex::new(Vec::new()),
             task: Mutex::new(None),
             namespaced: OnceLock::new(),
+            relist: Arc::new(tokio::sync::Notify::new()),
         });
         let task =
             tokio::spawn(run_informer(self.inner.client.clone(), Arc::downgrade(&informer), self.inner.config.resync));
@@ -184,6 +190,24 @@ impl Cache {
         let informers = self.inner.informers.lock().unwrap_or_else(|p| p.into_inner());
         informers.values().filter_map(Weak::upgrade).collect()
     }
+
+    /// Start every watch of `group`/`kind` (any version, namespace or
+    /// selector) over with a fresh list, after `delay`. An object the new
+    /// list shows differently at the same resourceVersion (converted another
+    /// way) is delivered as a [`ObjectEvent::Resync`], past every predicate.
+    /// Returns at once.
+    pub fn relist(&self, group: &str, kind: &str, delay: Duration) {
+        let (cache, group, kind) = (self.clone(), group.to_string(), kind.to_string());
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            for informer in cache.informers() {
+                if informer.key.kind.group == group && informer.key.kind.kind == kind {
+                    tracing::debug!(informer = %informer.key, "relisting");
+                    informer.relist.notify_one();
+                }
+            }
+        });
+    }
 }
 
 /// One watch and its store.
@@ -195,6 +219,8 @@ pub struct Informer {
     subscribers: Mutex<Vec<mpsc::UnboundedSender<ObjectEvent>>>,
     task: Mutex<Option<tokio::task::AbortHandle>>,
     namespaced: OnceLock<bool>,
+    /// Tells the watch to start over ([`Cache::relist`]).
+    relist: Arc<tokio::sync::Notify>,
 }
 
 impl Drop for Informer {
@@ -270,7 +296,7 @@ impl Informer {
 
 /// Resolve the kind, then run the watch until the informer is dropped.
 async fn run_informer(client: kube::Client, weak: Weak<Informer>, resync: Duration) {
-    let Some(key) = weak.upgrade().map(|i| i.key.clone()) else { return };
+    let Some((key, relist_asked)) = weak.upgrade().map(|i| (i.key.clone(), i.relist.clone())) else { return };
     let gvk = GroupVersionKind::gvk(&key.kind.group, &key.kind.version, &key.kind.kind);
     // A kind whose CRD is not installed yet is retried, not fatal.
     let mut delay = Duration::from_millis(500);
@@ -305,7 +331,7 @@ async fn run_informer(client: kube::Client, weak: Weak<Informer>, resync: Durati
         config = config.fields(s);
     }
     let types = Arc::new(TypeMeta { api_version: resource.api_version.clone(), kind: resource.kind.clone() });
-    let mut stream = watcher::watcher(api, config).boxed();
+    let mut stream = watcher::watcher(api.clone(), config.clone()).boxed();
     let mut backoff = Duration::from_millis(100);
     let mut relist: Option<Store> = None;
     // The kind stopped being served (its CRD was deleted): not synced until
@@ -322,6 +348,12 @@ async fn run_informer(client: kube::Client, weak: Weak<Informer>, resync: Durati
                     informer.publish(ObjectEvent::Resync(o));
                 }
                 resync_timer = Box::pin(tokio::time::sleep(jitter(resync)));
+                continue;
+            }
+            _ = relist_asked.notified() => {
+                // A new watcher lists first; its InitDone swaps the store.
+                stream = watcher::watcher(api.clone(), config.clone()).boxed();
+                relist = None;
                 continue;
             }
         };
@@ -405,9 +437,16 @@ fn apply_event(
             let old_store = std::mem::replace(&mut *store, fresh);
             for new in store.iter() {
                 let old = old_store.get(&new.key()).cloned();
-                let unchanged = old.as_ref().is_some_and(|o| o.resource_version() == new.resource_version());
-                if !unchanged {
-                    informer.publish(ObjectEvent::Applied { old, new: new.clone(), initial: first });
+                match old {
+                    // The same version shown another way (its CRD's
+                    // conversion changed): reconcile it, whatever the
+                    // predicates say of an unchanged generation.
+                    Some(o) if o.resource_version() == new.resource_version() => {
+                        if o.json() != new.json() {
+                            informer.publish(ObjectEvent::Resync(new.clone()));
+                        }
+                    }
+                    old => informer.publish(ObjectEvent::Applied { old, new: new.clone(), initial: first }),
                 }
             }
             for gone in old_store.iter().filter(|o| store.get(&o.key()).is_none()) {

@@ -372,6 +372,21 @@ fn resource_event(event: &ObjectEvent, cluster: bool) -> Vec<Enqueue<PluginKey>>
 }
 
 /// The durable record: the status, with this replica's own decisions on top.
+/// The record a step plans with: the status and, on the replica that
+/// leads, its own decisions the status does not hold yet. A standby's
+/// decisions are guesses from a status that may be behind (it sees the
+/// source change before the leader's record of it): kept, they would
+/// outlive the leader's record and contradict it — a standby that only ever
+/// saw the new version would call it the last good one, and have nothing to
+/// roll back to when it took over. So a standby drops them: the status,
+/// which only the leader writes, is the record.
+fn record(status: &ReconcilerStatus, local: &mut Vec<Record>, leading: bool, cleared: bool) -> Durable {
+    if !leading {
+        local.clear();
+    }
+    durable(status, local, cleared)
+}
+
 fn durable(status: &ReconcilerStatus, local: &[Record], cleared: bool) -> Durable {
     let mut d = Durable {
         refused: if cleared {
@@ -478,3 +493,27 @@ mod admission;
 mod converge;
 mod execute;
 mod report;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Stop 26's CI failure: a standby that first saw the source after it
+    /// changed recorded the new version as its last good one; the leader
+    /// rolled it back to the old one; the standby's own record shadowed the
+    /// leader's, and when it took over it had nothing to roll back to.
+    #[test]
+    fn a_standby_should_plan_from_the_leaders_record_not_its_own() {
+        let status = ReconcilerStatus { last_good_digest: Some("sha256:v1".into()), ..Default::default() };
+        let mut local = vec![Record::LastGood("sha256:trap".into())];
+        let d = record(&status, &mut local, false, false);
+        assert_eq!(d.last_good.as_deref(), Some("sha256:v1"));
+        assert!(local.is_empty(), "a standby's own decisions are dropped");
+
+        // The leader's decisions count until its status holds them.
+        let mut local = vec![Record::LastGood("sha256:v2".into())];
+        let d = record(&status, &mut local, true, false);
+        assert_eq!(d.last_good.as_deref(), Some("sha256:v2"));
+        assert_eq!(local.len(), 1);
+    }
+}

@@ -8,6 +8,7 @@
 
 use super::handler::{self, Warned};
 use super::{Answer, Error, Webhooks, config};
+use crate::contract::Gvk;
 use crate::pipeline::ModuleController;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -83,19 +84,20 @@ impl Webhooks {
     }
 
     /// Stop serving `name`'s conversion; when `leading`, give its CRD its
-    /// own conversion settings back.
+    /// own conversion settings back. Returns the kind it converted, if it
+    /// served one.
     ///
     /// # Errors
     /// [`Error::Crd`] when the CRD cannot be written (the route is kept, so
     /// the CRD never points at a path that is not served).
-    pub async fn unregister_conversion(&self, name: &str, leading: bool) -> Result<(), Error> {
-        let Some(route) = self.conversions().get(name).cloned() else { return Ok(()) };
+    pub async fn unregister_conversion(&self, name: &str, leading: bool) -> Result<Option<Gvk>, Error> {
+        let Some(route) = self.conversions().get(name).cloned() else { return Ok(None) };
         if leading {
             self.restore_crd(&route.crd).await?;
         }
         self.conversions_mut().remove(name);
         tracing::info!(plugin = %name, crd = %route.crd, "conversion webhook unregistered");
-        Ok(())
+        Ok(Some(route.controller.module().manifest().for_kind.clone()))
     }
 
     async fn point_crd(&self, plugin: &str, crd: &str) -> Result<(), Error> {

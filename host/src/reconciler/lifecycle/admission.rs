@@ -111,8 +111,10 @@ impl Lifecycle {
                 if registered.as_deref() == Some(fingerprint.as_str()) {
                     return Ok(());
                 }
+                let kind = controller.module().manifest().for_kind.clone();
                 match webhooks.register_conversion(&name, controller, leading).await {
                     Ok(crd) => {
+                        self.relist_converted(&kind);
                         let mut p = plugin.lock().unwrap_or_else(|e| e.into_inner());
                         if p.conversion.is_none() && leading {
                             drop(p);
@@ -148,14 +150,30 @@ impl Lifecycle {
             }
             None => {
                 if registered.is_some() {
-                    webhooks.unregister_conversion(&name, leading).await.map_err(StepError::Conversion)?;
+                    let kind = webhooks.unregister_conversion(&name, leading).await.map_err(StepError::Conversion)?;
+                    if let Some(kind) = kind {
+                        self.relist_converted(&kind);
+                    }
                     plugin.lock().unwrap_or_else(|e| e.into_inner()).conversion = None;
                 }
                 Ok(())
             }
         }
     }
+
+    /// A CRD whose conversion changed is served through new storage, but a
+    /// watch opened before keeps the old one (and its converter) until the
+    /// API server tears it down, a second or more later: objects it delivers
+    /// meanwhile stay in the cache shown the old way. So every watch of the
+    /// kind starts over once the new storage serves (the API server's own
+    /// CRD informer sees the change within milliseconds).
+    pub(super) fn relist_converted(&self, kind: &Gvk) {
+        self.manager.cache().relist(&kind.group, &kind.kind, CONVERSION_SETTLED);
+    }
 }
+
+/// How long after a CRD's conversion changed its watches start over.
+const CONVERSION_SETTLED: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The webhook registration for `spec.admission`: a Reconciler's webhooks
 /// see its own namespace only; a ClusterReconciler's, its granted

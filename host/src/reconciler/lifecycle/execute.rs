@@ -64,7 +64,7 @@ impl Lifecycle {
                 p.local.retain(|r| !matches!(r, Record::Refuse(_)));
                 p.retry = observed.retry.clone();
             }
-            let durable = super::durable(&observed.status, &p.local, cleared);
+            let durable = super::record(&observed.status, &mut p.local, leadership.is_leading(), cleared);
             let spec = match (&observed.spec, &derived) {
                 (Err(e), _) | (_, Err(e)) => Spec::Invalid(e.to_string()),
                 (Ok(spec), Ok(_)) => Spec::Valid {
@@ -428,8 +428,12 @@ impl Lifecycle {
         }
         if let (Some(webhooks), Some(_)) = (self.manager.webhooks(), conversion) {
             let leading = leadership.as_ref().is_some_and(Leadership::is_leading);
-            if let Err(e) = webhooks.unregister_conversion(&key.webhook_name(&name), leading).await {
-                tracing::warn!(plugin = %key, error = %e, "giving the CRD its conversion settings back failed");
+            match webhooks.unregister_conversion(&key.webhook_name(&name), leading).await {
+                Ok(Some(kind)) => self.relist_converted(&kind),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(plugin = %key, error = %e, "giving the CRD its conversion settings back failed")
+                }
             }
         }
         if let Some(l) = leadership {
