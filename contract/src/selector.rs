@@ -120,6 +120,17 @@ impl Selector {
         })
     }
 
+    /// A label key every match carries, with the values it may have (a
+    /// `key=value` or `key in (a,b)` requirement), if the selector has one:
+    /// what routes events to the selectors that can match them.
+    pub fn required_values(&self) -> Option<(&str, Vec<&str>)> {
+        self.requirements.iter().find_map(|r| match r {
+            Requirement::Equals(k, v) => Some((k.as_str(), vec![v.as_str()])),
+            Requirement::In(k, vs) => Some((k.as_str(), vs.iter().map(String::as_str).collect())),
+            _ => None,
+        })
+    }
+
     /// The label keys the selector reads.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
         self.requirements.iter().map(|r| match r {
@@ -213,6 +224,14 @@ mod tests {
         for s in no {
             assert!(!Selector::parse(s).unwrap().matches(Some(&l)), "{s} should not match");
         }
+    }
+
+    #[test]
+    fn a_selector_should_name_the_values_a_required_label_may_have() {
+        let set = Selector::parse("tier!=db,shard in (3,7),app=web").unwrap();
+        assert_eq!(set.required_values(), Some(("shard", vec!["3", "7"])), "the first usable requirement");
+        assert_eq!(Selector::parse("app=web").unwrap().required_values(), Some(("app", vec!["web"])));
+        assert_eq!(Selector::parse("app,tier notin (db)").unwrap().required_values(), None, "nothing required");
     }
 
     #[test]

@@ -14,9 +14,11 @@
 //! **Invariant: reconciles read only from here, never from the API server.**
 
 mod object;
+mod route;
 mod store;
 
 pub use object::{CachedObject, ControllerRef, MalformedObject, RawObject};
+pub use route::Interest;
 pub use store::Store;
 
 use crate::contract::Gvk;
@@ -172,7 +174,7 @@ impl Cache {
             store: RwLock::new(Store::default()),
             synced,
             last_error: Mutex::new(None),
-            subscribers: Mutex::new(Vec::new()),
+            subscribers: Mutex::new(route::Subscribers::default()),
             task: Mutex::new(None),
             namespaced: OnceLock::new(),
             relist: Arc::new(tokio::sync::Notify::new()),
@@ -216,7 +218,7 @@ pub struct Informer {
     store: RwLock<Store>,
     synced: watch::Sender<bool>,
     last_error: Mutex<Option<String>>,
-    subscribers: Mutex<Vec<mpsc::UnboundedSender<ObjectEvent>>>,
+    subscribers: Mutex<route::Subscribers>,
     task: Mutex<Option<tokio::task::AbortHandle>>,
     namespaced: OnceLock<bool>,
     /// Tells the watch to start over ([`Cache::relist`]).
@@ -274,19 +276,35 @@ impl Informer {
     /// for each object already held. Nothing is missed or duplicated between
     /// the replay and the live events: both happen under the store lock.
     pub fn subscribe(&self) -> mpsc::UnboundedReceiver<ObjectEvent> {
+        self.subscribe_to(Interest::all())
+    }
+
+    /// As [`Informer::subscribe`], but only the events of objects `interest`
+    /// admits (an update also when its old version did): the informer
+    /// routes each event through an index of its subscribers' interests.
+    pub fn subscribe_to(&self, interest: Interest) -> mpsc::UnboundedReceiver<ObjectEvent> {
         let (tx, rx) = mpsc::unbounded_channel();
         let store = self.store();
-        for object in store.iter() {
-            let _ = tx.send(ObjectEvent::Applied { old: None, new: object.clone(), initial: true });
+        let held: Vec<Arc<CachedObject>> = match &interest.namespaces {
+            Some(namespaces) if interest.label.is_none() => {
+                let mut held: Vec<_> = namespaces.iter().flat_map(|ns| store.in_namespace(Some(ns))).collect();
+                if interest.cluster {
+                    held.extend(store.iter().filter(|o| o.namespace().is_none()).cloned());
+                }
+                held
+            }
+            _ => store.iter().filter(|o| interest.admits(o)).cloned().collect(),
+        };
+        for object in held {
+            let _ = tx.send(ObjectEvent::Applied { old: None, new: object, initial: true });
         }
-        self.subscribers.lock().unwrap_or_else(|p| p.into_inner()).push(tx);
+        self.subscribers.lock().unwrap_or_else(|p| p.into_inner()).add(tx, interest);
         drop(store);
         rx
     }
 
     fn publish(&self, event: ObjectEvent) {
-        let mut subs = self.subscribers.lock().unwrap_or_else(|p| p.into_inner());
-        subs.retain(|tx| tx.send(event.clone()).is_ok());
+        self.subscribers.lock().unwrap_or_else(|p| p.into_inner()).publish(&event);
     }
 
     fn set_error(&self, error: Option<String>) {

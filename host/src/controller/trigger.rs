@@ -2,7 +2,7 @@
 //! (controller-runtime's sources with their event handlers), or a timer.
 
 use super::mapping::Enqueue;
-use crate::cache::{Informer, ObjectEvent};
+use crate::cache::{Informer, Interest, ObjectEvent};
 use crate::queue::Queue;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +18,7 @@ pub struct Trigger<K> {
 }
 
 enum Kind<K> {
-    Events { informer: Arc<Informer>, map: Arc<MapEvent<K>> },
+    Events { informer: Arc<Informer>, interest: Interest, map: Arc<MapEvent<K>> },
     Every { period: Duration, keys: Arc<Keys<K>> },
     Channel { rx: Arc<tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<K>>> },
 }
@@ -31,7 +31,19 @@ impl<K: super::Key> Trigger<K> {
         informer: Arc<Informer>,
         map: impl Fn(&ObjectEvent) -> Vec<Enqueue<K>> + Send + Sync + 'static,
     ) -> Trigger<K> {
-        Trigger { kind: Kind::Events { informer, map: Arc::new(map) } }
+        Trigger::events_of(informer, Interest::all(), map)
+    }
+
+    /// As [`Trigger::events`], but only the events of objects `interest`
+    /// admits: the informer routes each event to the controllers that can
+    /// want it, so sharing an informer with many controllers costs each
+    /// event nothing per controller that cannot.
+    pub fn events_of(
+        informer: Arc<Informer>,
+        interest: Interest,
+        map: impl Fn(&ObjectEvent) -> Vec<Enqueue<K>> + Send + Sync + 'static,
+    ) -> Trigger<K> {
+        Trigger { kind: Kind::Events { informer, interest, map: Arc::new(map) } }
     }
 
     /// Every `period`, the keys `keys` answers (for what no informer can
@@ -58,8 +70,8 @@ impl<K: super::Key> Trigger<K> {
     pub(super) fn spawn(&self, queue: &Queue<K>, tasks: &mut tokio::task::JoinSet<()>) {
         let queue = queue.clone();
         match &self.kind {
-            Kind::Events { informer, map } => {
-                let mut rx = informer.subscribe();
+            Kind::Events { informer, interest, map } => {
+                let mut rx = informer.subscribe_to(interest.clone());
                 let map = map.clone();
                 tasks.spawn(async move {
                     while let Some(event) = rx.recv().await {

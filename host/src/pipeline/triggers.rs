@@ -5,7 +5,7 @@
 
 use super::request::ReadSet;
 use super::{Config, parent};
-use crate::cache::{Informer, ObjectEvent, ObjectKey};
+use crate::cache::{Informer, Interest, ObjectEvent, ObjectKey};
 use crate::contract::Manifest;
 use crate::controller::index::ParentIndex;
 use crate::controller::{Enqueue, Trigger, mapping};
@@ -38,6 +38,23 @@ pub(super) fn triggers(
                     || !selector.as_ref().is_some_and(|s| parents.store().get(key).is_some_and(|p| !s.matches(p))))
         })
     };
+    // What each informer routes to this controller: objects of its scope,
+    // and parents that carry the label its selector requires (a thousand
+    // Reconcilers splitting a kind by shard each hear of their share only).
+    let in_scope = Interest {
+        namespaces: config.scope.namespaces.as_ref().map(|n| n.iter().cloned().collect()),
+        cluster: config.scope.cluster,
+        label: None,
+    };
+    let parent_interest = Interest {
+        label: config.parent_selector.as_ref().and_then(|s| s.labels.as_ref()).and_then(|l| {
+            l.required_values().map(|(k, values)| (k.to_string(), values.into_iter().map(str::to_string).collect()))
+        }),
+        ..in_scope.clone()
+    };
+    // Children and watched objects: by namespace only (what they map to is
+    // known after the mapping). Cluster-scoped ones may map to any parent.
+    let related = Interest { cluster: true, ..in_scope };
     let mut triggers = Vec::new();
     // The parents' references and selectors, for the watches that read a
     // field of the parent: kept by the parents' own events (below).
@@ -46,7 +63,7 @@ pub(super) fn triggers(
     let filed: Vec<Arc<ParentIndex>> = indexes.iter().flatten().cloned().collect();
     let (k, selector, leaving) = (keep.clone(), config.parent_selector.clone(), leaving.clone());
     let finalizer = manifest.finalizer.clone();
-    triggers.push(Trigger::events(parents.clone(), move |ev| {
+    triggers.push(Trigger::events_of(parents.clone(), parent_interest, move |ev| {
         for index in &filed {
             match ev {
                 ObjectEvent::Applied { new, .. } | ObjectEvent::Resync(new) => index.update(new),
@@ -67,7 +84,7 @@ pub(super) fn triggers(
     }));
     for (_, informer) in &reads.owned {
         let (k, kind, parents) = (keep.clone(), manifest.for_kind.clone(), parents.clone());
-        triggers.push(Trigger::events(informer.clone(), move |ev| {
+        triggers.push(Trigger::events_of(informer.clone(), related.clone(), move |ev| {
             // Unknown until discovery answered: namespaced is the common case.
             let namespaced = parents.namespaced().unwrap_or(true);
             mapping::owned_event(ev, &kind, namespaced).into_iter().filter(|e| k(e)).collect()
@@ -75,7 +92,7 @@ pub(super) fn triggers(
     }
     for ((watch, informer), index) in reads.watched.iter().zip(indexes) {
         let (k, mapping, parents) = (keep.clone(), watch.mapping.clone(), parents.clone());
-        triggers.push(Trigger::events(informer.clone(), move |ev| {
+        triggers.push(Trigger::events_of(informer.clone(), related.clone(), move |ev| {
             let parents_in = |ns: Option<&str>| parents.store().in_namespace(ns).iter().map(|p| p.key()).collect();
             mapping::watched_event(ev, &mapping, parents_in, index.as_deref()).into_iter().filter(|e| k(e)).collect()
         }));

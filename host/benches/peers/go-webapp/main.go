@@ -4,7 +4,10 @@
 // (go build, binary under target/peers/) and runs it beside Operon and a
 // native kube-rs controller against the same control plane.
 //
-// Flags: --kubeconfig (controller-runtime's), --namespace,
+// `go-webapp webhook [flags]` serves the WebApp's validating and defaulting
+// admission webhooks instead (webhook.go), for `cargo xtask bench admission`.
+//
+// Flags of the controller: --kubeconfig (controller-runtime's), --namespace,
 // --max-concurrent-reconciles, --metrics-bind-address,
 // --health-probe-bind-address, --leader-elect, and the zap flags
 // (--zap-log-level, --zap-encoder, --zap-time-encoding, ...).
@@ -35,6 +38,10 @@ func init() {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "webhook" {
+		runWebhook(os.Args[2:])
+		return
+	}
 	var metricsAddr, probeAddr, namespace string
 	var leaderElect bool
 	var maxConcurrentReconciles int
