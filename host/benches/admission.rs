@@ -18,9 +18,13 @@
 //!
 //! Then where the time goes, without the API server: the same
 //! AdmissionReview posted over HTTPS (HTTP/1.1, a kept-alive connection) to
-//! each server's mutating and validating path, and answered in-process by
-//! `Webhooks::answer` (routing, JSON, the guest call under its sandbox; no
-//! TLS).
+//! each server's mutating and validating path; Operon's handler answering
+//! in-process (`Webhooks::answer`: routing, JSON, the guest call under its
+//! sandbox; no TLS); and a bare thread spawn, the hop that handler makes
+//! per guest call. Each back to back, then all interleaved one call at a
+//! time (as behind the API server, where other work runs between two calls
+//! of one webhook). The Go handlers in-process are `go test -bench Webhook`
+//! in the peer's directory.
 //!
 //! Options: `--creates N` (per namespace, default 300), `--calls N` (direct
 //! and in-process answers per hook, default 2000). Needs the Go peer built
@@ -60,12 +64,23 @@ fn arg(name: &str, default: usize) -> usize {
     argv.iter().position(|a| a == name).and_then(|i| argv.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
+/// p50, p99 and max, in milliseconds.
+type Quantiles = (f64, f64, f64);
+
 /// p50, p99 and max of `samples`, in milliseconds.
-fn percentiles(samples: &mut [Duration]) -> (f64, f64, f64) {
+fn percentiles(samples: &mut [Duration]) -> Quantiles {
     samples.sort();
     let at = |q: f64| samples[((samples.len() as f64 * q).ceil() as usize).saturating_sub(1).min(samples.len() - 1)];
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     (ms(at(0.50)), ms(at(0.99)), ms(samples[samples.len() - 1]))
+}
+
+/// The 1-minute load average (`/proc/loadavg`): how shared the machine was.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_default()
 }
 
 fn webapp(name: &str) -> DynamicObject {
@@ -242,12 +257,13 @@ fn main() {
 }
 
 /// The sides of the comparison, in table order.
-const SIDES: [&str; 3] = ["Operon (wasm guest)", "controller-runtime (Go)", "no webhook"];
+const SIDES: [&str; 3] = ["Operon", "controller-runtime", "no webhook"];
 /// Every order of the three sides: each goes first, second and last, and
 /// after each other side, equally often.
 const ORDERS: [[usize; 3]; 6] = [[0, 1, 2], [1, 2, 0], [2, 0, 1], [0, 2, 1], [2, 1, 0], [1, 0, 2]];
 
 async fn run(plane: &operon_envtest::ControlPlane, peer: &GoPeer, creates: usize, calls: usize) {
+    let load_before = load_average();
     let client = plane.client().await;
     let namespaces = [
         operon_envtest::create_namespace(&client, "operon-hooked").await.unwrap(),
@@ -309,34 +325,81 @@ async fn run(plane: &operon_envtest::ControlPlane, peer: &GoPeer, creates: usize
             }
         }
     }
-    let figures: Vec<(f64, f64, f64)> = samples.iter_mut().map(|s| percentiles(s)).collect();
+    let figures: Vec<Quantiles> = samples.iter_mut().map(|s| percentiles(s)).collect();
 
-    let direct = direct_calls(&webhooks, peer, &namespaces, calls).await;
-    let mut handler = Vec::new();
-    for hook in [Hook::Mutate, Hook::Validate] {
-        let mut samples = Vec::with_capacity(calls);
-        for i in 0..calls {
-            let body = review(i, &namespaces[0]);
-            let t = Instant::now();
-            let answer = webhooks.answer(hook, PLUGIN, &body).await;
-            samples.push(t.elapsed());
-            assert_eq!(answer.status, 200, "{}", String::from_utf8_lossy(&answer.body));
-        }
-        handler.push((hook, percentiles(&mut samples)));
-    }
+    let alone = calls_alone(&webhooks, peer, &namespaces, calls).await;
 
-    report(creates, calls, &figures, &direct, &handler);
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    println!("machine: {cpus} CPUs, 1-minute load average {load_before} before, {} after", load_average());
+    report(creates, calls, &figures, &alone);
 }
 
-/// Each server's two paths called directly over HTTPS (HTTP/1.1, one
-/// kept-alive connection per server), as the API server calls them: per
-/// side and hook, p50/p99/max.
-async fn direct_calls(
+/// One webhook call without the API server.
+enum Call {
+    /// An AdmissionReview posted over HTTPS (HTTP/1.1, a kept-alive
+    /// connection of its own), as the API server posts it.
+    Https { side: usize, http: reqwest::Client, url: String, hook: Hook },
+    /// Operon's handler answering in-process (`Webhooks::answer`: routing,
+    /// JSON, the guest call in its sandbox; no TLS, no HTTP).
+    InProcess(Hook),
+    /// The hop Operon's handler makes per guest call (`on_own_thread`): an
+    /// OS thread spawned, its answer awaited on a oneshot channel.
+    Spawn,
+}
+
+impl Call {
+    fn label(&self) -> String {
+        match self {
+            Call::Https { side, hook, .. } => format!("{} `{}` over HTTPS", SIDES[*side], hook.as_str()),
+            Call::InProcess(hook) => format!("Operon `{}` in-process", hook.as_str()),
+            Call::Spawn => "of which: spawn a thread, await its answer".into(),
+        }
+    }
+
+    async fn time(&self, webhooks: &webhook::Webhooks, namespaces: &[String; 3], i: usize) -> Duration {
+        match self {
+            Call::Https { side, http, url, hook } => {
+                let body = review(i, &namespaces[*side]);
+                let t = Instant::now();
+                let response =
+                    http.post(url).header("content-type", "application/json").body(body).send().await.unwrap();
+                let status = response.status();
+                let answer: serde_json::Value = response.json().await.unwrap();
+                let took = t.elapsed();
+                assert!(status.is_success() && answer["response"]["allowed"] == true, "{url}: {status} {answer}");
+                assert_eq!(answer["response"]["patchType"].is_string(), *hook == Hook::Mutate, "{url}: {answer}");
+                took
+            }
+            Call::InProcess(hook) => {
+                let body = review(i, &namespaces[0]);
+                let t = Instant::now();
+                let answer = webhooks.answer(*hook, PLUGIN, &body).await;
+                let took = t.elapsed();
+                assert_eq!(answer.status, 200, "{}", String::from_utf8_lossy(&answer.body));
+                took
+            }
+            Call::Spawn => {
+                let t = Instant::now();
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                std::thread::spawn(move || tx.send(()).unwrap());
+                rx.await.unwrap();
+                t.elapsed()
+            }
+        }
+    }
+}
+
+/// Webhook calls without the API server, each kind `calls` times after 20
+/// to warm up: back to back (one kind after the other), then interleaved
+/// (one of each in turn, rotating, so each call follows other work as it
+/// does behind the API server). Per kind: its label, then p50/p99/max back
+/// to back and interleaved.
+async fn calls_alone(
     webhooks: &webhook::Webhooks,
     peer: &GoPeer,
     namespaces: &[String; 3],
     calls: usize,
-) -> Vec<(usize, Hook, (f64, f64, f64))> {
+) -> Vec<(String, Quantiles, Quantiles)> {
     let operon_ca = webhooks.ca_bundle().expect("a generated CA");
     let https = |ca: &[u8]| {
         reqwest::Client::builder()
@@ -346,40 +409,52 @@ async fn direct_calls(
             .unwrap()
     };
     let operon = format!("https://{}", webhooks.local_addr());
-    let targets = [
-        (0, https(&operon_ca), format!("{operon}{}", Hook::Mutate.path(PLUGIN)), Hook::Mutate),
-        (0, https(&operon_ca), format!("{operon}{}", Hook::Validate.path(PLUGIN)), Hook::Validate),
-        (1, https(&peer.ca), peer.url(GO_MUTATE), Hook::Mutate),
-        (1, https(&peer.ca), peer.url(GO_VALIDATE), Hook::Validate),
+    let kinds = [
+        Call::Https {
+            side: 0,
+            http: https(&operon_ca),
+            url: format!("{operon}{}", Hook::Mutate.path(PLUGIN)),
+            hook: Hook::Mutate,
+        },
+        Call::Https {
+            side: 0,
+            http: https(&operon_ca),
+            url: format!("{operon}{}", Hook::Validate.path(PLUGIN)),
+            hook: Hook::Validate,
+        },
+        Call::Https { side: 1, http: https(&peer.ca), url: peer.url(GO_MUTATE), hook: Hook::Mutate },
+        Call::Https { side: 1, http: https(&peer.ca), url: peer.url(GO_VALIDATE), hook: Hook::Validate },
+        Call::InProcess(Hook::Mutate),
+        Call::InProcess(Hook::Validate),
+        Call::Spawn,
     ];
-    let mut out = Vec::new();
-    for (side, http, url, hook) in targets {
-        let mut samples = Vec::with_capacity(calls);
+    let mut in_turn: Vec<Vec<Duration>> = kinds.iter().map(|_| Vec::with_capacity(calls)).collect();
+    let mut back_to_back = in_turn.clone();
+    for (kind, samples) in kinds.iter().zip(&mut back_to_back) {
         for i in 0..calls + 20 {
-            let body = review(i, &namespaces[side]);
-            let t = Instant::now();
-            let response = http.post(&url).header("content-type", "application/json").body(body).send().await.unwrap();
-            let status = response.status();
-            let answer: serde_json::Value = response.json().await.unwrap();
-            let took = t.elapsed();
-            assert!(status.is_success() && answer["response"]["allowed"] == true, "{url}: {status} {answer}");
-            assert_eq!(answer["response"]["patchType"].is_string(), hook == Hook::Mutate, "{url}: {answer}");
+            let took = kind.time(webhooks, namespaces, i).await;
             if i >= 20 {
                 samples.push(took);
             }
         }
-        out.push((side, hook, percentiles(&mut samples)));
     }
-    out
+    for i in 0..calls + 20 {
+        for k in 0..kinds.len() {
+            let at = (i + k) % kinds.len();
+            let took = kinds[at].time(webhooks, namespaces, i).await;
+            if i >= 20 {
+                in_turn[at].push(took);
+            }
+        }
+    }
+    kinds
+        .iter()
+        .zip(back_to_back.iter_mut().zip(&mut in_turn))
+        .map(|(kind, (b, t))| (kind.label(), percentiles(b), percentiles(t)))
+        .collect()
 }
 
-fn report(
-    creates: usize,
-    calls: usize,
-    figures: &[(f64, f64, f64)],
-    direct: &[(usize, Hook, (f64, f64, f64))],
-    handler: &[(Hook, (f64, f64, f64))],
-) {
+fn report(creates: usize, calls: usize, figures: &[Quantiles], alone: &[(String, Quantiles, Quantiles)]) {
     let (plain50, plain99, _) = figures[2];
     let added = |side: usize| (figures[side].0 - plain50, figures[side].1 - plain99);
     let ((op50, op99), (go50, go99)) = (added(0), added(1));
@@ -397,16 +472,10 @@ fn report(
     println!("| added by controller-runtime's webhooks | {go50:+.2} | {go99:+.2} | |");
     println!("| Operon's added / Go's added | {} | {} | |", ratio(op50, go50), ratio(op99, go99));
     println!();
-    println!("| one webhook call over HTTPS, no API server | p50 ms | p99 ms | max ms |");
-    println!("|---|---:|---:|---:|");
-    for (side, hook, (p50, p99, max)) in direct {
-        println!("| {} `{}` | {p50:.3} | {p99:.3} | {max:.3} |", SIDES[*side], hook.as_str());
-    }
-    println!();
-    println!("| Operon's handler in-process (no TLS, no API server) | p50 ms | p99 ms | max ms |");
-    println!("|---|---:|---:|---:|");
-    for (hook, (p50, p99, max)) in handler {
-        println!("| {} | {p50:.3} | {p99:.3} | {max:.3} |", hook.as_str());
+    println!("| one webhook call, no API server | back to back p50 ms | p99 ms | interleaved p50 ms | p99 ms |");
+    println!("|---|---:|---:|---:|---:|");
+    for (what, (b50, b99, _), (t50, t99, _)) in alone {
+        println!("| {what} | {b50:.3} | {b99:.3} | {t50:.3} | {t99:.3} |");
     }
     println!();
     let verdict = |met: bool| if met { "PASS" } else { "MISS" };

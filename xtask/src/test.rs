@@ -5,10 +5,14 @@
 //! unit tests with that language's test runner (pytest, node's test runner,
 //! go test, the C tests' make target).
 //!
-//! After `cargo test` has finished (so the fuzz build does not compete with
-//! the timing-sensitive fault and hostile suites for the CPU), a bounded fuzz
+//! Before `cargo test` starts (so the fuzz build does not compete with the
+//! timing-sensitive fault and hostile suites for the CPU), a bounded fuzz
 //! run: `cargo xtask fuzz --seconds 30 --dev` (both targets, 15 s each,
 //! xtask/src/fuzz.rs). It counts as one suite; a finding fails the run.
+//! With `OPERON_TEST_FREE_DISK=1` (CI), build products no later step reads
+//! are removed once used — the fuzz build's once it ran, so its few GB and
+//! the test build's never sit on the disk together, and the image's static
+//! binary build once the image is in its registry.
 //!
 //! The run ends with one line counting every test of every runner:
 //! `tests: N passed, M failed, K skipped`. It fails if any suite fails.
@@ -35,6 +39,10 @@ pub fn run(args: &[&str]) -> Result<()> {
     let step = Instant::now();
     crate::image::run(&[])?;
     eprintln!("xtask: image built and pushed in {:.1?}", step.elapsed());
+    // The tests read the image from its registry storage, never the static
+    // binary's build (over a GB).
+    let musl = root.join("target").join(format!("{}-unknown-linux-musl", std::env::consts::ARCH));
+    free_disk(&musl);
     let step = Instant::now();
     let dir = assets::ensure(&mut |line| eprintln!("envtest: {line}"))?;
     eprintln!("xtask: control plane binaries ready in {:.1?} ({})", step.elapsed(), dir.display());
@@ -57,6 +65,18 @@ pub fn run(args: &[&str]) -> Result<()> {
     for suite in &suites {
         suite.prepare(&root)?;
     }
+
+    // The bounded fuzz run, one suite: before `cargo test`, whose fault and
+    // hostile suites must not be starved of CPU by the fuzz crate's build.
+    let step = Instant::now();
+    let seconds = FUZZ_SECONDS.to_string();
+    let fuzzed = crate::fuzz::run(&["--seconds", &seconds, "--dev"]);
+    let fuzz_name = format!("cargo xtask fuzz --seconds {FUZZ_SECONDS} --dev (fuzz)");
+    let fuzz_elapsed = step.elapsed();
+    if let Err(e) = &fuzzed {
+        eprintln!("xtask: the fuzz run failed: {e:#}");
+    }
+    free_disk(&root.join("fuzz/target"));
 
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cargo
@@ -105,26 +125,19 @@ pub fn run(args: &[&str]) -> Result<()> {
             failed_suites.push(outcome.name);
         }
     }
-    // The bounded fuzz run, one suite: after `cargo test`, whose fault and
-    // hostile suites must not be starved of CPU by the fuzz crate's build.
-    let step = Instant::now();
-    let seconds = FUZZ_SECONDS.to_string();
-    let fuzzed = crate::fuzz::run(&["--seconds", &seconds, "--dev"]);
-    let name = format!("cargo xtask fuzz --seconds {FUZZ_SECONDS} --dev (fuzz)");
     match &fuzzed {
         Ok(()) => totals.passed += 1,
-        Err(e) => {
-            eprintln!("xtask: the fuzz run failed: {e:#}");
+        Err(_) => {
             totals.failed += 1;
-            failed_suites.push(name.clone());
+            failed_suites.push(fuzz_name.clone());
         }
     }
     eprintln!(
         "  {:<44} {:>4} passed, {} failed, 0 skipped  ({:.1}s, build included){}",
-        name,
+        fuzz_name,
         u64::from(fuzzed.is_ok()),
         u64::from(fuzzed.is_err()),
-        step.elapsed().as_secs_f64(),
+        fuzz_elapsed.as_secs_f64(),
         if fuzzed.is_ok() { "" } else { "  FAILED" }
     );
     eprintln!("xtask: tests finished in {:.1?}", started.elapsed());
@@ -139,6 +152,18 @@ pub fn run(args: &[&str]) -> Result<()> {
         bail!("cargo test ran no test");
     }
     Ok(())
+}
+
+/// With `OPERON_TEST_FREE_DISK=1` (CI), remove `dir`: build products no
+/// later step reads.
+fn free_disk(dir: &Path) {
+    if std::env::var_os("OPERON_TEST_FREE_DISK").is_none_or(|v| v != "1") || !dir.exists() {
+        return;
+    }
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => eprintln!("xtask: removed {} (OPERON_TEST_FREE_DISK=1)", dir.display()),
+        Err(e) => eprintln!("xtask: could not remove {}: {e}", dir.display()),
+    }
 }
 
 /// How a runner reports its counts.

@@ -1,5 +1,5 @@
 //! One admission request: find the plugin, admit the call within the
-//! caps and the plugin's CPU budget, call its guest on a thread of its own
+//! caps and the plugin's CPU budget, call its guest on a webhook thread
 //! under the webhook deadline, answer per the guest or per the failure
 //! policy, and record controller-runtime's webhook metrics.
 //!
@@ -10,8 +10,8 @@
 //! knob, counted in `operon_webhook_refused_total{webhook,reason}`; the API
 //! server then applies the webhook's failurePolicy. Queueing instead would
 //! hold the API server's request (and its goroutine) for nothing: it
-//! times out anyway. Guest calls run on threads of their own, not on
-//! tokio's blocking pool, so a flood never takes the threads of the
+//! times out anyway. Guest calls run on webhook threads kept between
+//! calls (`threads.rs`), not on tokio's blocking pool, so a flood never takes the threads of the
 //! reconciles and module loads; the total cap bounds those threads. A call
 //! let in then waits, within its deadline and without a thread, for the
 //! host's gate (`--max-guest-calls`, `--max-guest-memory-total`), which it
@@ -175,18 +175,19 @@ pub(super) fn admit(webhooks: &Webhooks, caps: &Caps<'_>, path: &str) -> Result<
     Ok(Places { _total: total, _plugin: mine, ticket })
 }
 
-/// Run `f` (a guest call) on a thread of its own, not tokio's blocking
-/// pool, so a flood of webhook calls never takes the threads of reconciles
-/// and module loads: the total cap bounds these threads. The call's wall
-/// time is charged to the plugin's CPU budget, and its places go back
-/// before its answer does (a caller answered may call again at once).
+/// Run `f` (a guest call) on a webhook thread (`threads.rs`), not tokio's
+/// blocking pool, so a flood of webhook calls never takes the threads of
+/// reconciles and module loads: the total cap bounds these threads. The
+/// call's wall time is charged to the plugin's CPU budget, and its places
+/// go back before its answer does (a caller answered may call again at
+/// once).
 pub(super) async fn on_own_thread<T: Send + 'static>(
     places: Places,
     span: tracing::Span,
     f: impl FnOnce() -> Result<T, CallError> + Send + 'static,
 ) -> Result<T, CallError> {
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let spawned = std::thread::Builder::new().name("operon-webhook".into()).spawn(move || {
+    let spawned = super::threads::run(move || {
         let Places { _total, _plugin, ticket } = places;
         let started = Instant::now();
         let outcome = span.in_scope(f);

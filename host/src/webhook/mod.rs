@@ -43,6 +43,7 @@ mod keep;
 mod registration;
 mod review;
 mod server;
+mod threads;
 
 pub use endpoint::{BadEndpoint, Endpoint};
 pub use handler::Answer;

@@ -153,3 +153,37 @@ func TestDefaulterShouldAnswerWithAJSONPatch(t *testing.T) {
 		t.Errorf("patch: %s", got)
 	}
 }
+
+// The handlers in-process, through controller-runtime's webhook.Admission
+// (review decoding, the handler, the response and its patch; no TLS): the
+// Go side of "Operon's handler in-process" in `cargo xtask bench admission`.
+// `go test -run '^$' -bench Webhook`.
+func BenchmarkWebhook(b *testing.B) {
+	object := []byte(`{"apiVersion":"example.operon.dev/v1alpha1","kind":"WebApp",` +
+		`"metadata":{"name":"app","namespace":"default"},"spec":{"image":"nginx:1.27","replicas":3,` +
+		`"env":[{"name":"MODE","value":"production"}]}}`)
+	req := request(admissionv1.Create, object, nil)
+	review := admissionv1.AdmissionReview{Request: &req.AdmissionRequest}
+	review.APIVersion, review.Kind = "admission.k8s.io/v1", "AdmissionReview"
+	body, err := json.Marshal(review)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, hook := range []struct {
+		name    string
+		handler admission.Handler
+	}{{"mutate", Defaulter{}}, {"validate", Validator{}}} {
+		b.Run(hook.name, func(b *testing.B) {
+			wh := &webhook.Admission{Handler: hook.handler}
+			for b.Loop() {
+				rec := httptest.NewRecorder()
+				post := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+				post.Header.Set("Content-Type", "application/json")
+				wh.ServeHTTP(rec, post)
+				if rec.Code != http.StatusOK {
+					b.Fatal(rec.Body.String())
+				}
+			}
+		})
+	}
+}

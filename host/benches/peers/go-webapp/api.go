@@ -7,6 +7,8 @@ package main
 // generator.
 
 import (
+	"encoding/json"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -49,6 +51,42 @@ type WebAppSpec struct {
 	Port     *int32       `json:"port,omitempty"`
 	Env      []EnvVar     `json:"env,omitempty"`
 	Ingress  *IngressSpec `json:"ingress,omitempty"`
+
+	// unfit is why the decoded spec does not fit the type, worded as serde
+	// words it in the Rust guest ("missing field `image`"); "" when it fits.
+	// Check reports it. See UnmarshalJSON.
+	unfit string
+}
+
+// UnmarshalJSON decodes a spec as encoding/json does, noting what the
+// guests refuse while reading it rather than while validating it: a null
+// spec ("missing field `spec`", as serde reads `spec: null`), a missing
+// image ("missing field `image`") and a null one. The CRD's schema refuses
+// all three before they are stored, so only fixtures show them; a field of
+// another wrong type fails the decoding, as it does for any typed client.
+func (s *WebAppSpec) UnmarshalJSON(text []byte) error {
+	if string(text) == "null" {
+		*s = WebAppSpec{unfit: "missing field `spec`"}
+		return nil
+	}
+	type fields WebAppSpec // the same fields, without this method
+	var spec struct {
+		fields
+		Image json.RawMessage `json:"image"` // the shallower field wins
+	}
+	if err := json.Unmarshal(text, &spec); err != nil {
+		return err
+	}
+	*s = WebAppSpec(spec.fields)
+	switch string(spec.Image) {
+	case "":
+		s.unfit = "missing field `image`"
+	case "null":
+		s.unfit = "invalid type: null, expected a string"
+	default:
+		return json.Unmarshal(spec.Image, &s.Image)
+	}
+	return nil
 }
 
 // EnvVar is one environment variable.
@@ -67,9 +105,24 @@ type IngressSpec struct {
 // WebAppStatus is what the reconciler last reported. Every field is always
 // written, as the Rust guest writes them.
 type WebAppStatus struct {
-	ObservedGeneration int64              `json:"observedGeneration"`
-	ReadyReplicas      int32              `json:"readyReplicas"`
-	Conditions         []metav1.Condition `json:"conditions"`
+	ObservedGeneration int64       `json:"observedGeneration"`
+	ReadyReplicas      int32       `json:"readyReplicas"`
+	Conditions         []Condition `json:"conditions"`
+}
+
+// Condition is a metav1.Condition whose lastTransitionTime stays text, as
+// in both guests (rust-webapp's webapp.rs, go-webapp's status.go): a kept
+// time round-trips exactly, and a new one is written as the host writes
+// request.now (milliseconds, `2026-11-20T10:01:31.000Z`), which
+// metav1.Time would cut to seconds. observedGeneration is always written,
+// 0 included.
+type Condition struct {
+	Type               string `json:"type"`
+	Status             string `json:"status"`
+	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
+	LastTransitionTime string `json:"lastTransitionTime"`
+	Reason             string `json:"reason"`
+	Message            string `json:"message"`
 }
 
 // ReplicasOrDefault is spec.replicas, 1 when unset.
@@ -171,9 +224,13 @@ func (in *WebAppSpec) DeepCopyInto(out *WebAppSpec) {
 func (in *WebAppStatus) DeepCopyInto(out *WebAppStatus) {
 	*out = *in
 	if in.Conditions != nil {
-		out.Conditions = make([]metav1.Condition, len(in.Conditions))
+		out.Conditions = make([]Condition, len(in.Conditions))
 		for i := range in.Conditions {
-			in.Conditions[i].DeepCopyInto(&out.Conditions[i])
+			out.Conditions[i] = in.Conditions[i]
+			if g := in.Conditions[i].ObservedGeneration; g != nil {
+				out.Conditions[i].ObservedGeneration = new(int64)
+				*out.Conditions[i].ObservedGeneration = *g
+			}
 		}
 	}
 }

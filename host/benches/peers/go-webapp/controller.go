@@ -8,7 +8,7 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
@@ -82,21 +82,40 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		}
 		writes.WithLabelValues("finalizer").Inc()
 	}
-	if err := Validate(&webapp.Spec); err != nil {
+	// The time of this reconcile, as the host stamps request.now: a
+	// condition that changes status takes it as its lastTransitionTime.
+	now := Timestamp(time.Now())
+
+	name := webapp.Name
+	var children Children
+	if d := (&appsv1.Deployment{}); r.owned(ctx, &webapp, d) {
+		children.Deployment = d
+	}
+	if s := (&corev1.Service{}); r.owned(ctx, &webapp, s) {
+		children.Service = s
+	}
+	existingIngress := &networkingv1.Ingress{}
+	hadIngress := r.owned(ctx, &webapp, existingIngress)
+	if hadIngress {
+		children.Ingress = existingIngress
+	}
+	previous := webapp.Status
+
+	if err := Check(&webapp); err != nil {
+		// Terminal, with a status that says so (Ready False, InvalidSpec),
+		// as Operon writes the status a guest's terminal failure carries.
+		status := InvalidStatus(webapp.Generation, previous, children.Deployment, err.Error(), now)
+		if err := r.updateStatus(ctx, &webapp, previous, status); err != nil {
+			return ctrl.Result{}, err
+		}
 		r.event(&webapp, corev1.EventTypeWarning, "ReconcileTerminal", err.Error())
 		return ctrl.Result{}, reconcile.TerminalError(err)
 	}
 
-	name := webapp.Name
-	var deployment *appsv1.Deployment
-	if d := (&appsv1.Deployment{}); r.owned(ctx, &webapp, d) {
-		deployment = d
-	}
-	existingIngress := &networkingv1.Ingress{}
-	hadIngress := r.owned(ctx, &webapp, existingIngress)
-	previous := webapp.Status
-	status := ComputeStatus(&webapp.Spec, webapp.Generation, webapp.CreationTimestamp, previous, deployment, name)
-	events := Events(name, &webapp.Spec, deployment, hadIngress, previous, &status)
+	// The Ready condition follows the children's readiness, rated from the
+	// objects just read (readiness.go), as the host rates a guest's children.
+	status := ComputeStatus(name, &webapp.Spec, webapp.Generation, previous, children, now)
+	events := Events(name, &webapp.Spec, children.Deployment, hadIngress, previous, &status)
 
 	// Children.
 	meta := metav1.ObjectMeta{Name: name, Namespace: webapp.Namespace}
@@ -119,18 +138,27 @@ func (r *WebAppReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		}
 	}
 
-	// Status, only when it changed.
-	if previous == nil || !equality.Semantic.DeepEqual(*previous, status) {
-		webapp.Status = &status
-		if err := r.Status().Update(ctx, &webapp); err != nil {
-			return ctrl.Result{}, err
-		}
-		writes.WithLabelValues("status").Inc()
+	if err := r.updateStatus(ctx, &webapp, previous, status); err != nil {
+		return ctrl.Result{}, err
 	}
 	for _, e := range events {
 		r.event(&webapp, corev1.EventTypeNormal, e.Reason, e.Message)
 	}
 	return ctrl.Result{}, nil
+}
+
+// updateStatus writes status, only when it differs from previous (a kept
+// lastTransitionTime makes a steady state's status equal).
+func (r *WebAppReconciler) updateStatus(ctx context.Context, webapp *WebApp, previous *WebAppStatus, status WebAppStatus) error {
+	if previous != nil && equality.Semantic.DeepEqual(*previous, status) {
+		return nil
+	}
+	webapp.Status = &status
+	if err := r.Status().Update(ctx, webapp); err != nil {
+		return err
+	}
+	writes.WithLabelValues("status").Inc()
+	return nil
 }
 
 // finalize handles a deleted WebApp that still has the finalizer: the
@@ -143,8 +171,8 @@ func (r *WebAppReconciler) finalize(ctx context.Context, webapp *WebApp) error {
 			}
 		}
 	}
-	r.event(webapp, corev1.EventTypeNormal, "Cleanup",
-		fmt.Sprintf("webapp %s deleted; its children are deleted with it", webapp.Name))
+	cleanup := CleanupEvent(webapp.Name)
+	r.event(webapp, corev1.EventTypeNormal, cleanup.Reason, cleanup.Message)
 	controllerutil.RemoveFinalizer(webapp, Finalizer)
 	if err := r.Update(ctx, webapp); err != nil {
 		return err

@@ -1,10 +1,12 @@
 package main
 
 // The WebApp logic, ported line by line from guest-examples/rust-webapp/src
-// (lib.rs, status.rs, children.rs, webapp.rs): validation, the status with
-// its Ready condition, the events, and the desired children. Pure functions
-// of the objects read from the cache, so logic_test.go can run them over the
-// shared fixtures (guest-examples/webapp/fixtures).
+// (lib.rs, status.rs, children.rs, webapp.rs; contract 0.2, as
+// guest-examples/go-webapp has it too): validation, the status with its
+// Ready condition, the events, and the desired children. Pure functions of
+// the objects read from the cache, the reconcile's time and the children's
+// readiness (readiness.go), so logic_test.go can run them over the shared
+// fixtures (guest-examples/webapp/fixtures).
 
 import (
 	"fmt"
@@ -58,6 +60,26 @@ func Validate(spec *WebAppSpec) error {
 		}
 	}
 	return nil
+}
+
+// Check is the terminal failure of a WebApp the reconciler cannot run (nil
+// when it can), with the guests' messages: a spec that does not fit the
+// type says so, naming the WebApp ("WebApp default/shop is invalid:
+// missing field `image`"); else the first rule of Validate it breaks.
+func Check(w *WebApp) error {
+	if w.Spec.unfit != "" {
+		return fmt.Errorf("%s is invalid: %s", describe(w), w.Spec.unfit)
+	}
+	return Validate(&w.Spec)
+}
+
+// describe names a WebApp as the SDKs name an object in their messages:
+// `WebApp default/shop`.
+func describe(w *WebApp) string {
+	if w.Namespace == "" {
+		return "WebApp " + w.Name
+	}
+	return "WebApp " + w.Namespace + "/" + w.Name
 }
 
 // Labels of every child and of the pods.
@@ -156,69 +178,116 @@ func deploymentImage(d *appsv1.Deployment) (string, bool) {
 	return d.Spec.Template.Spec.Containers[0].Image, true
 }
 
-// rollout is what the existing Deployment says about the rollout.
-type rollout struct {
-	readyReplicas int32
-	exists        bool
-	// The Deployment runs the spec (image, replicas), its controller has seen
-	// its latest generation and every replica is updated.
-	current bool
+// Children are the WebApp's existing children as read from the cache: nil
+// when there is none, or when the WebApp does not control it (the host
+// hands a guest only the children it owns).
+type Children struct {
+	Deployment *appsv1.Deployment
+	Service    *corev1.Service
+	Ingress    *networkingv1.Ingress
 }
 
-func observe(d *appsv1.Deployment, spec *WebAppSpec) rollout {
+// wantedChild is one child the WebApp wants, in the order the status
+// checks them, with its readiness (nil: it does not exist).
+type wantedChild struct {
+	kind      string // `Deployment`, as a readiness message names it
+	readiness *Readiness
+}
+
+// wanted are the Deployment, the Service and, with spec.ingress, the
+// Ingress, each rated as the host rates a child (readiness.go). An
+// existing Ingress no longer wanted does not count.
+func (c Children) wanted(spec *WebAppSpec) []wantedChild {
+	out := []wantedChild{{kind: "Deployment"}, {kind: "Service"}}
+	if c.Deployment != nil {
+		out[0].readiness = ptr(RateDeployment(c.Deployment))
+	}
+	if c.Service != nil {
+		out[1].readiness = ptr(RateService(c.Service))
+	}
+	if spec.Ingress != nil {
+		ingress := wantedChild{kind: "Ingress"}
+		if c.Ingress != nil {
+			ingress.readiness = ptr(RateIngress(c.Ingress))
+		}
+		out = append(out, ingress)
+	}
+	return out
+}
+
+// readyReplicas is the Deployment's status.readyReplicas, 0 without one.
+func readyReplicas(d *appsv1.Deployment) int32 {
 	if d == nil {
-		return rollout{}
+		return 0
 	}
-	image, ok := deploymentImage(d)
-	return rollout{
-		readyReplicas: d.Status.ReadyReplicas,
-		exists:        true,
-		current: deploymentReplicas(d) == spec.ReplicasOrDefault() &&
-			ok && image == spec.Image &&
-			d.Status.ObservedGeneration >= d.Generation &&
-			d.Status.UpdatedReplicas >= spec.ReplicasOrDefault(),
-	}
+	return d.Status.ReadyReplicas
 }
 
-func (r rollout) ready(spec *WebAppSpec) bool {
-	return r.current && r.readyReplicas >= spec.ReplicasOrDefault()
+// Verdict is the Ready condition's status, reason and message (status.rs
+// `verdict`, go-webapp's status.go `readyCondition`). The first that
+// applies wins: a wanted child is missing; the Deployment does not run the
+// spec yet; a wanted child is not Current (its readiness, kstatus's rules:
+// no rollout arithmetic here); else available.
+func Verdict(name string, spec *WebAppSpec, children Children) (value, reason, message string) {
+	wanted := children.wanted(spec)
+	for _, c := range wanted {
+		if c.readiness == nil {
+			return conditionFalse, "Progressing", fmt.Sprintf("%s %s does not exist yet", strings.ToLower(c.kind), name)
+		}
+	}
+	d := children.Deployment // exists: the first check answered otherwise
+	counts := fmt.Sprintf("%d of %d replicas ready", readyReplicas(d), spec.ReplicasOrDefault())
+	if image, _ := deploymentImage(d); deploymentReplicas(d) != spec.ReplicasOrDefault() || image != spec.Image {
+		return conditionFalse, "Progressing", fmt.Sprintf("deployment %s is being updated: %s", name, counts)
+	}
+	for _, c := range wanted {
+		if c.readiness.Status == Current {
+			continue
+		}
+		reason := "Progressing"
+		if c.readiness.Status == Failed {
+			reason = "Failed"
+		}
+		return conditionFalse, reason, fmt.Sprintf("%s %s: %s", c.kind, name, c.readiness.Message)
+	}
+	return conditionTrue, "Available", counts
 }
 
-// ComputeStatus is the new status (status.rs). lastTransitionTime never reads
-// the clock: it is kept while the condition's status holds, else it is the
-// latest time the request shows (the Deployment's condition timestamps, the
-// previous transition, the WebApp's creation).
-func ComputeStatus(spec *WebAppSpec, generation int64, created metav1.Time, previous *WebAppStatus,
-	d *appsv1.Deployment, name string) WebAppStatus {
-	ro := observe(d, spec)
-	ready := ro.ready(spec)
-	value, reason := metav1.ConditionFalse, "Progressing"
-	if ready {
-		value, reason = metav1.ConditionTrue, "Available"
-	}
-	counts := fmt.Sprintf("%d of %d replicas ready", ro.readyReplicas, spec.ReplicasOrDefault())
-	message := counts
-	switch {
-	case ready:
-	case !ro.exists:
-		message = fmt.Sprintf("deployment %s does not exist yet", name)
-	case !ro.current:
-		message = fmt.Sprintf("deployment %s is being updated: %s", name, counts)
-	}
-	prev := readyCondition(previous)
-	var transition metav1.Time
-	if prev != nil && prev.Status == value {
+const (
+	conditionTrue  = "True"
+	conditionFalse = "False"
+)
+
+// ComputeStatus is the new status (status.rs `status`): observedGeneration,
+// readyReplicas and the Ready condition of Verdict. now is the time of this
+// reconcile, as Timestamp writes it.
+func ComputeStatus(name string, spec *WebAppSpec, generation int64, previous *WebAppStatus, children Children,
+	now string) WebAppStatus {
+	value, reason, message := Verdict(name, spec, children)
+	return withReady(generation, previous, readyReplicas(children.Deployment), value, reason, message, now)
+}
+
+// InvalidStatus is the status of a WebApp whose spec is invalid (status.rs
+// `invalid`): Ready False, reason InvalidSpec, the failure's message.
+func InvalidStatus(generation int64, previous *WebAppStatus, d *appsv1.Deployment, message, now string) WebAppStatus {
+	return withReady(generation, previous, readyReplicas(d), conditionFalse, "InvalidSpec", message, now)
+}
+
+// withReady is a status with one Ready condition. Its lastTransitionTime is
+// the previous Ready condition's while its status holds, else now: the
+// reconcile's time, exactly as the guests take request.now.
+func withReady(generation int64, previous *WebAppStatus, ready int32, value, reason, message, now string) WebAppStatus {
+	transition := now
+	if prev := readyCondition(previous); prev != nil && prev.Status == value {
 		transition = prev.LastTransitionTime
-	} else {
-		transition = latestTime(d, prev, created)
 	}
 	return WebAppStatus{
 		ObservedGeneration: generation,
-		ReadyReplicas:      ro.readyReplicas,
-		Conditions: []metav1.Condition{{
+		ReadyReplicas:      ready,
+		Conditions: []Condition{{
 			Type:               ReadyCondition,
 			Status:             value,
-			ObservedGeneration: generation,
+			ObservedGeneration: ptr(generation),
 			LastTransitionTime: transition,
 			Reason:             reason,
 			Message:            message,
@@ -226,7 +295,7 @@ func ComputeStatus(spec *WebAppSpec, generation int64, created metav1.Time, prev
 	}
 }
 
-func readyCondition(s *WebAppStatus) *metav1.Condition {
+func readyCondition(s *WebAppStatus) *Condition {
 	if s == nil {
 		return nil
 	}
@@ -238,28 +307,10 @@ func readyCondition(s *WebAppStatus) *metav1.Condition {
 	return nil
 }
 
-func latestTime(d *appsv1.Deployment, prev *metav1.Condition, created metav1.Time) metav1.Time {
-	var times []metav1.Time
-	if d != nil {
-		for _, c := range d.Status.Conditions {
-			times = append(times, c.LastUpdateTime, c.LastTransitionTime)
-		}
-	}
-	if prev != nil {
-		times = append(times, prev.LastTransitionTime)
-	}
-	times = append(times, created)
-	latest := metav1.NewTime(time.Unix(0, 0).UTC())
-	found := false
-	for _, t := range times {
-		if t.IsZero() {
-			continue
-		}
-		if !found || t.After(latest.Time) {
-			latest, found = t, true
-		}
-	}
-	return latest
+// Timestamp is t as the host writes request.now (operon_contract::rfc3339):
+// UTC, with milliseconds, `2026-11-20T10:01:31.000Z`.
+func Timestamp(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
 
 // Event is one event to record: what the reconcile is about to change.
@@ -298,12 +349,18 @@ func Events(name string, spec *WebAppSpec, d *appsv1.Deployment, hadIngress bool
 	}
 	isReady := func(s *WebAppStatus) bool {
 		c := readyCondition(s)
-		return c != nil && c.Status == metav1.ConditionTrue
+		return c != nil && c.Status == conditionTrue
 	}
 	if isReady(status) && !isReady(previous) {
 		events = append(events, Event{"Available", fmt.Sprintf("all %d replicas of %s are ready", spec.ReplicasOrDefault(), name)})
 	}
 	return events
+}
+
+// CleanupEvent is the one event of a deleted WebApp that still has the
+// finalizer (lib.rs, when finalizing).
+func CleanupEvent(name string) Event {
+	return Event{"Cleanup", fmt.Sprintf("webapp %s deleted; its children are deleted with it", name)}
 }
 
 func ptr[T any](v T) *T { return &v }

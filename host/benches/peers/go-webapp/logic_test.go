@@ -6,25 +6,39 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"sigs.k8s.io/yaml"
 )
 
+// fixtures holds the shared request fixtures (NAME.yaml) and their
+// outcomes (NAME.expected.yaml), contract 0.2's format (contract/src/
+// fixture.rs). TestFixtures reads the files at its top only: admission/ is
+// admission_test.go's, and conversion/ is about `convert`, which the peer
+// does not do (the CRD serves v1alpha1 only without a conversion webhook).
 const fixtures = "../../../../guest-examples/webapp/fixtures"
+
+// defaultNow is request.now for a fixture without `now:`: the Unix epoch,
+// as the host writes it.
+const defaultNow = "1970-01-01T00:00:00.000Z"
 
 type fixture struct {
 	Object     WebApp            `json:"object"`
 	Children   []json.RawMessage `json:"children"`
 	Finalizing bool              `json:"finalizing"`
+	// Now is request.now: the host's clock for the call.
+	Now string `json:"now"`
 }
 
 type expected struct {
@@ -35,7 +49,42 @@ type expected struct {
 		Message string `json:"message"`
 		Warning bool   `json:"warning"`
 	} `json:"events"`
-	Error map[string]string `json:"error"`
+	RequeueAfterMs *int64            `json:"requeueAfterMs"`
+	Finalized      bool              `json:"finalized"`
+	NeedsFinalizer bool              `json:"needsFinalizer"`
+	Error          map[string]string `json:"error"`
+}
+
+// children decodes a fixture's children by kind. The fixtures state no
+// readiness (the host rates every child), so Verdict rates them natively;
+// TestReadinessShouldBeTheHosts holds that rating to the host's.
+func children(t *testing.T, raws []json.RawMessage) Children {
+	t.Helper()
+	var c Children
+	for _, raw := range raws {
+		var meta metav1.TypeMeta
+		if err := json.Unmarshal(raw, &meta); err != nil {
+			t.Fatal(err)
+		}
+		var into any
+		switch meta.Kind {
+		case "Deployment":
+			c.Deployment = &appsv1.Deployment{}
+			into = c.Deployment
+		case "Service":
+			c.Service = &corev1.Service{}
+			into = c.Service
+		case "Ingress":
+			c.Ingress = &networkingv1.Ingress{}
+			into = c.Ingress
+		default:
+			t.Fatalf("a child of a kind the WebApp does not own: %s", raw)
+		}
+		if err := json.Unmarshal(raw, into); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
 }
 
 func load(t *testing.T, path string, into any) {
@@ -111,43 +160,47 @@ func TestFixtures(t *testing.T) {
 			var want expected
 			load(t, path, &f)
 			load(t, strings.TrimSuffix(path, ".yaml")+".expected.yaml", &want)
+			if f.Now == "" {
+				f.Now = defaultNow
+			}
 			webapp := &f.Object
-			if want.Error != nil {
-				if Validate(&webapp.Spec) == nil {
-					t.Fatalf("want a terminal failure (%v), the spec validates", want.Error)
+			name := webapp.Name
+			existing := children(t, f.Children)
+			ran++
+			if f.Finalizing {
+				// The rest of the finalizing path is I/O (controller.go
+				// finalize): no status, the Cleanup event, the finalizer
+				// removed.
+				cleanup := CleanupEvent(name)
+				if want.Status != nil || !want.Finalized || want.NeedsFinalizer || len(want.Desired) != 0 ||
+					len(want.Events) != 1 || want.Events[0].Reason != cleanup.Reason || want.Events[0].Message != cleanup.Message {
+					t.Errorf("finalizing: got %v, want %+v", cleanup, want)
 				}
 				return
 			}
-			if f.Finalizing {
-				// The finalizing path is I/O only (controller.go finalize).
+			if want.Error != nil {
+				err := Check(webapp)
+				if err == nil || want.Error["terminal"] == "" || err.Error() != want.Error["terminal"] {
+					t.Fatalf("want the terminal failure %v, got %v", want.Error, err)
+				}
+				status := InvalidStatus(webapp.Generation, webapp.Status, existing.Deployment, err.Error(), f.Now)
+				if got := asMap(t, status); !reflect.DeepEqual(got, want.Status) {
+					t.Errorf("status\n got %v\nwant %v", got, want.Status)
+				}
 				return
 			}
-			if err := Validate(&webapp.Spec); err != nil {
+			if err := Check(webapp); err != nil {
 				t.Fatal(err)
 			}
-			var deployment *appsv1.Deployment
-			hadIngress := false
-			for _, raw := range f.Children {
-				var meta metav1.TypeMeta
-				if err := json.Unmarshal(raw, &meta); err != nil {
-					t.Fatal(err)
-				}
-				switch meta.Kind {
-				case "Deployment":
-					deployment = &appsv1.Deployment{}
-					if err := json.Unmarshal(raw, deployment); err != nil {
-						t.Fatal(err)
-					}
-				case "Ingress":
-					hadIngress = true
-				}
+			// The controller always keeps the finalizer and never requeues.
+			if !want.NeedsFinalizer || want.Finalized || want.RequeueAfterMs != nil {
+				t.Errorf("an outcome the controller does not make: %+v", want)
 			}
-			name := webapp.Name
-			status := ComputeStatus(&webapp.Spec, webapp.Generation, webapp.CreationTimestamp, webapp.Status, deployment, name)
+			status := ComputeStatus(name, &webapp.Spec, webapp.Generation, webapp.Status, existing, f.Now)
 			if got := asMap(t, status); !reflect.DeepEqual(got, want.Status) {
 				t.Errorf("status\n got %v\nwant %v", got, want.Status)
 			}
-			events := Events(name, &webapp.Spec, deployment, hadIngress, webapp.Status, &status)
+			events := Events(name, &webapp.Spec, existing.Deployment, existing.Ingress != nil, webapp.Status, &status)
 			if len(events) != len(want.Events) {
 				t.Fatalf("events: got %v, want %v", events, want.Events)
 			}
@@ -178,10 +231,47 @@ func TestFixtures(t *testing.T) {
 					t.Errorf("desired[%d]\n got %v\nwant %v", i, got, want.Desired[i])
 				}
 			}
-			ran++
 		})
 	}
-	if ran < 4 {
+	if ran < 8 { // the eight request fixtures of contract 0.2
 		t.Fatalf("only %d fixtures compared", ran)
+	}
+}
+
+// The cache decodes WebApps with apimachinery's codec (sigs.k8s.io/json),
+// not encoding/json: WebAppSpec.UnmarshalJSON must see them there too.
+func TestCheckShouldNameASpecThatDoesNotFitThroughTheCodec(t *testing.T) {
+	decoder := serializer.NewCodecFactory(scheme).UniversalDeserializer()
+	for _, tc := range []struct{ spec, want string }{
+		{`{"image": "nginx:1.27", "replicas": 2}`, ""},
+		{`{"replicas": 2}`, "WebApp default/shop is invalid: missing field `image`"},
+		{`{"image": null}`, "WebApp default/shop is invalid: invalid type: null, expected a string"},
+		{`null`, "WebApp default/shop is invalid: missing field `spec`"},
+		{`{"image": " "}`, "spec.image must not be empty"},
+	} {
+		text := `{"apiVersion": "example.operon.dev/v1alpha1", "kind": "WebApp",
+			"metadata": {"name": "shop", "namespace": "default"}, "spec": ` + tc.spec + `}`
+		object, _, err := decoder.Decode([]byte(text), nil, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.spec, err)
+		}
+		webapp, ok := object.(*WebApp)
+		if !ok {
+			t.Fatalf("%s: decoded a %T", tc.spec, object)
+		}
+		err = Check(webapp.DeepCopy())
+		if got := fmt.Sprint(err); (tc.want == "" && err != nil) || (tc.want != "" && got != tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.spec, err, tc.want)
+		}
+		if tc.want == "" && (webapp.Spec.Image != "nginx:1.27" || webapp.Spec.ReplicasOrDefault() != 2) {
+			t.Errorf("%s: decoded %+v", tc.spec, webapp.Spec)
+		}
+	}
+}
+
+func TestTimestampShouldBeWrittenAsTheHostWritesNow(t *testing.T) {
+	at := time.Date(2026, 11, 20, 11, 1, 31, 42_000_000, time.FixedZone("CET", 3600))
+	if got := Timestamp(at); got != "2026-11-20T10:01:31.042Z" {
+		t.Errorf("got %s", got)
 	}
 }
