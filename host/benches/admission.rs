@@ -352,7 +352,7 @@ impl Call {
         match self {
             Call::Https { side, hook, .. } => format!("{} `{}` over HTTPS", SIDES[*side], hook.as_str()),
             Call::InProcess(hook) => format!("Operon `{}` in-process", hook.as_str()),
-            Call::Spawn => "of which: spawn a thread, await its answer".into(),
+            Call::Spawn => "a bare thread spawn and its answer (what the handler did before its threads were kept)".into(),
         }
     }
 
