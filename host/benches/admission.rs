@@ -30,6 +30,8 @@
 //! and in-process answers per hook, default 2000). Needs the Go peer built
 //! into `target/peers/go-webapp` (`cargo xtask bench admission` builds it).
 
+#[path = "common/go_peer.rs"]
+mod go_peer;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
@@ -145,8 +147,7 @@ struct GoPeer {
 
 impl GoPeer {
     fn start() -> GoPeer {
-        let bin = target_dir().join("peers/go-webapp");
-        assert!(bin.exists(), "{}: run `cargo xtask bench admission`, which builds the Go peer", bin.display());
+        let bin = go_peer::build(&target_dir()).expect("building the Go peer");
         let certs = tempfile::tempdir().unwrap();
         let ca = write_certs(certs.path());
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
@@ -352,7 +353,9 @@ impl Call {
         match self {
             Call::Https { side, hook, .. } => format!("{} `{}` over HTTPS", SIDES[*side], hook.as_str()),
             Call::InProcess(hook) => format!("Operon `{}` in-process", hook.as_str()),
-            Call::Spawn => "a bare thread spawn and its answer (what the handler did before its threads were kept)".into(),
+            Call::Spawn => {
+                "a bare thread spawn and its answer (what the handler did before its threads were kept)".into()
+            }
         }
     }
 

@@ -62,6 +62,8 @@
 //!    instrumentation when there are two rounds or more). The API server's
 //!    and etcd's CPU over the same interval are printed too.
 
+#[path = "common/go_peer.rs"]
+mod go_peer;
 #[path = "manager/native.rs"]
 mod native;
 #[path = "manager/plot.rs"]
@@ -79,7 +81,7 @@ use operon_envtest::{ControlPlane, Options};
 use procs::{Bins, Contender, Launch, ProcStats, Starts, Watchdog, now_ns, proc_stats};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -269,40 +271,8 @@ fn prepare() -> Result<Bins> {
         operon: copy(PathBuf::from(env!("CARGO_BIN_EXE_operon")), "operon")?,
         wasm: copy(wasm, "rust-webapp.wasm")?,
         native: copy(std::env::current_exe()?, "bench-manager")?,
-        go: build_go()?,
+        go: go_peer::build(&target_dir())?,
     })
-}
-
-fn go_source() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/peers/go-webapp")
-}
-
-fn build_go() -> Result<PathBuf> {
-    let src = go_source();
-    let out = target_dir().join("peers/go-webapp");
-    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    let newest_source = std::fs::read_dir(&src)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "go" || e == "mod" || e == "sum"))
-        .filter_map(|p| modified(&p))
-        .max();
-    if let (Some(built), Some(source)) = (modified(&out), newest_source)
-        && built > source
-    {
-        return Ok(out);
-    }
-    eprintln!("bench: go build {} -> {}", src.display(), out.display());
-    let status = std::process::Command::new("go")
-        .args(["build", "-trimpath", "-o"])
-        .arg(&out)
-        .arg(".")
-        .current_dir(&src)
-        .status()
-        .context("running `go build` (Go 1.24 or later must be on PATH)")?;
-    if !status.success() {
-        bail!("`go build` of {} failed ({status})", src.display());
-    }
-    Ok(out)
 }
 
 /// CPUs, memory, kernel; versions of the peers.
@@ -325,7 +295,7 @@ fn machine() -> String {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().trim_start_matches("go version ").to_string())
         .unwrap_or_default();
-    let runtime_version = std::fs::read_to_string(go_source().join("go.mod"))
+    let runtime_version = std::fs::read_to_string(go_peer::source().join("go.mod"))
         .unwrap_or_default()
         .lines()
         .find_map(|l| l.trim().strip_prefix("sigs.k8s.io/controller-runtime ").map(str::to_string))

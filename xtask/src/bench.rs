@@ -22,7 +22,7 @@
 //!   controller-runtime (the Go peer's `webhook` mode), and without any, in
 //!   one run; then each server called directly and the host's handler alone
 //!   (docs/admission.md). Needs the envtest binaries, `rust-webapp` and `go`
-//!   on PATH: the Go peer is built here into `target/peers/go-webapp`.
+//!   on PATH: the program builds the Go peer into `target/peers/` itself.
 //!
 //! - `languages`: the WebApp reconciler in Rust, C, Go, TypeScript and
 //!   Python side by side: size, cold compile, cached load, instantiate,
@@ -62,9 +62,6 @@ pub fn run(args: &[&str]) -> Result<()> {
             .context("provisioning the control plane binaries")?;
         eprintln!("bench: control plane binaries in {}", dir.display());
     }
-    if name == "admission" {
-        build_go_peer()?;
-    }
 
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
@@ -73,27 +70,6 @@ pub fn run(args: &[&str]) -> Result<()> {
     let status = cmd.status().context("running cargo bench")?;
     if !status.success() {
         bail!("`cargo bench -p operon --bench {name}` failed ({status})");
-    }
-    Ok(())
-}
-
-/// `go build` of the controller-runtime peer (`host/benches/peers/go-webapp`)
-/// into `target/peers/go-webapp`; Go's build cache makes a rebuild of
-/// unchanged sources quick.
-fn build_go_peer() -> Result<()> {
-    let src = crate::root().join("host/benches/peers/go-webapp");
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| crate::root().join("target"), Into::into);
-    let out = target.join("peers/go-webapp");
-    eprintln!("bench: go build {} -> {}", src.display(), out.display());
-    let status = Command::new("go")
-        .args(["build", "-trimpath", "-o"])
-        .arg(&out)
-        .arg(".")
-        .current_dir(&src)
-        .status()
-        .context("running `go build` (Go 1.24 or later must be on PATH)")?;
-    if !status.success() {
-        bail!("`go build` of {} failed ({status})", src.display());
     }
     Ok(())
 }
