@@ -17,12 +17,12 @@
 
 use super::crd::{ClusterReconciler, Reconciler};
 use super::{PluginKey, reconciler_gvk};
-use crate::cache::{Cache, CachedObject, Informer, WatchKey};
+use crate::cache::{Cache, CachedObject, Informer, ObjectKey, WatchKey};
 use crate::contract::Gvk;
 use crate::pipeline::Protected;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 
 /// The informers of the Reconcilers. Cheap to clone.
 #[derive(Clone)]
@@ -32,7 +32,15 @@ pub struct Peers {
     /// This host's Reconcilers and ClusterReconcilers.
     namespaced: Arc<Informer>,
     cluster: Option<Arc<Informer>>,
+    /// Each Reconciler's claim, parsed once per version of it: every
+    /// lifecycle step asks for all of them, and parsing every Reconciler at
+    /// every step was quadratic in their number (a thousand Reconcilers
+    /// spent their host's CPU deserializing each other).
+    claims: Arc<Mutex<Claims>>,
 }
+
+/// Parsed claims by (cluster-scoped, key), with the resourceVersion parsed.
+type Claims = HashMap<(bool, ObjectKey), (Option<String>, Option<Arc<Held>>)>;
 
 /// What a plugin claims: the parents it would reconcile.
 #[derive(Debug, Clone)]
@@ -73,7 +81,7 @@ impl Peers {
         cluster: Option<Arc<Informer>>,
     ) -> Peers {
         let every = cache.informer(WatchKey::new(reconciler_gvk(), namespace));
-        Peers { every, namespaced, cluster }
+        Peers { every, namespaced, cluster, claims: Arc::default() }
     }
 
     /// The objects no plugin may write: every Reconciler's module ConfigMap.
@@ -97,7 +105,7 @@ impl Peers {
     /// `Overlaps` condition. Only Reconcilers that serve (`Ready`) count,
     /// so one that waits never blocks another.
     pub fn overlapping(&self, claim: &Claim<'_>) -> Option<String> {
-        let mut older: Vec<Held> = self
+        let mut older: Vec<Arc<Held>> = self
             .held()
             .into_iter()
             .filter(|h| h.key != *claim.key)
@@ -125,12 +133,30 @@ impl Peers {
         ))
     }
 
-    /// The claims of every serving Reconciler.
-    fn held(&self) -> Vec<Held> {
-        let mut out: Vec<Held> = self.namespaced.store().iter().filter_map(|o| held(o, false)).collect();
-        if let Some(c) = &self.cluster {
-            out.extend(c.store().iter().filter_map(|o| held(o, true)));
+    /// The claims of every serving Reconciler (parsed again only for a
+    /// Reconciler that changed).
+    fn held(&self) -> Vec<Arc<Held>> {
+        let mut claims = self.claims.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        let informers = std::iter::once((&self.namespaced, false)).chain(self.cluster.as_ref().map(|c| (c, true)));
+        for (informer, cluster) in informers {
+            for object in informer.store().iter() {
+                let key = (cluster, object.key());
+                let version = object.resource_version().map(str::to_string);
+                let claim = match claims.get(&key) {
+                    Some((v, claim)) if *v == version && version.is_some() => claim.clone(),
+                    _ => {
+                        let claim = held(object, cluster).map(Arc::new);
+                        claims.insert(key.clone(), (version, claim.clone()));
+                        claim
+                    }
+                };
+                seen.insert(key);
+                out.extend(claim);
+            }
         }
+        claims.retain(|k, _| seen.contains(k));
         out
     }
 }
