@@ -13,6 +13,11 @@
 //! finalizing: false # default false
 //! attempt: 0        # default 0
 //! cluster: []       # objects that get/list see (optional)
+//! egress:           # outbound HTTP calls and their answers (optional; contract 0.2)
+//! - request: {method: GET, url: https://dns.example/api/zones/a., credential: pdns}
+//!   response: {status: 200, headers: {content-type: application/json}, body: '{...}'}
+//! - request: {method: DELETE, url: https://dns.example/api/zones/b.}
+//!   error: {timeout: "no answer in 10s"}   # denied, invalid, unreachable, tooLarge, budget
 //! ```
 //!
 //! ```yaml
@@ -229,31 +234,41 @@ pub fn read<T: DeserializeOwned>(path: &Path) -> Result<T, Error> {
 }
 
 /// A request fixture, `NAME.yaml`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestFile {
     /// The parent.
     pub object: Value,
     /// Existing owned objects, in any order.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<Value>,
     /// Objects of watched kinds.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub related: Vec<Value>,
     /// The parent is being deleted.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub finalizing: bool,
     /// Failures in a row before this call.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub attempt: u32,
     /// Other objects that `get` and `list` see.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cluster: Vec<Value>,
     /// The host's clock for this call (RFC 3339, contract 0.2's
     /// `request.now`). Absent: the Unix epoch, so a fixture never depends
     /// on when it runs; set it when the guest reads the time.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub now: Option<String>,
+    /// The guest's outbound HTTP calls and their answers (contract 0.2's
+    /// `egress`), as `operon run --record` writes them: replayed with no
+    /// network, and a call not held here fails the fixture
+    /// ([`crate::egress::Replay`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress: Vec<crate::egress::Exchange>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl RequestFile {
@@ -644,6 +659,14 @@ pub fn to_yaml(value: &Value) -> String {
         "patched",
     ];
     serde_saphyr::to_string(&Ordered { value, first: TOP }).unwrap_or_else(|e| format!("<not YAML: {e}>\n"))
+}
+
+/// YAML text of a request fixture (as `operon run --record` writes one):
+/// the parent first, then what came with it, the reads and the calls.
+pub fn request_to_yaml(file: &RequestFile) -> String {
+    const TOP: &[&str] = &["object", "children", "related", "finalizing", "attempt", "now", "cluster", "egress"];
+    let value = serde_json::to_value(file).unwrap_or_default();
+    serde_saphyr::to_string(&Ordered { value: &value, first: TOP }).unwrap_or_else(|e| format!("<not YAML: {e}>\n"))
 }
 
 /// A value serialized with its object keys reordered: `first` in that

@@ -7,7 +7,7 @@
 //! module declares ([`Manifest`]), one reconcile's [`Request`] and
 //! [`Outcome`], one admission [`Review`] and its [`Denial`], and
 //! [label selectors](selector), the [rules](rules) an outcome must keep,
-//! the [readiness] of an object — so that each has one
+//! the [readiness] of an object, an [egress] call and its replay — so that each has one
 //! implementation; and,
 //! with the `fixtures` feature, the [fixture files](fixture) of `operon
 //! test` and of the Rust SDK's `testing::fixtures`.
@@ -41,6 +41,7 @@ pub fn compatible(found: &str, expected: &str) -> bool {
 }
 
 mod admission;
+pub mod egress;
 mod types;
 
 #[cfg(feature = "fixtures")]

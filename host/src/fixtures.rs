@@ -15,6 +15,10 @@
 //! rule, whatever the expected file says. Every SDK's own runner applies
 //! the same rules (`contract/rules/`).
 //!
+//! A fixture's `egress:` answers the guest's outbound calls (contract
+//! 0.2), with no network ([`crate::contract::egress::Replay`]); a call it
+//! does not hold fails the fixture, naming the call.
+//!
 //! # Admission fixtures
 //!
 //! An admission review goes through `mutate`, then (unless refused) through
@@ -186,7 +190,13 @@ fn run_one(module: &Module, case: &Case, update: bool) -> Result<Concluded, Erro
     let live = LiveCheck::of(&file);
     let request = file.request(&module.manifest().owns).map_err(invalid)?;
     let reader = FixtureReader { objects: file.visible(), namespace: file.namespace() };
-    let observed = match module.reconcile(&request, Arc::new(reader)) {
+    // Outbound calls are answered from the fixture's `egress`, never the network.
+    let replay = Arc::new(crate::contract::egress::Replay::new(file.egress.clone()));
+    let answered = module.reconcile_with(&request, Arc::new(reader), Some(replay.clone()));
+    if let Some(unrecorded) = replay.verdict() {
+        return Ok(Concluded::Differs(format!("  {unrecorded}")));
+    }
+    let observed = match answered {
         Ok(Ok(outcome)) => {
             if let Err(refused) = live.check(module.manifest(), &outcome) {
                 return Ok(Concluded::Differs(format!("  {refused} (the live controller checks this before writing)")));

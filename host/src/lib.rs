@@ -12,6 +12,7 @@ pub mod cache;
 pub mod cli;
 pub mod client;
 pub mod controller;
+pub mod egress;
 pub mod fixtures;
 pub mod leader;
 pub mod manager;

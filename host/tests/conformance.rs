@@ -32,6 +32,7 @@ const LANGUAGES: [&str; 5] = ["rust-webapp", "python-webapp", "ts-webapp", "go-w
 
 /// The ScheduledScale in every language it is written in, by component name.
 const SCHEDULEDSCALE_LANGUAGES: [&str; 2] = ["rust-scheduledscale", "python-scheduledscale"];
+const DNSRECORD_LANGUAGES: [&str; 2] = ["rust-dnsrecord", "python-dnsrecord"];
 
 /// The shared fixtures of `guest-examples/{example}/fixtures`.
 fn fixtures_root(example: &str) -> PathBuf {
@@ -133,6 +134,13 @@ fn every_language_should_give_the_same_outcome_for_every_webapp_fixture() {
 #[test]
 fn every_scheduledscale_gives_the_same_outcomes() {
     assert_same_outcomes(&fixtures_root("scheduledscale"), &SCHEDULEDSCALE_LANGUAGES);
+}
+
+/// The DnsRecord examples (egress to PowerDNS) replay the same recorded
+/// calls and give the same outcomes.
+#[test]
+fn every_dnsrecord_gives_the_same_outcomes() {
+    assert_same_outcomes(&fixtures_root("dnsrecord"), &DNSRECORD_LANGUAGES);
 }
 
 /// Runs `operon test` with every one of `languages`' components (from

@@ -6,6 +6,7 @@
  */
 #include "operon.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1115,6 +1116,72 @@ void operon_log(operon_level_t level, const char *format, ...) {
     const char *message = arena_vsprintf(format, args);
     va_end(args);
     operon_log_fields(level, message, 0, NULL);
+}
+
+/* ------------------------------------------------------------- egress */
+
+const char *operon_http_error_name(operon_http_error_kind_t kind) {
+    static const char *const names[] = {"denied", "invalid", "timeout", "unreachable", "tooLarge", "budget", "notRecorded"};
+    return (size_t)kind < OPERON_LEN(names) ? names[kind] : "unknown";
+}
+
+bool operon_http(const operon_http_request_t *req, operon_http_response_t *res, operon_http_error_t *err) {
+    memset(res, 0, sizeof *res);
+    memset(err, 0, sizeof *err);
+    res->body = "";
+    if (!req || !req->url) {
+        *err = (operon_http_error_t){OPERON_HTTP_INVALID, "operon_http: the request has no URL"};
+        return false;
+    }
+    if (!current_host || !current_host->fetch) {
+        *err = (operon_http_error_t){OPERON_HTTP_DENIED, current_host ? "this host makes no HTTP calls"
+                                                                      : "operon_http called outside a reconcile"};
+        return false;
+    }
+    operon_http_request_t call = *req;
+    if (!call.method) call.method = "GET";
+    if (call.body && !call.body_len) call.body_len = strlen(call.body);
+    if (!call.headers) call.headers_len = 0;
+    if (!current_host->fetch(current_host->self, &call, res, err)) {
+        if (!err->message) err->message = "";
+        return false;
+    }
+    if (!res->body) res->body = "";
+    return true;
+}
+
+bool operon_http_ok(const operon_http_response_t *res) { return res && res->status >= 200 && res->status < 300; }
+
+const char *operon_http_header(const operon_http_response_t *res, const char *name) {
+    for (size_t i = 0; res && name && i < res->headers_len; i++) {
+        const char *a = res->headers[i].name, *b = name;
+        while (*a && *b && tolower((unsigned char)*a) == tolower((unsigned char)*b)) a++, b++;
+        if (!*a && !*b) return res->headers[i].value;
+    }
+    return NULL;
+}
+
+const operon_json_t *operon_http_json(const operon_http_response_t *res, const char **error) {
+    const char *parse_error = NULL;
+    const operon_json_t *v = operon_json_parse(res->body ? res->body : "", res->body ? res->body_len : 0, &parse_error);
+    if (!v && error) *error = operon_sprintf("the HTTP answer (status %u) is not JSON: %s", (unsigned)res->status, parse_error);
+    return v;
+}
+
+const char *operon_http_describe(const operon_http_request_t *req) {
+    const char *method = req->method ? req->method : "GET";
+    char *upper = arena_strndup(method, strlen(method));
+    for (char *p = upper; *p; p++) *p = (char)toupper((unsigned char)*p);
+    const char *out = operon_sprintf("%s %s", upper, nz(req->url));
+    if (req->body) out = operon_sprintf("%s (%zu bytes of body)", out, req->body_len ? req->body_len : strlen(req->body));
+    if (req->credential) {
+        /* Quoted as the Rust runner quotes it (Debug of a string). */
+        const char *quoted = "\"";
+        for (const char *c = req->credential; *c; c++)
+            quoted = *c == '"' || *c == '\\' ? operon_sprintf("%s\\%c", quoted, *c) : operon_sprintf("%s%c", quoted, *c);
+        out = operon_sprintf("%s with credential %s\"", out, quoted);
+    }
+    return out;
 }
 
 /* ------------------------------------------------------------ run path */

@@ -386,6 +386,92 @@ void operon_log(operon_level_t level, const char *format, ...) OPERON_PRINTF(2, 
 /* With structured fields: `fields` holds nfields key/value pairs, k0, v0, k1, v1, ... */
 void operon_log_fields(operon_level_t level, const char *message, size_t nfields, const char *const *fields);
 
+/* ------------------------------------------ host: outbound HTTP (egress) */
+
+/* A reconciler that manages something outside the cluster (DNS records,
+ * buckets, users of an identity provider) calls it through the host
+ * (contract 0.2's `egress`); the host makes the call, and only what the
+ * Reconciler grants (spec.grants.egress; nothing by default), adding a
+ * credential the request names (spec.credentials) without its value ever
+ * entering the component. Only operon_reconcile may call out: in the
+ * manifest, admission and conversion every call is denied.
+ *
+ *     static const operon_http_header_t JSON[] = {{"content-type", "application/json"}};
+ *     operon_http_request_t call = {
+ *         .method = "PATCH",
+ *         .url = operon_sprintf("https://dns.example/api/zones/%s.", zone),
+ *         .headers = JSON, .headers_len = OPERON_LEN(JSON),
+ *         .body = operon_json_text(rrsets, NULL),
+ *         .credential = "pdns",
+ *     };
+ *     operon_http_response_t res;
+ *     operon_http_error_t err;
+ *     if (!operon_http(&call, &res, &err))
+ *         return operon_transient(out, "PowerDNS: %s: %s", operon_http_error_name(err.kind), err.message);
+ *     if (!operon_http_ok(&res)) ...
+ */
+
+typedef struct operon_http_header {
+    const char *name;
+    const char *value;
+} operon_http_header_t;
+
+typedef struct operon_http_request {
+    const char *method; /* "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"; NULL: "GET" */
+    const char *url;    /* absolute: https:// (or http:// when the grant says so) */
+    /* Headers to send; host, content-length, hop-by-hop headers and the
+     * header a credential sets are the host's. */
+    const operon_http_header_t *headers;
+    size_t headers_len;
+    const char *body; /* NULL: none */
+    size_t body_len;  /* 0 with a body: strlen(body) */
+    /* The name of one of the Reconciler's spec.credentials; NULL: none. */
+    const char *credential;
+    uint32_t timeout_ms; /* 0: the host's default (10 s); never past the reconcile's deadline */
+} operon_http_request_t;
+
+/* An answer, whatever its status (a 404 or a 500 is an answer, not an error). */
+typedef struct operon_http_response {
+    uint16_t status;
+    const operon_http_header_t *headers;
+    size_t headers_len;
+    const char *body; /* body_len bytes, then a NUL (not counted) */
+    size_t body_len;
+} operon_http_response_t;
+
+/* Why no answer came (the WIT http-error, in its order). */
+typedef enum operon_http_error_kind {
+    OPERON_HTTP_DENIED,       /* not allowed by the grants or the host's rules: nothing was sent */
+    OPERON_HTTP_INVALID,      /* a malformed request (URL, method, header) */
+    OPERON_HTTP_TIMEOUT,      /* no answer in time (the call's deadline or the reconcile's) */
+    OPERON_HTTP_UNREACHABLE,  /* no connection, or it broke (name, refused, TLS) */
+    OPERON_HTTP_TOO_LARGE,    /* the answer is larger than the host takes (1 MiB by default) */
+    OPERON_HTTP_BUDGET,       /* this reconcile made as many calls as the host allows (16 by default) */
+    OPERON_HTTP_NOT_RECORDED, /* replaying a recording (operon test, operon_testing.h): no such call */
+} operon_http_error_kind_t;
+
+typedef struct operon_http_error {
+    operon_http_error_kind_t kind;
+    const char *message; /* for people */
+} operon_http_error_t;
+
+/* Makes one HTTP request through the host: true with the answer in *res,
+ * false with why none came in *err. Everything it hands back lives in the
+ * call's arena (nothing to free). */
+bool operon_http(const operon_http_request_t *req, operon_http_response_t *res, operon_http_error_t *err);
+/* "denied", "invalid", "timeout", "unreachable", "tooLarge", "budget" or
+ * "notRecorded": the kind as fixtures name it. */
+const char *operon_http_error_name(operon_http_error_kind_t kind);
+/* Whether the status is a success (2xx). */
+bool operon_http_ok(const operon_http_response_t *res);
+/* The value of the first header called name (compared without case), or NULL. */
+const char *operon_http_header(const operon_http_response_t *res, const char *name);
+/* The body parsed as JSON; NULL with a message in *error (when not NULL) if it is not JSON. */
+const operon_json_t *operon_http_json(const operon_http_response_t *res, const char **error);
+/* The call in one line, as runners name it (in the arena):
+ * `POST https://a.example/x (7 bytes of body) with credential "api"`. */
+const char *operon_http_describe(const operon_http_request_t *req);
+
 /* ---------------------------------------------------------- admission */
 
 typedef enum operon_operation { OPERON_CREATE, OPERON_UPDATE, OPERON_DELETE, OPERON_CONNECT } operon_operation_t;
@@ -451,13 +537,18 @@ typedef struct operon_str {
 
 /* The host interface. get returns 1 (found; *object is malloc'd JSON),
  * 0 (not found) or -1 (*error is a malloc'd message); list returns 0 with a
- * malloc'd array of malloc'd strings, or -1. */
+ * malloc'd array of malloc'd strings, or -1. fetch (the egress import)
+ * gets a request whose method and body_len are set, and returns true with
+ * *response or false with *error, both in the call's arena; NULL denies
+ * every call. */
 typedef struct operon_host {
     void *self;
     void (*log)(void *self, operon_level_t level, const char *message, size_t nfields, const char *const *fields);
     int (*get)(void *self, operon_gvk_t kind, const char *namespace_, const char *name, char **object, char **error);
     int (*list)(void *self, operon_gvk_t kind, const char *namespace_, const char *label_selector, char ***objects,
                 size_t *len, char **error);
+    bool (*fetch)(void *self, const operon_http_request_t *request, operon_http_response_t *response,
+                  operon_http_error_t *error);
 } operon_host_t;
 
 typedef struct operon_raw_readiness {
@@ -516,6 +607,9 @@ typedef struct operon_raw_outcome {
     operon_raw_pair_t *annotations;
     size_t annotations_len;
     bool refused; /* operon_test_reconcile only: the host would refuse the outcome (failure says why) */
+    /* operon_test_run only: the reconciler made HTTP calls the cluster's
+     * exchanges do not hold (failure names them), whatever it did then. */
+    bool unrecorded;
 } operon_raw_outcome_t;
 
 /* The one code path from a wire request to a wire outcome: parses, calls

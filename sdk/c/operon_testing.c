@@ -4,6 +4,7 @@
 #include "operon_testing.h"
 
 #include <stdlib.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,12 +15,34 @@ int operon_test_summary(void) {
     return operon_test_failed ? 1 : 0;
 }
 
+/* One recorded HTTP exchange (malloc'd). */
+typedef struct fake_exchange {
+    char *method, *url, *credential; /* credential NULL: none */
+    char *body;                      /* NULL: none */
+    size_t body_len;
+    bool has_response;
+    uint16_t status;
+    operon_http_header_t *headers; /* malloc'd names and values */
+    size_t headers_len;
+    char *response_body;
+    size_t response_body_len;
+    bool has_error;
+    operon_http_error_kind_t error_kind;
+    char *error_message;
+    bool used;
+} fake_exchange_t;
+
 struct operon_fake_cluster {
     char **objects;
     size_t len;
     char **logs;
     size_t logs_len;
     const char *namespace_; /* the parent's, during a reconcile */
+    fake_exchange_t *exchanges;
+    size_t exchanges_len;
+    char **missed; /* the calls of the last run no exchange answered, described */
+    size_t missed_len;
+    bool no_egress; /* admission and conversion: every call is denied */
 };
 
 static char *copy_text(const char *s) {
@@ -43,10 +66,33 @@ void operon_fake_cluster_add(operon_fake_cluster_t *c, const char *json) {
     c->objects[c->len++] = copy_text(json);
 }
 
+static void clear_missed(operon_fake_cluster_t *c) {
+    for (size_t i = 0; i < c->missed_len; i++) free(c->missed[i]);
+    free(c->missed);
+    c->missed = NULL;
+    c->missed_len = 0;
+}
+
 void operon_fake_cluster_free(operon_fake_cluster_t *c) {
     if (!c) return;
     for (size_t i = 0; i < c->len; i++) free(c->objects[i]);
     for (size_t i = 0; i < c->logs_len; i++) free(c->logs[i]);
+    for (size_t i = 0; i < c->exchanges_len; i++) {
+        fake_exchange_t *e = &c->exchanges[i];
+        free(e->method);
+        free(e->url);
+        free(e->credential);
+        free(e->body);
+        for (size_t h = 0; h < e->headers_len; h++) {
+            free((char *)e->headers[h].name);
+            free((char *)e->headers[h].value);
+        }
+        free(e->headers);
+        free(e->response_body);
+        free(e->error_message);
+    }
+    free(c->exchanges);
+    clear_missed(c);
     free(c->objects);
     free(c->logs);
     free(c);
@@ -140,7 +186,259 @@ static int fake_list(void *self, operon_gvk_t kind, const char *namespace_, cons
     return 0;
 }
 
-static operon_host_t host_of(operon_fake_cluster_t *c) { return (operon_host_t){c, fake_log, fake_get, fake_list}; }
+/* ---------------------------------------------------------------- egress */
+
+static char *copy_bytes(const char *p, size_t n) {
+    char *out = malloc(n + 1);
+    if (!out) abort();
+    if (n) memcpy(out, p, n);
+    out[n] = '\0';
+    return out;
+}
+
+/* Decodes standard base64 (padding optional) into the arena; NULL when malformed. */
+static char *base64_decode(const char *text, size_t len, size_t *out_len) {
+    static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *out = operon_alloc(len / 4 * 3 + 4);
+    size_t n = 0;
+    uint32_t bits = 0;
+    int count = 0;
+    size_t i = 0;
+    for (; i < len && text[i] != '='; i++) {
+        const char *at = memchr(alphabet, text[i], 64);
+        if (!at || !text[i]) return NULL;
+        bits = bits << 6 | (uint32_t)(at - alphabet);
+        if (++count == 4) {
+            out[n++] = (char)(bits >> 16);
+            out[n++] = (char)(bits >> 8);
+            out[n++] = (char)bits;
+            bits = 0;
+            count = 0;
+        }
+    }
+    for (; i < len; i++)
+        if (text[i] != '=') return NULL;
+    if (count == 1) return NULL;
+    if (count == 2) out[n++] = (char)(bits >> 4);
+    if (count == 3) {
+        out[n++] = (char)(bits >> 10);
+        out[n++] = (char)(bits >> 2);
+    }
+    *out_len = n;
+    return out;
+}
+
+/* A body of the fixture format: text, or {"base64": ...}; NULL with *why when malformed. */
+static char *body_of(const operon_json_t *v, size_t *len, const char **why) {
+    if (operon_json_type(v) == OPERON_STRING) {
+        *len = operon_json_string_len(v);
+        return copy_bytes(operon_json_string(v), *len);
+    }
+    const operon_json_t *b64 = operon_json_get(v, "base64");
+    if (operon_json_type(v) != OPERON_OBJECT || operon_json_len(v) != 1 || operon_json_type(b64) != OPERON_STRING) {
+        *why = "a body is text or {\"base64\": ...}";
+        return NULL;
+    }
+    char *bytes = base64_decode(operon_json_string(b64), operon_json_string_len(b64), len);
+    if (!bytes) {
+        *why = "body.base64 is not base64";
+        return NULL;
+    }
+    return copy_bytes(bytes, *len);
+}
+
+/* Headers of the fixture format: a map of strings, kept in its order. */
+static const char *headers_of(const operon_json_t *map, operon_http_header_t **out, size_t *len) {
+    *out = NULL;
+    *len = 0;
+    if (!map) return NULL;
+    if (operon_json_type(map) != OPERON_OBJECT) return "headers are a map of names to values";
+    *out = calloc(operon_json_len(map) + 1, sizeof **out);
+    if (!*out) abort();
+    for (size_t i = 0; i < operon_json_len(map); i++) {
+        const operon_json_t *value = operon_json_value(map, i);
+        if (operon_json_type(value) != OPERON_STRING) return "a header's value is text";
+        (*out)[i].name = copy_text(operon_json_key(map, i));
+        (*out)[i].value = copy_text(operon_json_string(value));
+        (*len)++;
+    }
+    return NULL;
+}
+
+/* Whether every key of object is one of the NULL-terminated keys. */
+static const char *unknown_key(const operon_json_t *object, const char *const *keys) {
+    for (size_t i = 0; i < operon_json_len(object); i++) {
+        bool known = false;
+        for (const char *const *k = keys; *k; k++) known = known || strcmp(operon_json_key(object, i), *k) == 0;
+        if (!known) return operon_json_key(object, i);
+    }
+    return NULL;
+}
+
+/* Reads one exchange into e (zeroed); NULL, or why it is malformed. */
+static const char *read_exchange(const operon_json_t *v, fake_exchange_t *e) {
+    static const char *const exchange_keys[] = {"request", "response", "error", NULL};
+    static const char *const request_keys[] = {"method", "url", "headers", "body", "credential", "timeoutMs", NULL};
+    static const char *const response_keys[] = {"status", "headers", "body", NULL};
+    const char *unknown, *why = NULL;
+    if (operon_json_type(v) != OPERON_OBJECT) return "an exchange is {request, response} or {request, error}";
+    if ((unknown = unknown_key(v, exchange_keys))) return operon_sprintf("unknown key %s", unknown);
+    const operon_json_t *request = operon_json_get(v, "request");
+    if (operon_json_type(request) != OPERON_OBJECT) return "no request";
+    if ((unknown = unknown_key(request, request_keys))) return operon_sprintf("request: unknown key %s", unknown);
+    const char *method = operon_json_string_at(request, "method", NULL), *url = operon_json_string_at(request, "url", NULL);
+    if (!method || !url) return "request: method and url are text";
+    e->method = copy_text(method);
+    e->url = copy_text(url);
+    const operon_json_t *credential = operon_json_get(request, "credential");
+    if (credential && operon_json_type(credential) != OPERON_NULL) {
+        if (!operon_json_string(credential)) return "request.credential is text";
+        e->credential = copy_text(operon_json_string(credential));
+    }
+    const operon_json_t *body = operon_json_get(request, "body");
+    if (body && operon_json_type(body) != OPERON_NULL && !(e->body = body_of(body, &e->body_len, &why)))
+        return operon_sprintf("request: %s", why);
+    operon_http_header_t *ignored = NULL;
+    size_t ignored_len = 0;
+    why = headers_of(operon_json_get(request, "headers"), &ignored, &ignored_len); /* read, not compared */
+    for (size_t i = 0; i < ignored_len; i++) {
+        free((char *)ignored[i].name);
+        free((char *)ignored[i].value);
+    }
+    free(ignored);
+    if (why) return operon_sprintf("request: %s", why);
+    const operon_json_t *response = operon_json_get(v, "response");
+    if (response) {
+        int64_t status = 0;
+        if (operon_json_type(response) != OPERON_OBJECT) return "response is {status, headers, body}";
+        if ((unknown = unknown_key(response, response_keys))) return operon_sprintf("response: unknown key %s", unknown);
+        if (!operon_json_int(operon_json_get(response, "status"), &status) || status < 0 || status > 65535)
+            return "response.status is a number";
+        e->has_response = true;
+        e->status = (uint16_t)status;
+        if ((why = headers_of(operon_json_get(response, "headers"), &e->headers, &e->headers_len)))
+            return operon_sprintf("response: %s", why);
+        const operon_json_t *rbody = operon_json_get(response, "body");
+        if (rbody && operon_json_type(rbody) != OPERON_NULL) {
+            if (!(e->response_body = body_of(rbody, &e->response_body_len, &why))) return operon_sprintf("response: %s", why);
+        }
+    }
+    const operon_json_t *error = operon_json_get(v, "error");
+    if (error) {
+        if (operon_json_type(error) != OPERON_OBJECT || operon_json_len(error) != 1 ||
+            !operon_json_string(operon_json_value(error, 0)))
+            return "error is {kind: message}";
+        bool known = false;
+        for (int k = OPERON_HTTP_DENIED; k <= OPERON_HTTP_NOT_RECORDED && !known; k++) {
+            if (strcmp(operon_json_key(error, 0), operon_http_error_name((operon_http_error_kind_t)k)) == 0) {
+                known = true;
+                e->error_kind = (operon_http_error_kind_t)k;
+            }
+        }
+        if (!known)
+            return operon_sprintf("error: unknown kind %s (denied, invalid, timeout, unreachable, tooLarge, budget, "
+                                  "notRecorded)",
+                                  operon_json_key(error, 0));
+        e->has_error = true;
+        e->error_message = copy_text(operon_json_string(operon_json_value(error, 0)));
+    }
+    return NULL;
+}
+
+void operon_fake_cluster_egress(operon_fake_cluster_t *c, const char *egress) {
+    void *mark = operon_arena_mark();
+    const char *parse_error = NULL;
+    const operon_json_t *v = operon_json_parse(egress, strlen(egress), &parse_error);
+    const char *why = v ? NULL : parse_error;
+    size_t n = operon_json_type(v) == OPERON_ARRAY ? operon_json_len(v) : 1;
+    for (size_t i = 0; !why && i < n; i++) {
+        fake_exchange_t *all = realloc(c->exchanges, (c->exchanges_len + 1) * sizeof *all);
+        if (!all) abort();
+        c->exchanges = all;
+        fake_exchange_t *e = &c->exchanges[c->exchanges_len++];
+        memset(e, 0, sizeof *e);
+        why = read_exchange(operon_json_type(v) == OPERON_ARRAY ? operon_json_item(v, i) : v, e);
+        if (why) why = operon_sprintf("egress[%zu]: %s", i, why);
+    }
+    if (why) {
+        fprintf(stderr, "operon_fake_cluster_egress: %s in %s\n", why, egress);
+        abort(); /* a broken test */
+    }
+    operon_arena_release(mark);
+}
+
+size_t operon_fake_cluster_missed(const operon_fake_cluster_t *c) { return c->missed_len; }
+
+const char *operon_fake_cluster_missed_call(const operon_fake_cluster_t *c, size_t i) {
+    return i < c->missed_len ? c->missed[i] : NULL;
+}
+
+static const char *arena_bytes(const char *p, size_t n) {
+    char *out = operon_alloc(n + 1);
+    if (n) memcpy(out, p, n);
+    return out;
+}
+
+static bool same_call(const fake_exchange_t *e, const operon_http_request_t *r) {
+    size_t len = r->body ? r->body_len : 0;
+    return strcasecmp(e->method, r->method) == 0 && strcmp(e->url, r->url) == 0 && e->body_len == len &&
+           (len == 0 || memcmp(e->body, r->body, len) == 0) &&
+           (e->credential ? r->credential && strcmp(e->credential, r->credential) == 0 : !r->credential);
+}
+
+static operon_http_request_t request_of(const fake_exchange_t *e) {
+    return (operon_http_request_t){.method = e->method, .url = e->url, .body = e->body, .body_len = e->body_len,
+                                   .credential = e->credential};
+}
+
+static bool fake_fetch(void *self, const operon_http_request_t *r, operon_http_response_t *res, operon_http_error_t *err) {
+    operon_fake_cluster_t *c = self;
+    if (c->no_egress) {
+        *err = (operon_http_error_t){OPERON_HTTP_DENIED, "only reconcile may call out (admission and conversion may not)"};
+        return false;
+    }
+    for (size_t i = 0; i < c->exchanges_len; i++) {
+        fake_exchange_t *e = &c->exchanges[i];
+        if (e->used || !same_call(e, r)) continue;
+        e->used = true;
+        if (e->has_error) {
+            *err = (operon_http_error_t){e->error_kind, arena_bytes(e->error_message, strlen(e->error_message))};
+            return false;
+        }
+        if (!e->has_response) {
+            *err = (operon_http_error_t){OPERON_HTTP_NOT_RECORDED, "the recorded exchange has neither response nor error"};
+            return false;
+        }
+        res->status = e->status;
+        operon_http_header_t *headers = operon_alloc((e->headers_len + 1) * sizeof *headers);
+        for (size_t h = 0; h < e->headers_len; h++) {
+            headers[h].name = arena_bytes(e->headers[h].name, strlen(e->headers[h].name));
+            headers[h].value = arena_bytes(e->headers[h].value, strlen(e->headers[h].value));
+        }
+        res->headers = headers;
+        res->headers_len = e->headers_len;
+        res->body = arena_bytes(e->response_body ? e->response_body : "", e->response_body_len);
+        res->body_len = e->response_body_len;
+        return true;
+    }
+    const char *call = operon_http_describe(r);
+    char **missed = realloc(c->missed, (c->missed_len + 1) * sizeof *missed);
+    if (!missed) abort();
+    c->missed = missed;
+    c->missed[c->missed_len++] = copy_text(call);
+    const char *holds = " (it holds no calls)";
+    for (size_t i = 0; i < c->exchanges_len; i++) {
+        operon_http_request_t recorded = request_of(&c->exchanges[i]);
+        holds = operon_sprintf("%s%s", i ? holds : " (it holds: ", operon_http_describe(&recorded));
+        holds = operon_sprintf("%s%s", holds, i + 1 < c->exchanges_len ? "; " : ")");
+    }
+    *err = (operon_http_error_t){OPERON_HTTP_NOT_RECORDED, operon_sprintf("%s is not in the recording%s", call, holds)};
+    return false;
+}
+
+static operon_host_t host_of(operon_fake_cluster_t *c) {
+    return (operon_host_t){c, fake_log, fake_get, fake_list, fake_fetch};
+}
 
 /* ------------------------------------------------------------ readiness */
 
@@ -304,7 +602,19 @@ void operon_test_run(operon_fake_cluster_t *cluster, const operon_test_request_t
         .now = {now, strlen(now)},
     };
     operon_host_t host = host_of(c);
+    clear_missed(c);
     operon_run_reconcile(&host, &req, out);
+    if (c->missed_len) {
+        /* A call the recording does not hold fails the run, whatever the
+         * reconciler made of its not-recorded error. */
+        const char *verdict = "the guest made calls the fixture's `egress` does not hold: ";
+        for (size_t i = 0; i < c->missed_len; i++) verdict = operon_sprintf("%s%s%s", verdict, i ? "; " : "", c->missed[i]);
+        operon_raw_outcome_free(out);
+        memset(out, 0, sizeof *out);
+        out->failed = out->terminal = out->unrecorded = true;
+        out->failure = copy_text(verdict);
+        goto done;
+    }
     if (!out->failed) {
         const char *refused = operon_check_outcome(m, parent, texts, n_children, c, out);
         if (refused) {
@@ -334,6 +644,7 @@ void operon_test_reconcile(operon_fake_cluster_t *cluster, const char *parent, c
 void operon_test_convert(operon_convert_fn fn, const char *const *objects, size_t len, const char *desired_api_version,
                          operon_raw_conversion_t *out) {
     operon_fake_cluster_t *c = operon_fake_cluster_new();
+    c->no_egress = true;
     operon_host_t host = host_of(c);
     operon_str_t *in = calloc(len ? len : 1, sizeof *in);
     if (!in) abort();
@@ -346,6 +657,7 @@ void operon_test_convert(operon_convert_fn fn, const char *const *objects, size_
 void operon_test_admission(operon_admission_fn fn, operon_operation_t op, const char *object,
                            operon_raw_admission_t *out) {
     operon_fake_cluster_t *c = operon_fake_cluster_new();
+    c->no_egress = true;
     operon_host_t host = host_of(c);
     operon_str_t text = {object, object ? strlen(object) : 0};
     operon_raw_review_t review = {

@@ -13,7 +13,8 @@
  *
  * The fake cluster answers operon_get and operon_list (objects with no
  * metadata.namespace match any namespace; a read without a namespace means
- * the parent's). Its selectors support `k=v`, `k==v`, `k!=v`, `k` and `!k`,
+ * the parent's), and operon_http from recorded exchanges
+ * (operon_fake_cluster_egress). Its selectors support `k=v`, `k==v`, `k!=v`, `k` and `!k`,
  * comma-separated. It lets every kind be read: check manifest.reads
  * yourself.
  *
@@ -39,6 +40,33 @@ void operon_fake_cluster_free(operon_fake_cluster_t *cluster);
 /* The number of lines logged so far, and line i's message. */
 size_t operon_fake_cluster_logs(const operon_fake_cluster_t *cluster);
 const char *operon_fake_cluster_log(const operon_fake_cluster_t *cluster, size_t i);
+
+/* Records HTTP exchanges the cluster answers operon_http with (contract
+ * 0.2's egress): `egress` is the JSON text of one exchange or of a list, in
+ * the format of a fixture's `egress:` key:
+ *
+ *     operon_fake_cluster_egress(cluster, "[{\"request\": {\"method\": \"GET\", \"url\": \"https://dns.example/z\","
+ *         " \"credential\": \"pdns\"}, \"response\": {\"status\": 200, \"body\": \"{}\"}},"
+ *         " {\"request\": {\"method\": \"DELETE\", \"url\": \"https://dns.example/b\"},"
+ *         " \"error\": {\"timeout\": \"no answer in 10s\"}}]");
+ *
+ * (headers: a map; a body: text, or {"base64": ...}; an error: one key of
+ * denied, invalid, timeout, unreachable, tooLarge, budget, notRecorded).
+ * Each call takes the first exchange not yet used whose request has the
+ * same method (without case), URL, body (none is empty) and credential;
+ * headers and timeoutMs are not compared. A call none answers gets an
+ * OPERON_HTTP_NOT_RECORDED error naming it and is remembered: the run then
+ * fails with out->unrecorded set and out->failure "the guest made calls
+ * the fixture's `egress` does not hold: GET https://...", whatever the
+ * reconciler made of the error. Exchanges left unused are fine; a used one
+ * stays used for later runs on the same cluster. Malformed text aborts (a
+ * broken test). Admission and conversion calls are denied, as the host
+ * denies them. */
+void operon_fake_cluster_egress(operon_fake_cluster_t *cluster, const char *egress);
+/* The calls of the last run no exchange answered, and call i described
+ * (`POST https://a.example/x (7 bytes of body) with credential "api"`). */
+size_t operon_fake_cluster_missed(const operon_fake_cluster_t *cluster);
+const char *operon_fake_cluster_missed_call(const operon_fake_cluster_t *cluster, size_t i);
 
 /* One existing child of a test request: its JSON, and its readiness when
  * the test states it (NULL: rated as the host rates it, see below). */

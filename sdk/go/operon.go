@@ -43,6 +43,46 @@
 // watches [ByReference] and [BySelector]; update strategies per owned kind
 // ([OwnedUpdate]); and conversion ([Converter]) for the worlds
 // `reconciler-with-conversion` and `reconciler-with-admission-and-conversion`.
+//
+// # Calling out (egress)
+//
+// A reconciler that manages something outside the cluster (DNS records,
+// buckets, users of an identity provider) calls it through the host with
+// [HTTP]:
+//
+//	resp, err := operon.HTTP(ctx, operon.HTTPRequest{
+//		Method: "PATCH", URL: "https://dns.example/api/zones/" + zone,
+//		Headers: [][2]string{{"content-type", "application/json"}},
+//		Body: body, Credential: "pdns",
+//	})
+//
+// The answer is an [HTTPResponse] whatever its status ([HTTPResponse.OK],
+// [HTTPResponse.Header], [HTTPResponse.JSON]); no answer is an
+// [*HTTPError] whose Kind says why ([HTTPDenied], [HTTPTimeout], ...;
+// [IsHTTPError]). The host makes the call, and only what the Reconciler
+// grants: `spec.grants.egress` lists the hosts, ports, methods and paths
+// allowed (nothing by default), and `spec.credentials` the credentials a
+// request may name; their values never enter the component (docs/egress.md
+// says it all). Only Reconcile may call out; clean up outside state when
+// [Request.Finalizing].
+//
+// Fixtures record the calls and their answers under `egress:`, and `operon
+// test` replays them with no network:
+//
+//	egress:
+//	- request: {method: GET, url: "https://dns.example/api/zones/a.", credential: pdns}
+//	  response: {status: 200, headers: {content-type: application/json}, body: '{"serial": 1}'}
+//	- request: {method: DELETE, url: "https://dns.example/api/zones/b."}
+//	  error: {timeout: "no answer in 10s"}
+//
+// Each call takes the first unused exchange with the same method (without
+// case), URL, body and credential (headers and timeout are not compared);
+// a call none answers gets a [HTTPNotRecorded] error and fails the
+// fixture, naming the call, whatever the reconciler made of the error.
+// Natively, [operon.dev/sdk/go/operontest.Cluster.AddExchange] records
+// exchanges and replays them by the same rule
+// ([operon.dev/sdk/go/operontest.ParseEgress] reads a fixture's list
+// written as JSON).
 package operon
 
 import (

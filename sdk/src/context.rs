@@ -5,7 +5,7 @@ use std::fmt;
 use serde::de::DeserializeOwned;
 
 use crate::request::parse_object;
-use crate::{Failure, Gvk, Host, Level, ObjectKind, raw};
+use crate::{Failure, Gvk, Host, HttpError, HttpRequest, HttpResponse, Level, ObjectKind, raw};
 
 /// What a reconciler may do besides computing: read objects from the host's
 /// cache (only kinds declared in [`Manifest::reads`], the parent's and the
@@ -51,7 +51,7 @@ impl<'a> Context<'a> {
     /// the manifest or not granted: fix the manifest or the grants; the
     /// backoff retries meanwhile). Terminal when the object does not fit `K`.
     pub fn get<K: ObjectKind + DeserializeOwned>(&self, name: &str) -> Result<Option<K>, Failure> {
-        self.fetch(K::gvk(), None, name)
+        self.get_kind(K::gvk(), None, name)
     }
 
     /// The object of `K`'s kind called `name` in `namespace`.
@@ -60,7 +60,7 @@ impl<'a> Context<'a> {
     ///
     /// As [`get`](Context::get).
     pub fn get_in<K: ObjectKind + DeserializeOwned>(&self, namespace: &str, name: &str) -> Result<Option<K>, Failure> {
-        self.fetch(K::gvk(), Some(namespace.to_owned()), name)
+        self.get_kind(K::gvk(), Some(namespace.to_owned()), name)
     }
 
     /// The object `reference` points at, parsed as `T` (for types without
@@ -77,7 +77,7 @@ impl<'a> Context<'a> {
         }
     }
 
-    fn fetch<T: DeserializeOwned>(
+    fn get_kind<T: DeserializeOwned>(
         &self,
         kind: Gvk,
         namespace: Option<String>,
@@ -142,6 +142,30 @@ impl<'a> Context<'a> {
         let fields: Vec<(String, String)> =
             fields.iter().map(|(key, value)| ((*key).to_owned(), value.to_string())).collect();
         self.host.log(level, &message.to_string(), &fields);
+    }
+
+    /// One outbound HTTP call, made by the host (contract 0.2's `egress`):
+    /// only to what the Reconciler's `spec.grants.egress` allows, with a
+    /// credential the host adds by name ([`HttpRequest::credential`]; its
+    /// value never reaches the guest), within the reconcile's deadline.
+    /// A non-2xx status is an answer, not an error.
+    ///
+    /// ```no_run
+    /// # use operon_sdk::{Context, Failure, HttpRequest};
+    /// fn zone(ctx: &Context) -> Result<serde_json::Value, Failure> {
+    ///     let answer = ctx
+    ///         .http(HttpRequest::get("http://127.0.0.1:8081/api/v1/servers/localhost/zones/example.org.").credential("pdns"))
+    ///         .map_err(|e| Failure::transient(format!("PowerDNS: {e}")))?;
+    ///     answer.json().map_err(|e| Failure::transient(format!("PowerDNS answered {}: {e}", answer.status)))
+    /// }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Why no answer came ([`HttpError`]); its message says what to change
+    /// when the host refused the call.
+    pub fn http(&self, request: HttpRequest) -> Result<HttpResponse, HttpError> {
+        self.host.fetch(&request)
     }
 
     /// Logs at debug level.

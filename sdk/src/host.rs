@@ -1,6 +1,7 @@
 //! [`Host`]: the host's read-only imports, as a trait.
 
 use crate::raw::{Gvk, ObjectRef};
+use operon_contract::egress::{HttpError, HttpRequest, HttpResponse};
 
 pub use crate::raw::Level;
 
@@ -34,6 +35,15 @@ pub trait Host {
     ///
     /// The kind may not be read, is not known, or the selector is malformed.
     fn list(&self, kind: &Gvk, namespace: Option<&str>, label_selector: Option<&str>) -> Result<Vec<String>, String>;
+
+    /// One outbound HTTP call through the host (the `egress` interface).
+    ///
+    /// # Errors
+    ///
+    /// Why no answer came: refused by the Reconciler's grants, timed out,
+    /// unreachable, too large, over the reconcile's budget, or (replaying)
+    /// not recorded.
+    fn fetch(&self, request: &HttpRequest) -> Result<HttpResponse, HttpError>;
 }
 
 /// The host imports of the component. Only ever called inside a component:
@@ -53,5 +63,29 @@ impl Host for WitHost {
 
     fn list(&self, kind: &Gvk, namespace: Option<&str>, label_selector: Option<&str>) -> Result<Vec<String>, String> {
         crate::bindings::operon::reconciler::host::list(kind, namespace, label_selector)
+    }
+
+    fn fetch(&self, request: &HttpRequest) -> Result<HttpResponse, HttpError> {
+        use crate::bindings::operon::reconciler::egress as wit;
+        let asked = wit::HttpRequest {
+            method: request.method.clone(),
+            url: request.url.clone(),
+            headers: request.headers.clone(),
+            body: request.body.clone(),
+            credential: request.credential.clone(),
+            timeout_ms: request.timeout_ms,
+        };
+        match wit::fetch(&asked) {
+            Ok(r) => Ok(HttpResponse { status: r.status, headers: r.headers, body: r.body }),
+            Err(e) => Err(match e {
+                wit::HttpError::Denied(m) => HttpError::Denied(m),
+                wit::HttpError::Invalid(m) => HttpError::Invalid(m),
+                wit::HttpError::Timeout(m) => HttpError::Timeout(m),
+                wit::HttpError::Unreachable(m) => HttpError::Unreachable(m),
+                wit::HttpError::TooLarge(m) => HttpError::TooLarge(m),
+                wit::HttpError::Budget(m) => HttpError::Budget(m),
+                wit::HttpError::NotRecorded(m) => HttpError::NotRecorded(m),
+            }),
+        }
     }
 }

@@ -32,8 +32,9 @@
 //! This release speaks contract 0.2 (`operon:reconciler@0.2.0`): the time
 //! as an input, watches by reference and selector, each child's
 //! [readiness](Request::readiness), failures with a status, update
-//! strategies, parent labels and annotations, finalizers on demand and
-//! [conversion](Reconciler::convert).
+//! strategies, parent labels and annotations, finalizers on demand,
+//! [conversion](Reconciler::convert) and outbound HTTP through the host
+//! ([`Context::http`]).
 //!
 //! # Example
 //!
@@ -191,6 +192,9 @@ pub mod raw {
 
 /// The time type of [`Request::now`] and [`Outcome::requeue_at`].
 pub use jiff;
+/// Outbound HTTP through the host ([`Context::http`]): the request, its
+/// answer, why none came, and a recorded exchange (fixtures' `egress:`).
+pub use operon_contract::egress::{Exchange, HttpError, HttpRequest, HttpResponse};
 /// A child's readiness, as the host computes it for every child it hands in
 /// (kstatus's rules, from `operon_contract::readiness`: the same verdicts
 /// in the host, `operon test` and this crate's [`testing`]).

@@ -78,6 +78,9 @@ pub use selector::{Selector, SelectorError};
 pub struct FakeCluster {
     objects: Vec<Value>,
     logs: Mutex<Vec<LogLine>>,
+    /// Outbound calls are answered from these recorded exchanges
+    /// ([`FakeCluster::with_egress`]); none by default.
+    egress: operon_contract::egress::Replay,
 }
 
 /// A line logged through [`Context::log`](crate::Context::log).
@@ -117,6 +120,23 @@ impl FakeCluster {
             Ok(map) => self.objects.push(Value::Object(map)),
             Err(failure) => panic!("FakeCluster::insert: {}", failure.message()),
         }
+    }
+
+    /// Answers [`Context::http`](crate::Context::http) calls from these
+    /// recorded exchanges, as `operon test` does ([`Replay`]): each call
+    /// takes the first unused exchange with the same method, URL, body and
+    /// credential; any other call is answered `not-recorded`, and
+    /// [`FakeCluster::unrecorded_calls`] names it.
+    ///
+    /// [`Replay`]: operon_contract::egress::Replay
+    pub fn with_egress(mut self, exchanges: Vec<crate::Exchange>) -> FakeCluster {
+        self.egress = operon_contract::egress::Replay::new(exchanges);
+        self
+    }
+
+    /// Why the calls made so far fail a test, if one was not recorded.
+    pub fn unrecorded_calls(&self) -> Option<String> {
+        self.egress.verdict()
     }
 
     /// Removes and returns what was logged so far.
@@ -175,9 +195,17 @@ impl Host for Scoped<'_> {
         });
         Ok(found.into_iter().map(|(object, _)| object.to_string()).collect())
     }
+
+    fn fetch(&self, request: &crate::HttpRequest) -> Result<crate::HttpResponse, crate::HttpError> {
+        self.cluster.egress.fetch(request)
+    }
 }
 
 impl Host for FakeCluster {
+    fn fetch(&self, request: &crate::HttpRequest) -> Result<crate::HttpResponse, crate::HttpError> {
+        self.egress.fetch(request)
+    }
+
     fn log(&self, level: Level, message: &str, fields: &[(String, String)]) {
         self.scoped(None).log(level, message, fields);
     }

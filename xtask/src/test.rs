@@ -202,7 +202,8 @@ fn suites() -> Vec<Suite> {
     vec![
         suite("sdk/python", pytest.clone(), Runner::Pytest, false),
         suite("guest-examples/python-webapp", pytest.clone(), Runner::Pytest, false),
-        suite("guest-examples/python-scheduledscale", pytest, Runner::Pytest, false),
+        suite("guest-examples/python-scheduledscale", pytest.clone(), Runner::Pytest, false),
+        suite("guest-examples/python-dnsrecord", pytest, Runner::Pytest, false),
         suite("sdk/typescript", vec!["npm", "test", "--silent"], Runner::Node, true),
         suite("guest-examples/ts-webapp", vec!["npm", "test", "--silent"], Runner::Node, true),
         suite("sdk/go", go.clone(), Runner::Go, false),

@@ -87,6 +87,10 @@ impl<W: World> Slot<W> {
             Some(d) if d < calls.limits.timeout => Limits { timeout: d, ..calls.limits.clone() },
             _ => calls.limits.clone(),
         };
+        let scope = scope.map(|mut s| {
+            s.deadline = Some(std::time::Instant::now() + limits.timeout);
+            s
+        });
         let mut instance = match self.pool.as_ref().and_then(Pool::take) {
             Some(mut i) => {
                 i.store.data_mut().scope = scope;

@@ -5,9 +5,11 @@
 //! so the call path, the sandbox and the reads are written once.
 
 use super::stdio::{GuestLog, GuestStream, Said, Stream};
+use crate::contract::egress::{HttpError, HttpRequest, HttpResponse};
 use crate::contract::{self as host_types, Denial, Gvk, Manifest, Request, Review};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Instant;
 use wasmtime::Store;
 use wasmtime::component::{Linker, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -324,6 +326,39 @@ pub trait ObjectReader: Send + Sync {
 pub const READ_BUDGET_SPENT: &str = "host.get/host.list returned more than 64 MiB in one call (the host's limit); \
                                      narrow the reads with a namespace or a label selector";
 
+/// Outbound HTTP for a guest, during one reconcile (the WIT `egress`
+/// import, contract 0.2).
+///
+/// Implemented by the host (grants, credentials, bounds, recording: the
+/// `egress` module of the `operon` crate) and by a recording's replay
+/// ([`crate::contract::egress::Replay`], in `operon test` and for a shadow
+/// candidate). The runtime only carries the call across: it never makes
+/// one itself.
+pub trait Egress: Send + Sync {
+    /// Make one call, answering by `deadline` (what remains of the guest
+    /// call's deadline) at the latest.
+    ///
+    /// # Errors
+    /// Why no answer came, for the guest.
+    fn fetch(&self, request: HttpRequest, deadline: Instant) -> Result<HttpResponse, HttpError>;
+}
+
+impl Egress for crate::contract::egress::Replay {
+    fn fetch(&self, request: HttpRequest, _: Instant) -> Result<HttpResponse, HttpError> {
+        crate::contract::egress::Replay::fetch(self, &request)
+    }
+}
+
+/// Egress refused, with why: for calls that may make none (loading,
+/// admission, conversion) and plugins granted none.
+pub struct NoEgress(pub &'static str);
+
+impl Egress for NoEgress {
+    fn fetch(&self, request: HttpRequest, _: Instant) -> Result<HttpResponse, HttpError> {
+        Err(HttpError::Denied(format!("{}: {}", crate::contract::egress::describe(&request), self.0)))
+    }
+}
+
 /// A reader that sees nothing: for the load-time smoke call and for tools.
 pub struct NoObjects;
 
@@ -428,11 +463,39 @@ pub(crate) struct CallScope {
     /// Host calls made and bytes they returned so far in this call (the
     /// read budget).
     pub reads: (u32, usize),
+    /// Outbound HTTP: `None` refuses every call.
+    pub egress: Option<Arc<dyn Egress>>,
+    /// When the guest call's deadline passes: what an egress call may wait
+    /// for at most (set by `Slot::call`).
+    pub deadline: Option<Instant>,
 }
 
 impl CallScope {
     pub fn new(reader: Arc<dyn ObjectReader>, manifest: Option<Arc<host_types::Manifest>>) -> CallScope {
-        CallScope { reader, manifest, now: None, reads: (0, 0) }
+        CallScope { reader, manifest, now: None, reads: (0, 0), egress: None, deadline: None }
+    }
+
+    /// This scope, with outbound HTTP through `egress`.
+    pub fn with_egress(mut self, egress: Option<Arc<dyn Egress>>) -> CallScope {
+        self.egress = egress;
+        self
+    }
+}
+
+/// What a guest's egress call is told when the call may make none.
+const NO_EGRESS_HERE: &str = "only reconcile calls may call out (not manifest, admission or conversion calls)";
+
+impl State {
+    /// `egress.fetch`: through the call's egress, by its deadline.
+    pub(crate) fn guest_fetch(&mut self, request: HttpRequest) -> Result<HttpResponse, HttpError> {
+        let Some(scope) = self.scope.as_ref() else {
+            return NoEgress(NO_EGRESS_HERE).fetch(request, Instant::now());
+        };
+        let Some(egress) = scope.egress.clone() else {
+            return NoEgress(NO_EGRESS_HERE).fetch(request, Instant::now());
+        };
+        let deadline = scope.deadline.unwrap_or_else(|| Instant::now() + std::time::Duration::from_secs(1));
+        egress.fetch(request, deadline)
     }
 }
 

@@ -28,7 +28,7 @@ mod stdio;
 
 pub use error::{CallError, LoadError};
 pub use gate::{Gate, GateLimits, Pass, Usage};
-pub use guest::{NoObjects, ObjectReader, READ_BUDGET_SPENT, ReadError};
+pub use guest::{Egress, NoEgress, NoObjects, ObjectReader, READ_BUDGET_SPENT, ReadError};
 pub use limits::{InstancePolicy, Limits, POOLED_ABOVE_BYTES};
 #[doc(hidden)]
 pub use module::fuzz_outcome;

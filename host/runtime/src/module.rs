@@ -463,6 +463,17 @@ impl Module {
     ) -> Result<Result<Outcome, Failed>, CallError> {
         self.admit_blocking().reconcile(request, reader)
     }
+
+    /// [`Module::reconcile`] with outbound HTTP through `egress` (`None`
+    /// refuses every call).
+    pub fn reconcile_with(
+        &self,
+        request: &Request,
+        reader: Arc<dyn ObjectReader>,
+        egress: Option<Arc<dyn super::Egress>>,
+    ) -> Result<Result<Outcome, Failed>, CallError> {
+        self.admit_blocking().reconcile_with(request, reader, egress)
+    }
 }
 
 /// What the host's gate is short of, for a call it would not admit now.
@@ -508,13 +519,25 @@ impl Admitted {
     /// Blocks the calling thread for at most the module's timeout: call it
     /// from a blocking-capable thread (`tokio::task::spawn_blocking`).
     pub fn reconcile(
-        mut self,
+        self,
         request: &Request,
         reader: Arc<dyn ObjectReader>,
     ) -> Result<Result<Outcome, Failed>, CallError> {
+        self.reconcile_with(request, reader, None)
+    }
+
+    /// [`Admitted::reconcile`] with outbound HTTP through `egress` (`None`
+    /// refuses every call). The time the guest waits on it counts against
+    /// the call's deadline.
+    pub fn reconcile_with(
+        mut self,
+        request: &Request,
+        reader: Arc<dyn ObjectReader>,
+        egress: Option<Arc<dyn super::Egress>>,
+    ) -> Result<Result<Outcome, Failed>, CallError> {
         let inner = &self.module.inner;
         let loaded = self.module.loaded()?;
-        let scope = CallScope::new(reader, Some(inner.manifest.clone()));
+        let scope = CallScope::new(reader, Some(inner.manifest.clone())).with_egress(egress);
         let max = inner.calls.limits.max_output;
         match loaded.worlds.reconcile(&inner.calls, &mut self.pass, scope, request)? {
             Ok(outcome) => convert_outcome(outcome, max, request.now).map(Ok),

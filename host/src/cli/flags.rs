@@ -124,6 +124,21 @@ pub struct RunArgs {
     /// (`spec.module.path`): for development only.
     #[arg(long)]
     pub allow_module_paths: bool,
+    /// Hosts any Reconciler may grant its plugin egress to, as grants name
+    /// them (`api.example.com`, `*.example.com`, an address or a CIDR;
+    /// comma-separated or repeated; `*`, the default: any). A Reconciler
+    /// granting more is refused with a condition naming the flag.
+    #[arg(long, value_name = "HOSTS", value_delimiter = ',', default_value = "*")]
+    pub egress_allow: Vec<String>,
+    /// Record reconciles as fixtures in this directory (one subdirectory per
+    /// controller): the request, the objects the guest read, its outbound
+    /// calls and answers (credentials never), and the outcome — replayed by
+    /// `operon test` and every SDK's runner with no cluster and no network.
+    #[arg(long, value_name = "DIR")]
+    pub record: Option<PathBuf>,
+    /// With --record: record one reconcile in N (of every controller's).
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "record")]
+    pub record_every: u64,
     /// Only Reconcilers whose labels match this selector (several Operon
     /// installations sharing a cluster).
     #[arg(long)]

@@ -110,6 +110,12 @@ fn manager_config(args: &RunArgs) -> anyhow::Result<manager::Config> {
         max_events: args.max_events_per_outcome,
         event_qps: args.event_qps,
         event_burst: args.event_burst,
+        egress_allowed: crate::egress::grants::Allowed::parse(&args.egress_allow)
+            .map_err(|e| anyhow::anyhow!("--egress-allow: {e}"))?,
+        record: args
+            .record
+            .clone()
+            .map(|dir| std::sync::Arc::new(pipeline::record::Recorder::new(dir, args.record_every))),
         ..Default::default()
     };
     Ok(manager::Config {

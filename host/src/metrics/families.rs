@@ -160,6 +160,19 @@ impl Metrics {
                 C,
                 GUEST_CALL_BUCKETS.to_vec(),
             ),
+            egress_requests_total: counter(
+                "operon_egress_requests_total",
+                "Total number of outbound HTTP calls of guests per controller, host and code (the HTTP status, \
+                 or why none came: denied, invalid, timeout, unreachable, tooLarge, budget)",
+                &["controller", "host", "code"],
+            ),
+            egress_request_seconds: histogram(
+                "operon_egress_request_seconds",
+                "Duration of one outbound HTTP call of a guest per controller and host (redirects included)",
+                &["controller", "host"],
+                RECONCILE_BUCKETS.to_vec(),
+            ),
+            egress_series: Mutex::default(),
             guest_errors_total: counter(
                 "operon_guest_errors_total",
                 "Total number of failed guest calls per controller and kind \

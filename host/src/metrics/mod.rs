@@ -140,6 +140,12 @@ pub struct Metrics {
     pub guest_call_seconds: HistogramVec,
     /// `operon_guest_errors_total{controller,kind}`.
     pub guest_errors_total: IntCounterVec,
+    /// `operon_egress_requests_total{controller,host,code}`.
+    pub egress_requests_total: IntCounterVec,
+    /// `operon_egress_request_seconds{controller,host}`.
+    pub egress_request_seconds: HistogramVec,
+    /// The egress series of each controller (`host`, `code`), dropped with it.
+    egress_series: Mutex<HashMap<String, std::collections::BTreeSet<(String, String)>>>,
     /// `operon_module_load_seconds{controller}`.
     pub module_load_seconds: HistogramVec,
     /// `operon_module_info{controller,digest}`, always 1.
@@ -341,6 +347,11 @@ impl Metrics {
         if let Some(digest) = self.digests().remove(controller) {
             let _ = self.module_info.remove_label_values(&[controller, &digest]);
         }
+        let series = self.egress_series.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(controller);
+        for (host, code) in series.unwrap_or_default() {
+            let _ = self.egress_requests_total.remove_label_values(&[controller, &host, &code]);
+            let _ = self.egress_request_seconds.remove_label_values(&[controller, &host]);
+        }
     }
 
     /// One reconcile ended. Records `reconcile_total`, `reconcile_time_seconds`
@@ -449,6 +460,19 @@ impl Metrics {
     /// A guest call returned (successfully or not) after `elapsed`.
     pub fn guest_called(&self, controller: &str, elapsed: Duration) {
         self.guest_call_seconds.with_label_values(&[controller]).observe(elapsed.as_secs_f64());
+    }
+
+    /// A guest's outbound call to `host` ended with `code` (the status, or
+    /// the error's kind) after `elapsed`.
+    pub fn egress_called(&self, controller: &str, host: &str, code: &str, elapsed: Duration) {
+        self.egress_requests_total.with_label_values(&[controller, host, code]).inc();
+        self.egress_request_seconds.with_label_values(&[controller, host]).observe(elapsed.as_secs_f64());
+        self.egress_series
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(controller.to_string())
+            .or_default()
+            .insert((host.to_string(), code.to_string()));
     }
 
     /// A guest call failed this way.

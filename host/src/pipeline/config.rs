@@ -165,6 +165,14 @@ pub struct Config {
     pub event_qps: f64,
     /// Events it may record at once (`--event-burst`).
     pub event_burst: u32,
+    /// Outbound HTTP its module may make (a Reconciler's
+    /// `spec.grants.egress` and `spec.credentials`); `None`: none.
+    pub egress: Option<Arc<crate::egress::Settings>>,
+    /// What any Reconciler may grant itself egress to
+    /// (`--egress-allow`); by default everything.
+    pub egress_allowed: crate::egress::grants::Allowed,
+    /// Record sampled reconciles as fixtures (`operon run --record`).
+    pub record: Option<Arc<super::record::Recorder>>,
 }
 
 impl Default for Config {
@@ -188,6 +196,9 @@ impl Default for Config {
             host_cpu: None,
             event_qps: crate::apply::events::Budget::DEFAULT_QPS,
             event_burst: crate::apply::events::Budget::DEFAULT_BURST,
+            egress: None,
+            egress_allowed: crate::egress::grants::Allowed::default(),
+            record: None,
         }
     }
 }

@@ -18,6 +18,7 @@ mod handle;
 mod host;
 mod parent;
 mod reader;
+pub mod record;
 mod request;
 mod shadow;
 mod triggers;
@@ -157,6 +158,8 @@ pub struct Pipeline {
     shadow: shadow::Counters,
     /// Parents that left the selector holding the finalizer.
     leaving: parent::Leaving,
+    /// Outbound HTTP its module may make (`None`: none granted).
+    egress: Option<Arc<crate::egress::Policy>>,
 }
 
 /// Build a module's controller and start (or join) the informers it needs,
@@ -212,6 +215,7 @@ pub fn build(
         notices: tokio::sync::broadcast::channel(64).0,
         shadow: shadow::Counters::default(),
         leaving,
+        egress: config.egress.clone().map(|s| Arc::new(crate::egress::Policy::new(name.clone(), s, metrics.clone()))),
         config: config.clone(),
     };
     Controller::new(name, Arc::new(pipeline), triggers, config.controller, metrics)
@@ -342,10 +346,22 @@ impl Pipeline {
         let rates = !parent::speaks_0_1(&active.module);
         let request = active.reads.request(&parent, &children, finalizing, ctx.attempt, &self.config.scope, rates);
         let call_started = Instant::now();
+        let egress = self.egress.as_ref().map(crate::egress::Policy::call);
+        // A sampled reconcile is recorded as a fixture (`--record`).
+        let recording = self.config.record.as_ref().filter(|r| r.sample()).map(|r| (r.clone(), request.clone()));
+        let mut remembered: Option<Arc<record::Remembering>> = None;
         let call = {
             let module = active.module.clone();
             let reader: Arc<dyn crate::runtime::ObjectReader> =
                 Arc::new(active.reads.reader(key.namespace.clone(), &self.config.scope));
+            let reader = match &recording {
+                Some(_) => {
+                    let r = Arc::new(record::Remembering::new(reader));
+                    remembered = Some(r.clone());
+                    r
+                }
+                None => reader,
+            };
             // The shadow candidate answers the same parent with its own
             // reads (its manifest may declare other kinds); its answer is
             // compared, never applied.
@@ -364,19 +380,29 @@ impl Pipeline {
             let span = tracing::Span::current();
             let admitted = self.admit(&module).await;
             self.metrics.host_usage(module.gate_usage());
+            let egress = egress.clone();
             let called = tokio::task::spawn_blocking(move || {
                 span.in_scope(|| {
                     let started = Instant::now();
                     // The live call's pass goes back before the candidate is
                     // admitted: a thread never holds one pass while it waits
                     // for another.
-                    let live = admitted.reconcile(&request, reader);
-                    let shadow =
-                        shadow.map(|(c, request, reader)| (c.info().digest.clone(), c.reconcile(&request, reader)));
+                    let live_egress = egress.clone().map(|c| c as Arc<dyn crate::runtime::Egress>);
+                    let live = admitted.reconcile_with(&request, reader, live_egress);
+                    // A shadow candidate calls nothing outside: it is
+                    // answered from the live version's exchanges.
+                    let replay = egress.as_ref().map(|c| {
+                        Arc::new(crate::contract::egress::Replay::new(c.exchanges())) as Arc<dyn crate::runtime::Egress>
+                    });
+                    let shadow = shadow.map(|(c, request, reader)| {
+                        (c.info().digest.clone(), c.reconcile_with(&request, reader, replay))
+                    });
                     // Charged here, not by the caller: a call outliving the
-                    // reconcile's deadline still pays.
+                    // reconcile's deadline still pays. Time waiting on
+                    // egress is not guest CPU.
+                    let waited = egress.as_ref().map_or(Duration::ZERO, |c| c.waited());
                     for t in tickets {
-                        t.charge(started.elapsed());
+                        t.charge(started.elapsed().saturating_sub(waited));
                     }
                     (live, shadow)
                 })
@@ -395,6 +421,19 @@ impl Pipeline {
                 live
             }
         };
+        if let Some((recorder, request)) = &recording {
+            let read = remembered.as_ref().map(|r| r.taken()).unwrap_or_default();
+            let exchanges = egress.as_ref().map(|c| c.exchanges()).unwrap_or_default();
+            match recorder.write(&self.name, request, read, exchanges, &call) {
+                Ok(path) => tracing::debug!("recorded as {}", path.display()),
+                Err(e) => tracing::warn!("the reconcile was not recorded: {e}"),
+            }
+        }
+        if let Some(refused) = egress.as_ref().map(|c| c.refused()).filter(|r| !r.is_empty()) {
+            let more = if refused.len() > 1 { format!(" (and {} more)", refused.len() - 1) } else { String::new() };
+            let message = format!("an outbound call was refused: {}{more}", refused[0]);
+            self.applier.event(&parent, true, "EgressDenied", &message, fence).await;
+        }
         let module = &active.module;
         let outcome = match call {
             Err(e) => {

@@ -120,6 +120,11 @@ pub struct PluginSpec {
     /// Serve the module's `validate`/`mutate` as admission webhooks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admission: Option<Admission>,
+    /// Secrets the module may use by name in its outbound calls: the host
+    /// reads each with the plugin's ServiceAccount (required) and adds it
+    /// to requests to the hosts listed; the module never sees the value.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<crate::egress::credentials::Credential>,
 }
 
 /// A selector over annotations: `matchAnnotations` and `matchExpressions`
@@ -252,6 +257,12 @@ pub struct Grants {
     /// back when the Reconciler goes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub conversion: bool,
+    /// Outbound HTTP the module may make (contract 0.2's `egress`), one
+    /// entry per host; none by default. Names reach only public addresses:
+    /// loopback, private and link-local ones only through an entry naming
+    /// the address (docs/egress.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress: Vec<crate::egress::grants::EgressGrant>,
 }
 
 /// `spec.limits`.

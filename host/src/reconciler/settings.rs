@@ -43,6 +43,14 @@ pub enum InvalidSpec {
         /// The host's ceiling, in bytes.
         ceiling: u64,
     },
+    /// `spec.grants.egress` or `spec.credentials` cannot be used.
+    #[error("{0}")]
+    Egress(String),
+    /// Credentials without a ServiceAccount to read them as.
+    #[error(
+        "spec.credentials needs spec.serviceAccountName: the host reads a credential's Secret as the plugin's ServiceAccount, never as itself"
+    )]
+    CredentialsNeedServiceAccount,
     /// The host requires a ServiceAccount.
     #[error(
         "this host requires spec.serviceAccountName on every Reconciler (--require-service-account): name a ServiceAccount whose Role allows the plugin's writes"
@@ -119,6 +127,8 @@ pub fn derive(key: &PluginKey, spec: &PluginSpec, host: &Host<'_>) -> Result<Set
     if let Some(n) = spec.limits.max_concurrent_reconciles {
         controller.max_concurrent_reconciles = n.max(1) as usize;
     }
+    host.pipeline.egress_allowed.permits(&spec.grants.egress).map_err(InvalidSpec::Egress)?;
+    let egress = egress(spec, &placement, client.as_ref())?;
     let pipeline = pipeline::Config {
         name: None,
         controller,
@@ -127,6 +137,7 @@ pub fn derive(key: &PluginKey, spec: &PluginSpec, host: &Host<'_>) -> Result<Set
         scope,
         grants,
         probation,
+        egress,
         ..base
     };
     let limits = limits(spec);
@@ -139,10 +150,35 @@ pub fn derive(key: &PluginKey, spec: &PluginSpec, host: &Host<'_>) -> Result<Set
         &spec.rollback,
         &spec.service_account_name,
         &spec.selector,
+        &spec.credentials,
         format!("{placement:?}"),
     ))
     .unwrap_or_default();
     Ok(Settings { placement, pipeline, limits, client, user, fingerprint })
+}
+
+/// The controller's egress from `spec.grants.egress` and
+/// `spec.credentials`: `None` when it grants none.
+fn egress(
+    spec: &PluginSpec,
+    placement: &Placement,
+    client: Option<&kube::Client>,
+) -> Result<Option<std::sync::Arc<crate::egress::Settings>>, InvalidSpec> {
+    use crate::egress::{Bounds, Settings, credentials::Credentials, grants::Rules};
+    if spec.grants.egress.is_empty() && spec.credentials.is_empty() {
+        return Ok(None);
+    }
+    let rules = Rules::compile(&spec.grants.egress).map_err(|e| InvalidSpec::Egress(e.to_string()))?;
+    if !spec.credentials.is_empty() && client.is_none() {
+        return Err(InvalidSpec::CredentialsNeedServiceAccount);
+    }
+    let namespace = match placement {
+        Placement::Namespaced(ns) => Some(ns.as_str()),
+        Placement::Cluster => None,
+    };
+    let credentials = Credentials::compile(&spec.credentials, namespace, client.cloned())
+        .map_err(|e| InvalidSpec::Egress(e.to_string()))?;
+    Ok(Some(std::sync::Arc::new(Settings { rules, credentials, bounds: Bounds::default() })))
 }
 
 /// Sandbox limits from the spec. The instance policy is the runtime's to

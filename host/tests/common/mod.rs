@@ -2,6 +2,7 @@
 
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
+pub mod pdns;
 pub mod running;
 
 use std::path::PathBuf;
@@ -97,6 +98,12 @@ pub fn webapp_crd() -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiexten
 pub fn scheduledscale_crd()
 -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/scheduledscale/crd.yaml");
+    serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+/// The DnsRecord example's CRD (`guest-examples/dnsrecord/crd.yaml`).
+pub fn dnsrecord_crd() -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../guest-examples/dnsrecord/crd.yaml");
     serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
 }
 

@@ -34,6 +34,51 @@ static const operon_manifest_t MANIFEST = {
 
 const operon_manifest_t *operon_manifest(void) { return &MANIFEST; }
 
+/* Contract 0.2's egress: reads a DNS zone through the host, creates it
+ * when it is missing, and publishes its serial. */
+static operon_result_t keep_zone(const operon_request_t *req, operon_outcome_t *out) {
+    static const operon_http_header_t ACCEPT[] = {{"accept", "application/json"}};
+    const char *zone = operon_sprintf("%s.", req->name);
+    operon_http_request_t get = {
+        .url = operon_sprintf("https://dns.example/api/zones/%s", zone),
+        .headers = ACCEPT,
+        .headers_len = OPERON_LEN(ACCEPT),
+        .credential = "pdns",
+    };
+    operon_http_response_t res;
+    operon_http_error_t err;
+    operon_json_t *status = operon_json_object();
+    if (!operon_http(&get, &res, &err)) {
+        if (err.kind == OPERON_HTTP_TIMEOUT) {
+            operon_set_status(out, operon_json_set(status, "zone", operon_json_str("timed out")));
+            return OPERON_OK;
+        }
+        return operon_transient(out, "dns: %s: %s", operon_http_error_name(err.kind), err.message);
+    }
+    if (res.status == 404) {
+        operon_http_request_t create = {
+            .method = "POST",
+            .url = "https://dns.example/api/zones",
+            .body = operon_json_text(operon_json_set(operon_json_object(), "name", operon_json_str(zone)), NULL),
+            .credential = "pdns",
+        };
+        if (!operon_http(&create, &res, &err))
+            return operon_transient(out, "dns: %s: %s", operon_http_error_name(err.kind), err.message);
+        if (!operon_http_ok(&res)) return operon_transient(out, "creating zone %s: status %u", zone, (unsigned)res.status);
+        operon_set_status(out, operon_json_set(status, "zone", operon_json_str("created")));
+        return OPERON_OK;
+    }
+    const char *error = NULL;
+    const operon_json_t *body = operon_http_json(&res, &error);
+    if (!body) return operon_transient(out, "%s", error);
+    operon_json_set(status, "zone", operon_json_str("present"));
+    operon_json_set(status, "serial", operon_json_copy(operon_json_get(body, "serial")));
+    const char *type = operon_http_header(&res, "Content-Type");
+    operon_json_set(status, "type", operon_json_str(type ? type : "none"));
+    operon_set_status(out, status);
+    return OPERON_OK;
+}
+
 operon_result_t operon_reconcile(const operon_request_t *req, operon_outcome_t *out) {
     const char *mode = operon_json_string_at(req->object, "spec.mode", "");
     if (strcmp(mode, "v2") == 0) {
@@ -53,6 +98,19 @@ operon_result_t operon_reconcile(const operon_request_t *req, operon_outcome_t *
         const char *keep = operon_json_string_at(req->object, "spec.keep", NULL);
         if (keep) operon_needs_finalizer(out, strcmp(keep, "yes") == 0);
         if (req->finalizing) operon_finalized(out);
+        return OPERON_OK;
+    }
+    if (strcmp(mode, "egress") == 0) return keep_zone(req, out);
+    if (strcmp(mode, "swallow") == 0) {
+        /* Calls out and ignores what came of it. */
+        operon_http_request_t call = {.url = "https://a.example/x"};
+        operon_http_response_t res;
+        operon_http_error_t err;
+        bool answered = operon_http(&call, &res, &err);
+        if (!answered) operon_log(OPERON_WARN, "%s: %s", operon_http_error_name(err.kind), err.message);
+        operon_set_status(out, operon_json_set(operon_json_object(), "seen",
+                                               operon_json_strf("%s: %s", answered ? "answer" : operon_http_error_name(err.kind),
+                                                                answered ? res.body : err.message)));
         return OPERON_OK;
     }
     if (req->finalizing) {
@@ -537,6 +595,12 @@ static void previous_conditions_should_come_from_the_parent(void) {
 
 static operon_result_t validate(const operon_review_t *review, operon_admission_t *answer) {
     if (!review->object) return operon_deny(answer, 422, "no object");
+    if (operon_json_get(review->object, "call")) {
+        operon_http_request_t call = {.url = "https://a.example/"};
+        operon_http_response_t res;
+        operon_http_error_t err;
+        if (!operon_http(&call, &res, &err)) return operon_deny(answer, 0, "%s: %s", operon_http_error_name(err.kind), err.message);
+    }
     if (!operon_json_string_at(review->object, "spec.message", NULL)) return operon_deny(answer, 0, "spec.message is required");
     operon_admission_warn(answer, "checked %s", review->operation == OPERON_CREATE ? "create" : "other");
     return OPERON_OK;
@@ -570,6 +634,146 @@ static void admission_should_map_denials_warnings_and_patches(void) {
     operon_raw_admission_free(&out);
 }
 
+/* ------------------------------------------------------------- egress */
+
+static const char *GET_ZONE = "{\"method\": \"GET\", \"url\": \"https://dns.example/api/zones/hello.\", \"credential\": \"pdns\"}";
+
+static void a_call_with_a_recorded_exchange_should_get_its_answer(void) {
+    operon_fake_cluster_t *cluster = operon_fake_cluster_new();
+    operon_fake_cluster_egress(cluster, operon_sprintf("{\"request\": %s, \"response\": {\"status\": 200, \"headers\": "
+                                                       "{\"content-type\": \"application/json\"}, \"body\": \"{\\\"serial\\\": 7}\"}}",
+                                                       GET_ZONE));
+    operon_raw_outcome_t out;
+    operon_test_reconcile(cluster, parent("egress", ""), NULL, 0, false, &out);
+    CHECK(!out.failed);
+    CHECK_STR(out.status, "{\"zone\":\"present\",\"serial\":7,\"type\":\"application/json\"}");
+    CHECK(operon_fake_cluster_missed(cluster) == 0);
+    operon_raw_outcome_free(&out);
+    operon_fake_cluster_free(cluster);
+}
+
+static void replay_should_match_method_without_case_url_body_and_credential_not_headers(void) {
+    operon_fake_cluster_t *cluster = operon_fake_cluster_new();
+    operon_fake_cluster_egress(
+        cluster,
+        "[{\"request\": {\"method\": \"GET\", \"url\": \"https://dns.example/api/zones/hello.\"},"
+        "  \"response\": {\"status\": 500, \"body\": \"no credential: another call\"}},"
+        " {\"request\": {\"method\": \"get\", \"url\": \"https://dns.example/api/zones/hello.\", \"credential\": \"pdns\","
+        "   \"headers\": {\"user-agent\": \"recorder\"}, \"timeoutMs\": 999}, \"response\": {\"status\": 404}},"
+        " {\"request\": {\"method\": \"POST\", \"url\": \"https://dns.example/api/zones\", \"credential\": \"pdns\","
+        "   \"body\": {\"base64\": \"eyJuYW1lIjoiaGVsbG8uIn0=\"}}, \"response\": {\"status\": 201}},"
+        " {\"request\": {\"method\": \"GET\", \"url\": \"https://dns.example/api/zones/hello.\", \"credential\": \"pdns\"},"
+        "  \"response\": {\"status\": 200, \"body\": \"{}\"}}]");
+    operon_raw_outcome_t out;
+    operon_test_reconcile(cluster, parent("egress", ""), NULL, 0, false, &out);
+    CHECK(!out.failed);
+    CHECK_STR(out.status, "{\"zone\":\"created\"}");
+    operon_raw_outcome_free(&out);
+    operon_fake_cluster_free(cluster);
+}
+
+static void an_unrecorded_call_should_fail_the_run_naming_it(void) {
+    /* The GET is answered 404; the POST that follows is not recorded
+     * (another body): the run fails naming it. */
+    operon_fake_cluster_t *cluster = operon_fake_cluster_new();
+    operon_fake_cluster_egress(cluster, operon_sprintf("[{\"request\": %s, \"response\": {\"status\": 404}},"
+                                                       " {\"request\": {\"method\": \"POST\", \"url\": \"https://dns.example/api/zones\","
+                                                       " \"credential\": \"pdns\", \"body\": \"{}\"}, \"response\": {\"status\": 201}}]",
+                                                       GET_ZONE));
+    operon_raw_outcome_t out;
+    operon_test_reconcile(cluster, parent("egress", ""), NULL, 0, false, &out);
+    CHECK(out.failed && out.unrecorded && !out.refused);
+    CHECK_STR(out.failure, "the guest made calls the fixture's `egress` does not hold: POST https://dns.example/api/zones "
+                           "(17 bytes of body) with credential \"pdns\"");
+    CHECK(operon_fake_cluster_missed(cluster) == 1);
+    operon_raw_outcome_free(&out);
+    operon_fake_cluster_free(cluster);
+
+    /* A reconciler that swallows the error fails the same; it saw notRecorded. */
+    operon_fake_cluster_t *empty = operon_fake_cluster_new();
+    operon_test_reconcile(empty, parent("swallow", ""), NULL, 0, false, &out);
+    CHECK(out.failed && out.unrecorded);
+    CHECK_STR(out.failure, "the guest made calls the fixture's `egress` does not hold: GET https://a.example/x");
+    CHECK_STR(operon_fake_cluster_missed_call(empty, 0), "GET https://a.example/x");
+    operon_raw_outcome_free(&out);
+    /* What the reconciler saw. */
+    CHECK_STR(operon_fake_cluster_log(empty, 0), "notRecorded: GET https://a.example/x is not in the recording (it holds no calls)");
+    operon_fake_cluster_free(empty);
+}
+
+static void the_not_recorded_message_should_list_what_the_recording_holds(void) {
+    operon_fake_cluster_t *cluster = operon_fake_cluster_new();
+    operon_fake_cluster_egress(cluster, "[{\"request\": {\"method\": \"POST\", \"url\": \"https://a.example/y\", \"body\": \"abc\"},"
+                                        " \"response\": {\"status\": 200}},"
+                                        " {\"request\": {\"method\": \"get\", \"url\": \"https://a.example/x\", \"credential\": \"c\"},"
+                                        " \"error\": {\"denied\": \"no\"}}]");
+    operon_raw_outcome_t out;
+    operon_test_reconcile(cluster, parent("swallow", ""), NULL, 0, false, &out);
+    CHECK(out.unrecorded);
+    CHECK_STR(operon_fake_cluster_log(cluster, 0),
+              "notRecorded: GET https://a.example/x is not in the recording (it holds: POST https://a.example/y (3 bytes "
+              "of body); GET https://a.example/x with credential \"c\")");
+    operon_raw_outcome_free(&out);
+    operon_fake_cluster_free(cluster);
+
+    /* A recorded not-recorded error is an answer like any other. */
+    cluster = operon_fake_cluster_new();
+    operon_fake_cluster_egress(cluster, "{\"request\": {\"method\": \"GET\", \"url\": \"https://a.example/x\"},"
+                                        " \"error\": {\"notRecorded\": \"as recorded\"}}");
+    operon_test_reconcile(cluster, parent("swallow", ""), NULL, 0, false, &out);
+    CHECK(!out.failed);
+    CHECK_STR(out.status, "{\"seen\":\"notRecorded: as recorded\"}");
+    operon_raw_outcome_free(&out);
+    operon_fake_cluster_free(cluster);
+}
+
+static void a_recorded_error_should_reach_the_reconciler_with_its_kind(void) {
+    operon_fake_cluster_t *cluster = operon_fake_cluster_new();
+    operon_fake_cluster_egress(cluster, operon_sprintf("{\"request\": %s, \"error\": {\"timeout\": \"no answer in 10s\"}}", GET_ZONE));
+    operon_raw_outcome_t out;
+    operon_test_reconcile(cluster, parent("egress", ""), NULL, 0, false, &out);
+    CHECK(!out.failed);
+    CHECK_STR(out.status, "{\"zone\":\"timed out\"}");
+    operon_raw_outcome_free(&out);
+    operon_fake_cluster_free(cluster);
+    const char *kinds[] = {"denied", "invalid", "unreachable", "tooLarge", "budget", "notRecorded"};
+    for (size_t i = 0; i < OPERON_LEN(kinds); i++) {
+        cluster = operon_fake_cluster_new();
+        operon_fake_cluster_egress(cluster, operon_sprintf("{\"request\": %s, \"error\": {\"%s\": \"because\"}}", GET_ZONE, kinds[i]));
+        operon_test_reconcile(cluster, parent("egress", ""), NULL, 0, false, &out);
+        CHECK(out.failed && !out.terminal && !out.unrecorded);
+        CHECK_STR(out.failure, operon_sprintf("dns: %s: because", kinds[i]));
+        operon_raw_outcome_free(&out);
+        operon_fake_cluster_free(cluster);
+    }
+}
+
+static void responses_should_answer_headers_json_and_ok(void) {
+    static const operon_http_header_t HEADERS[] = {{"ETag", "x1"}};
+    operon_http_response_t res = {.status = 201, .headers = HEADERS, .headers_len = 1, .body = "not json", .body_len = 8};
+    CHECK(operon_http_ok(&res));
+    CHECK_STR(operon_http_header(&res, "etag"), "x1");
+    CHECK(operon_http_header(&res, "etag2") == NULL);
+    const char *error = NULL;
+    CHECK(operon_http_json(&res, &error) == NULL && error && strstr(error, "status 201"));
+    res.status = 404;
+    CHECK(!operon_http_ok(&res));
+    operon_http_request_t req = {.method = "patch", .url = "https://a/", .body = "abc", .credential = "x\"y"};
+    CHECK_STR(operon_http_describe(&req), "PATCH https://a/ (3 bytes of body) with credential \"x\\\"y\"");
+    CHECK_STR(operon_http_error_name(OPERON_HTTP_TOO_LARGE), "tooLarge");
+    /* Outside a call there is no host. */
+    operon_http_error_t err;
+    CHECK(!operon_http(&req, &res, &err) && err.kind == OPERON_HTTP_DENIED);
+}
+
+static void admission_should_be_denied_every_call(void) {
+    operon_raw_admission_t out;
+    operon_test_admission(validate, OPERON_CREATE, "{\"call\":true,\"spec\":{\"message\":\"x\"}}", &out);
+    CHECK(out.denied);
+    CHECK_STR(out.message, "denied: only reconcile may call out (admission and conversion may not)");
+    operon_raw_admission_free(&out);
+}
+
 int main(void) {
     void *mark = operon_arena_mark();
     OPERON_RUN_TEST(json_should_round_trip_values);
@@ -590,6 +794,13 @@ int main(void) {
     OPERON_RUN_TEST(the_native_check_should_refuse_what_the_host_refuses_in_0_2);
     OPERON_RUN_TEST(children_without_a_readiness_should_be_rated_by_the_operon_binary);
     OPERON_RUN_TEST(convert_should_answer_every_object_or_an_error);
+    OPERON_RUN_TEST(a_call_with_a_recorded_exchange_should_get_its_answer);
+    OPERON_RUN_TEST(replay_should_match_method_without_case_url_body_and_credential_not_headers);
+    OPERON_RUN_TEST(an_unrecorded_call_should_fail_the_run_naming_it);
+    OPERON_RUN_TEST(the_not_recorded_message_should_list_what_the_recording_holds);
+    OPERON_RUN_TEST(a_recorded_error_should_reach_the_reconciler_with_its_kind);
+    OPERON_RUN_TEST(responses_should_answer_headers_json_and_ok);
+    OPERON_RUN_TEST(admission_should_be_denied_every_call);
     operon_arena_release(mark);
     return operon_test_summary();
 }

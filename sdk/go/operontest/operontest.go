@@ -17,6 +17,12 @@
 // asked of `operon readiness` (the binary $OPERON names, else operon on
 // PATH) once per request; the rules are never ported here. Without the
 // binary a child's readiness is unknown, saying so ([NotRated]).
+//
+// A reconciler that calls out ([operon.HTTP]) is answered from recorded
+// exchanges ([Cluster.AddExchange], [Respond], [Fail], or a fixture's
+// `egress:` list as JSON with [ParseEgress]), by the rule `operon test`
+// replays fixtures with: a call the cluster does not hold is answered
+// not-recorded and fails [Reconcile] with an [*Unrecorded] naming it.
 package operontest
 
 import (
@@ -41,7 +47,8 @@ type LogLine struct {
 }
 
 // Cluster is an in-memory stand-in for the host's cache. It implements
-// operon.Host. An empty namespace in a read means the parent's namespace
+// operon.Host, and operon.Egress with the HTTP exchanges recorded with
+// [Cluster.AddExchange]. An empty namespace in a read means the parent's namespace
 // during [Reconcile], any namespace otherwise; cluster-scoped objects (no
 // metadata.namespace) match any namespace.
 type Cluster struct {
@@ -49,6 +56,9 @@ type Cluster struct {
 	namespace string
 	// Logs holds what was logged, in order.
 	Logs []LogLine
+	// The recorded HTTP exchanges (egress.go) and the calls none answered.
+	exchanges []*recorded
+	missed    []operon.HTTPRequest
 }
 
 // NewCluster returns a cluster holding objects (see [Cluster.Add]).
@@ -375,14 +385,21 @@ func (f *Failure) Error() string {
 // refuse the outcome before writing anything (a kind the manifest does not
 // own, another namespace, a bad name, an oversized child, an object of the
 // cluster someone else owns): the checks operon test makes, see
-// [CheckOutcome].
+// [CheckOutcome]. It is an *Unrecorded, before anything else, when the
+// reconciler made HTTP calls that the cluster's exchanges do not hold
+// ([Cluster.AddExchange]), as a fixture whose `egress:` misses a call
+// fails.
 func Reconcile(r operon.Reconciler, cluster *Cluster, req *RequestBuilder) (*Result, error) {
 	if cluster == nil {
 		cluster = NewCluster()
 	}
 	cluster.namespace = req.parent.Namespace()
+	cluster.missed = nil
 	defer func() { cluster.namespace = "" }()
 	raw, failure := operon.Run(cluster, r, req.Build(r.Manifest()))
+	if len(cluster.missed) > 0 {
+		return nil, &Unrecorded{Calls: cluster.Missed()}
+	}
 	if failure != nil {
 		f := &Failure{Terminal: failure.Terminal, Message: failure.Message}
 		if failure.Status != nil {
@@ -442,7 +459,7 @@ func Convert(c operon.Converter, desiredAPIVersion string, objects ...any) ([]op
 	for i, o := range objects {
 		texts[i] = string(mustJSON(mustObject(o)))
 	}
-	converted, refusal := operon.RunConvert(NewCluster(), c, texts, desiredAPIVersion)
+	converted, refusal := operon.RunConvert(noEgress{NewCluster()}, c, texts, desiredAPIVersion)
 	if refusal != nil {
 		return nil, errors.New(*refusal)
 	}
@@ -455,6 +472,14 @@ func Convert(c operon.Converter, desiredAPIVersion string, objects ...any) ([]op
 		out[i] = o
 	}
 	return out, nil
+}
+
+// noEgress is a host whose every HTTP call is denied, as the host denies
+// them outside reconcile (manifest, admission, conversion).
+type noEgress struct{ *Cluster }
+
+func (noEgress) Fetch(operon.RawHTTPRequest) (operon.RawHTTPResponse, *operon.RawHTTPError) {
+	return operon.RawHTTPResponse{}, &operon.RawHTTPError{Kind: operon.HTTPDenied, Message: "only reconcile may call out (admission and conversion may not)"}
 }
 
 // Review builds an admission review of op for object (nil for none).

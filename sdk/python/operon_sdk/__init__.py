@@ -23,6 +23,10 @@ The contract:
 - **Failures.** Raise :class:`Transient` to be retried with backoff,
   :class:`Terminal` to wait until the object changes; either may carry the
   parent's status to write.
+- **Calls out go through the host.** ``ctx.http(...)`` (contract 0.2's
+  ``egress``) sends what the Reconciler's grants allow, with credentials the
+  host adds; fixtures record the answers (``egress:``), so tests stay
+  offline.
 
 Example (the scaffold of ``operon new --lang python``)::
 
@@ -62,6 +66,7 @@ __version__ = "0.2.0"
 from .admission import Denied, Operation, Review, UserInfo
 from .context import Context, HostError, Level
 from .conversion import ConversionError
+from .egress import HttpError, HttpRequest, HttpResponse
 from .failure import Failure, Terminal, Transient
 from .kinds import (
     CONFIG_MAP,
@@ -103,6 +108,9 @@ __all__ = [
     "Failure",
     "Gvk",
     "HostError",
+    "HttpError",
+    "HttpRequest",
+    "HttpResponse",
     "I32",
     "I64",
     "INGRESS",

@@ -17,11 +17,13 @@ from typing import Any
 
 from componentize_py_types import Err
 from wit_world import exports
+from wit_world.imports import egress as wit_egress
 from wit_world.imports import host as wit_host
 from wit_world.imports import types as wit
 
 from . import run
 from .context import HostError, Level
+from .egress import HttpError, HttpRequest, HttpResponse
 from .failure import Failure
 from .kinds import Gvk
 from .manifest import AllInNamespace, Annotation, Label, Reference, Selector, UpdateStrategy
@@ -55,6 +57,17 @@ _STRATEGIES = {
 }
 
 
+_HTTP_ERRORS = {
+    wit_egress.HttpError_Denied: "denied",
+    wit_egress.HttpError_Invalid: "invalid",
+    wit_egress.HttpError_Timeout: "timeout",
+    wit_egress.HttpError_Unreachable: "unreachable",
+    wit_egress.HttpError_TooLarge: "tooLarge",
+    wit_egress.HttpError_Budget: "budget",
+    wit_egress.HttpError_NotRecorded: "notRecorded",
+}
+
+
 def bind(reconciler: Reconciler[Any], admission: bool = False, conversion: bool = False) -> None:
     """Make ``reconciler`` the component's. Runs while componentize-py builds
     the component, so mistakes fail the build, not the first call."""
@@ -84,7 +97,7 @@ def _gvk(kind: Gvk) -> wit.Gvk:
 
 
 class WitHost:
-    """:class:`~operon_sdk.context.Host` over the component's ``host`` imports."""
+    """:class:`~operon_sdk.context.Host` over the component's ``host`` and ``egress`` imports."""
 
     def log(self, level: Level, message: str, fields: list[tuple[str, str]]) -> None:
         wit_host.log(_LEVELS[level], message, fields)
@@ -100,6 +113,23 @@ class WitHost:
             return wit_host.list(_gvk(kind), namespace, label_selector)
         except Err as error:
             raise HostError(str(error.value)) from None
+
+    def fetch(self, request: HttpRequest) -> HttpResponse:
+        try:
+            answer = wit_egress.fetch(
+                wit_egress.HttpRequest(
+                    method=request.method,
+                    url=request.url,
+                    headers=list(request.headers),
+                    body=request.body,
+                    credential=request.credential,
+                    timeout_ms=request.timeout_ms,
+                )
+            )
+        except Err as error:
+            kind = _HTTP_ERRORS.get(type(error.value), "invalid")
+            raise HttpError(kind, str(getattr(error.value, "value", error.value))) from None
+        return HttpResponse(answer.status, list(answer.headers), bytes(answer.body))
 
 
 HOST = WitHost()

@@ -1,4 +1,4 @@
-"""Reads from the host's cache and logging during one call: :class:`Context`."""
+"""Reads from the host's cache, outbound HTTP and logging during one call: :class:`Context`."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 from enum import Enum
 from typing import Any, Protocol
 
+from .egress import HttpError, HttpRequest, HttpResponse, build_request, describe
 from .failure import Transient
 from .kinds import Gvk
 from .request import parse_object
@@ -26,7 +27,7 @@ class HostError(Exception):
 
 
 class Host(Protocol):
-    """The host's read-only imports, objects as JSON text.
+    """The host's imports, objects as JSON text.
 
     Inside a component the SDK implements it with the WIT imports; natively,
     :class:`operon_sdk.testing.FakeCluster` does, so the same code runs in
@@ -42,17 +43,27 @@ class Host(Protocol):
     def list(self, kind: Gvk, namespace: str | None, label_selector: str | None) -> list[str]:
         """The objects of ``kind`` in ``namespace`` matching the selector. Raises :class:`HostError`."""
 
+    def fetch(self, request: HttpRequest) -> HttpResponse:
+        """One HTTP call through the host (``egress``). Raises :class:`~operon_sdk.HttpError`."""
+
+
+OUTSIDE_RECONCILE = "only reconcile may call out (admission and conversion may not)"
+"""The message of the ``denied`` answer to a call outside ``reconcile``."""
+
 
 class Context:
     """What a reconciler may do besides computing: read objects from the host's
-    cache (kinds in ``manifest.reads``, the parent's and the owned kinds) and log.
+    cache (kinds in ``manifest.reads``, the parent's and the owned kinds),
+    call out over HTTP through the host (:meth:`http`, in ``reconcile``
+    only) and log.
 
     Reads never reach the API server and never block on the network; the
     cache may lag slightly, and the host reconciles again when it catches up.
     """
 
-    def __init__(self, host: Host) -> None:
+    def __init__(self, host: Host, calls: bool = True) -> None:
         self._host = host
+        self._calls = calls
 
     def get(self, kind: Gvk, name: str, namespace: str | None = None, as_type: Any = None) -> Any | None:
         """The object of ``kind`` called ``name`` in ``namespace`` (default: the
@@ -86,6 +97,56 @@ class Context:
         except HostError as error:
             raise Transient(f"cannot list {kind}: {error}") from None
         return [parse_object(as_type, json.loads(t)) for t in texts]
+
+    def http(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: dict[str, str] | list[tuple[str, str]] | None = None,
+        body: bytes | str | None = None,
+        json: Any = None,
+        credential: str | None = None,
+        timeout_ms: int | None = None,
+    ) -> HttpResponse:
+        """One HTTP request, made by the host (contract 0.2's ``egress``).
+
+        ``method`` is ``GET``, ``HEAD``, ``POST``, ``PUT``, ``PATCH`` or
+        ``DELETE``; ``url`` absolute (``https://``, or ``http://`` when the
+        grant says so). ``body`` is bytes or text (sent as UTF-8); ``json``
+        instead sends the value as compact JSON with ``content-type:
+        application/json`` (unless ``headers`` set one). ``credential`` names
+        one of the Reconciler's ``spec.credentials``: the host adds it (a
+        bearer token, basic auth or a header) for the hosts it is for; its
+        value never reaches the reconciler. ``timeout_ms`` shortens the call's
+        deadline (default 10 s, never past the reconcile's).
+
+        Only what the Reconciler's ``spec.grants.egress`` allows is sent, and
+        only from ``reconcile``. Keep calls idempotent: a reconcile may run
+        again at any time (PUT a record rather than POST another one; look
+        before creating), and clean up when ``request.finalizing``.
+
+        Returns:
+            The answer, whatever its status code (check ``.ok`` or ``.status``).
+
+        Raises:
+            HttpError: no answer (``kind`` says why: ``denied``, ``invalid``,
+                ``timeout``, ``unreachable``, ``tooLarge``, ``budget``,
+                ``notRecorded``). Not caught, the reconcile fails as
+                :class:`~operon_sdk.Transient`.
+            TypeError, ValueError: arguments of the wrong type, or both
+                ``body`` and ``json``.
+        """
+        request = build_request(method, url, headers, body, json, credential, timeout_ms)
+        call = describe(request)
+        if not self._calls:
+            raise HttpError("denied", OUTSIDE_RECONCILE, call)
+        try:
+            return self._host.fetch(request)
+        except HttpError as error:
+            if error.call is None:
+                error.call = call
+            raise
 
     def log(self, level: Level, message: str, **fields: Any) -> None:
         """Writes a log line through the host's logger (tagged with the controller

@@ -15,7 +15,8 @@ from typing import Any
 from .admission import RawReview
 from .context import Context, Host
 from .conversion import ConversionError
-from .failure import Failure, Terminal
+from .egress import HttpError
+from .failure import Failure, Terminal, Transient
 from .manifest import Manifest
 from .outcome import Outcome, RawOutcome
 from .reconciler import Reconciler
@@ -41,7 +42,8 @@ def reconcile(reconciler: Reconciler[Any], host: Host, raw: RawRequest) -> RawOu
     Raises:
         Transient, Terminal: the reconciler's failure; terminal also when the
             parent does not fit its type (through ``reconciler.invalid``) or
-            the outcome cannot be serialized.
+            the outcome cannot be serialized; transient when an
+            :class:`~operon_sdk.HttpError` escapes ``reconcile``.
     """
     try:
         request = Request.from_raw(raw, type(reconciler).parent_type())
@@ -54,7 +56,10 @@ def reconcile(reconciler: Reconciler[Any], host: Host, raw: RawRequest) -> RawOu
         if not isinstance(answer, Failure):
             raise TypeError(f"{type(reconciler).__name__}.invalid() must return a Failure, not {answer!r}") from None
         raise answer from None
-    outcome = reconciler.reconcile(request, Context(host))
+    try:
+        outcome = reconciler.reconcile(request, Context(host))
+    except HttpError as error:
+        raise Transient(f"{error.call}: {error}" if error.call else str(error)) from None
     if not isinstance(outcome, Outcome):
         raise Terminal(f"{type(reconciler).__name__}.reconcile() must return an Outcome, not {type(outcome).__name__}")
     out = outcome.to_raw()
@@ -93,7 +98,7 @@ def validate(reconciler: Reconciler[Any], host: Host, raw: RawReview) -> list[st
     method = getattr(reconciler, "validate", None)
     if method is None:
         return []
-    warnings = method(raw.parse(), Context(host))
+    warnings = method(raw.parse(), Context(host, calls=False))
     return [str(w) for w in (warnings or [])]
 
 
@@ -103,7 +108,7 @@ def mutate(reconciler: Reconciler[Any], host: Host, raw: RawReview) -> str | Non
     method = getattr(reconciler, "mutate", None)
     if method is None:
         return None
-    result = method(raw.parse(), Context(host))
+    result = method(raw.parse(), Context(host, calls=False))
     if result is None:
         return None
     if not isinstance(result, dict):

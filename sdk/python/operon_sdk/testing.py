@@ -28,10 +28,19 @@ host's own rules). Without the binary they are ``unknown``, saying so.
 >>> parent = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "m", "namespace": "shop"}}
 >>> reconcile(Mirror(), request(parent), cluster).status
 {'secrets': 1}
+
+Calls out (``ctx.http``, contract 0.2's ``egress``) never reach the network:
+the fake host answers them from recorded exchanges, as fixtures hold them
+(``FakeCluster(egress=[...])``, a fixture's ``egress:``), with the rule of
+every Operon runner (:class:`Replay`). A call the recording does not hold is
+answered ``notRecorded`` and fails the test (:class:`Unrecorded`), whatever
+the reconciler made of the error.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
 import shutil
@@ -45,6 +54,7 @@ from . import run
 from .admission import Denied, Operation, RawReview, UserInfo
 from .context import HostError, Level
 from .conversion import ConversionError
+from .egress import KINDS, HttpError, HttpRequest, HttpResponse, describe
 from .failure import Failure, Terminal
 from .kinds import Gvk
 from .outcome import Event, ParentMetadata
@@ -207,20 +217,243 @@ class LogLine:
     fields: list[tuple[str, str]]
 
 
+# --- egress: recorded exchanges and their replay ---------------------------------------------
+
+
+@dataclass
+class Exchange:
+    """One call and what came of it, as a fixture's ``egress:`` holds it:
+    ``request`` and either ``response`` or ``error``.
+
+    >>> e = Exchange.parse({"request": {"method": "GET", "url": "https://a.example/x"},
+    ...                     "error": {"timeout": "no answer in 10s"}})
+    >>> e.error
+    HttpError('timeout', 'no answer in 10s')
+    """
+
+    request: HttpRequest
+    response: HttpResponse | None = None
+    error: HttpError | None = None
+
+    def answer(self) -> HttpResponse:
+        """What the recording answers (a copy).
+
+        Raises:
+            HttpError: the recorded error.
+        """
+        if self.error is not None:
+            raise HttpError(self.error.kind, self.error.message)
+        if self.response is None:
+            raise HttpError("notRecorded", "the recorded exchange has neither response nor error")
+        return HttpResponse(self.response.status, list(self.response.headers), self.response.body)
+
+    @staticmethod
+    def parse(value: Any, where: str = "egress[0]") -> Exchange:
+        """An exchange as fixtures write it (the format of
+        ``operon_contract::egress``): a request ``{method, url, headers: {name:
+        value}, body, credential, timeoutMs}``, and a ``response: {status,
+        headers, body}`` or an ``error: {KIND: message}`` (kinds
+        ``denied``, ``invalid``, ``timeout``, ``unreachable``, ``tooLarge``,
+        ``budget``, ``notRecorded``). A body is text (sent as UTF-8) or
+        ``{base64: ...}``.
+
+        Raises:
+            ValueError: not of that shape, naming where.
+        """
+        if isinstance(value, Exchange):
+            return value
+        fields = _fields(value, where, {"request", "response", "error"}, {"request"})
+        request_fields = _fields(
+            fields["request"], f"{where}.request", {"method", "url", "headers", "body", "credential", "timeoutMs"},
+            {"method", "url"},
+        )
+        timeout = request_fields.get("timeoutMs")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 0):
+            raise ValueError(f"{where}.request.timeoutMs: {timeout!r} is not a number of milliseconds")
+        credential = request_fields.get("credential")
+        request = HttpRequest(
+            method=_string(request_fields["method"], f"{where}.request.method"),
+            url=_string(request_fields["url"], f"{where}.request.url"),
+            headers=_headers(request_fields.get("headers"), f"{where}.request.headers"),
+            body=None if request_fields.get("body") is None else _body(request_fields["body"], f"{where}.request.body"),
+            credential=None if credential is None else _string(credential, f"{where}.request.credential"),
+            timeout_ms=timeout,
+        )
+        response = None
+        if fields.get("response") is not None:
+            answer = _fields(fields["response"], f"{where}.response", {"status", "headers", "body"}, {"status"})
+            status = answer["status"]
+            if isinstance(status, bool) or not isinstance(status, int) or not 0 <= status <= 65535:
+                raise ValueError(f"{where}.response.status: {status!r} is not a status code")
+            response = HttpResponse(
+                status,
+                _headers(answer.get("headers"), f"{where}.response.headers"),
+                b"" if answer.get("body") is None else _body(answer["body"], f"{where}.response.body"),
+            )
+        error = None
+        if fields.get("error") is not None:
+            spec = fields["error"]
+            if not (isinstance(spec, dict) and len(spec) == 1 and next(iter(spec)) in KINDS):
+                raise ValueError(f"{where}.error: one of {', '.join(KINDS)} with a message, not {spec!r}")
+            kind, message = next(iter(spec.items()))
+            error = HttpError(kind, _string(message, f"{where}.error.{kind}"))
+        return Exchange(request, response, error)
+
+
+def _fields(value: Any, where: str, allowed: set[str], required: set[str]) -> dict:
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: a mapping with {sorted(allowed)}, not {value!r}")
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise ValueError(f"{where}: unknown keys {unknown} (it has {sorted(allowed)})")
+    missing = sorted(required - set(value))
+    if missing:
+        raise ValueError(f"{where}: {', '.join(missing)} missing")
+    return value
+
+
+def _string(value: Any, where: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)  # YAML read `ttl: 60` as a number; files mean the text
+    raise ValueError(f"{where}: {value!r} is not text")
+
+
+def _headers(value: Any, where: str) -> list[tuple[str, str]]:
+    if value is None:
+        return []
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: a mapping of names to values, not {value!r}")
+    return sorted((_string(k, where), _string(v, f"{where}.{k}")) for k, v in value.items())
+
+
+def _body(value: Any, where: str) -> bytes:
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    if isinstance(value, dict):
+        if set(value) != {"base64"} or not isinstance(value["base64"], str):
+            raise ValueError(f"{where}: text, or {{base64: ...}} for bytes that are not UTF-8, not {value!r}")
+        try:
+            return base64.b64decode(value["base64"], validate=True)
+        except (binascii.Error, ValueError) as error:
+            raise ValueError(f"{where}.base64: {error}") from None
+    return _string(value, where).encode()
+
+
+def same_call(recorded: HttpRequest, asked: HttpRequest) -> bool:
+    """Whether a recorded request answers ``asked``: the same method (without
+    case), URL, body (absent is empty) and credential. Headers and the
+    timeout are not compared."""
+    return (
+        recorded.method.upper() == asked.method.upper()
+        and recorded.url == asked.url
+        and (recorded.body or b"") == (asked.body or b"")
+        and recorded.credential == asked.credential
+    )
+
+
+class Replay:
+    """Answers calls from recorded exchanges with no network, as every Operon
+    runner does (``operon_contract::egress::Replay``): each call takes the
+    first exchange not yet used that is the :func:`same_call`; a call with
+    none is answered ``notRecorded`` and remembered, so the test fails naming
+    it (:meth:`verdict`). Exchanges not used are fine.
+
+    >>> replay = Replay([Exchange.parse({"request": {"method": "GET", "url": "https://a.example/x"},
+    ...                                  "response": {"status": 200, "body": "hi"}})])
+    >>> replay.fetch(HttpRequest("get", "https://a.example/x")).text()
+    'hi'
+    >>> replay.fetch(HttpRequest("GET", "https://a.example/x"))
+    Traceback (most recent call last):
+    ...
+    operon_sdk.egress.HttpError: notRecorded: GET https://a.example/x is not in the recording (it holds: GET https://a.example/x)
+    >>> replay.verdict()
+    "the guest made calls the fixture's `egress` does not hold: GET https://a.example/x"
+    """
+
+    def __init__(self, exchanges: list[Exchange] | None = None) -> None:
+        self.exchanges: list[Exchange] = list(exchanges or [])
+        self.used: list[bool] = [False] * len(self.exchanges)
+        self.calls: list[HttpRequest] = []
+        """Every call, in order."""
+        self.missed: list[HttpRequest] = []
+        """The calls no exchange answered, in order."""
+
+    def fetch(self, asked: HttpRequest) -> HttpResponse:
+        """The answer to one call.
+
+        Raises:
+            HttpError: the recorded error, or ``notRecorded``.
+        """
+        self.calls.append(asked)
+        for i, exchange in enumerate(self.exchanges):
+            if not self.used[i] and same_call(exchange.request, asked):
+                self.used[i] = True
+                return exchange.answer()
+        self.missed.append(asked)
+        held = "; ".join(describe(e.request) for e in self.exchanges)
+        raise HttpError(
+            "notRecorded",
+            f"{describe(asked)} is not in the recording " + (f"(it holds: {held})" if held else "(it holds no calls)"),
+        )
+
+    def verdict(self) -> str | None:
+        """Why the run fails, if a call was not recorded: one line naming each."""
+        if not self.missed:
+            return None
+        return "the guest made calls the fixture's `egress` does not hold: " + "; ".join(
+            describe(r) for r in self.missed
+        )
+
+
+class Unrecorded(AssertionError):
+    """The reconciler made calls the recording does not hold (whatever it made
+    of the ``notRecorded`` error): ``calls`` names them."""
+
+    def __init__(self, verdict: str, calls: list[HttpRequest]) -> None:
+        super().__init__(verdict)
+        self.calls = calls
+
+
 class FakeCluster:
-    """An in-memory stand-in for the host's cache: the objects ``ctx.get`` and
-    ``ctx.list`` see.
+    """An in-memory stand-in for the host: the objects ``ctx.get`` and
+    ``ctx.list`` see, and the recorded exchanges that answer ``ctx.http``.
 
     A read without a namespace means the parent's namespace (as in the host)
     when it goes through :func:`reconcile`. Cluster-scoped objects (no
     ``metadata.namespace``) match any namespace. Unlike the host, the fake
     lets every kind be read: check ``manifest.reads`` yourself.
+
+    ``egress`` is a list of :class:`Exchange` or of mappings as a fixture's
+    ``egress:`` holds them; none by default, so every call is answered
+    ``notRecorded``. Each :func:`reconcile` replays it from the start (as
+    each fixture does); ``calls`` are the requests of the last one, headers
+    and all, for a test to look at.
     """
 
-    def __init__(self, objects: list[dict] | None = None, namespace: str | None = None) -> None:
+    def __init__(
+        self, objects: list[dict] | None = None, namespace: str | None = None, egress: list[Any] | None = None
+    ) -> None:
         self.objects: list[dict] = list(objects or [])
         self.namespace = namespace
         self.logs: list[LogLine] = []
+        self.egress: list[Exchange] = [Exchange.parse(e, f"egress[{i}]") for i, e in enumerate(egress or [])]
+        self.replay = Replay(self.egress)
+
+    def record(self, exchange: Exchange | dict) -> FakeCluster:
+        """Adds a recorded exchange (an :class:`Exchange` or a fixture's mapping); returns the cluster."""
+        self.egress.append(Exchange.parse(exchange, f"egress[{len(self.egress)}]"))
+        self.replay = Replay(self.egress)
+        return self
+
+    @property
+    def calls(self) -> list[HttpRequest]:
+        """The HTTP requests made since the replay started, in order."""
+        return self.replay.calls
+
+    def fetch(self, request: HttpRequest) -> HttpResponse:
+        return self.replay.fetch(request)
 
     def add(self, obj: dict) -> FakeCluster:
         """Adds an object; returns the cluster."""
@@ -411,25 +644,38 @@ def _observed_generation(status: dict | None, parent: dict) -> dict | None:
     return {**status, "observedGeneration": generation}
 
 
+def _check_calls(cluster: FakeCluster) -> None:
+    verdict = cluster.replay.verdict()
+    if verdict is not None:
+        raise Unrecorded(verdict, list(cluster.replay.missed))
+
+
 def reconcile(reconciler: Reconciler[Any], req: RequestBuilder, cluster: FakeCluster | None = None) -> Reconciled:
-    """Run ``reconciler`` on ``req`` through the component's code path.
+    """Run ``reconciler`` on ``req`` through the component's code path, its
+    calls out answered by ``cluster``'s recorded exchanges (replayed from
+    the start).
 
     Raises:
         Transient, Terminal: as the component would answer (a status it
             carries with ``observedGeneration`` as the host writes it).
+        Unrecorded: the reconciler made a call the recording does not hold
+            (whatever it answered).
         Refused: the host would refuse the outcome (see :func:`check_outcome`).
     """
-    cluster = cluster or FakeCluster()
+    cluster = cluster if cluster is not None else FakeCluster()
     if cluster.namespace is None:
         cluster.namespace = Metadata.of(req.object).namespace
     manifest = run.manifest(reconciler)
     raw = req.to_raw(manifest.owns)
+    cluster.replay = Replay(cluster.egress)
     try:
         out = run.reconcile(reconciler, cluster, raw)
     except Failure as failure:
+        _check_calls(cluster)
         if failure.status is None:
             raise
         raise failure.with_status(_observed_generation(failure.status, req.object)) from None
+    _check_calls(cluster)
     check_outcome(
         manifest.name,
         manifest.owns,
@@ -561,7 +807,7 @@ def _requeue_after_ms(out: Reconciled, now: datetime) -> int | None:
     return min(candidates, default=None)
 
 
-_REQUEST_KEYS = {"object", "children", "related", "finalizing", "attempt", "cluster", "now"}
+_REQUEST_KEYS = {"object", "children", "related", "finalizing", "attempt", "cluster", "now", "egress"}
 
 
 def _observed(reconciler: Reconciler[Any], fixture: Any) -> dict:
@@ -580,9 +826,16 @@ def _observed(reconciler: Reconciler[Any], fixture: Any) -> dict:
         now=now,
     )
     visible = [req.object, *req.children, *req.related, *(fixture.get("cluster") or [])]
+    egress = fixture.get("egress") or []
+    if not isinstance(egress, list):
+        raise _Invalid(f"egress: a list of exchanges ({{request, response or error}}), not {egress!r}")
     try:
-        out = reconcile(reconciler, req, FakeCluster(visible))
-    except Refused as refused:
+        exchanges = [Exchange.parse(e, f"egress[{i}]") for i, e in enumerate(egress)]
+    except ValueError as error:
+        raise _Invalid(str(error)) from None
+    try:
+        out = reconcile(reconciler, req, FakeCluster(visible, egress=exchanges))
+    except (Refused, Unrecorded) as refused:
         return {"refused": str(refused)}
     except Failure as failure:
         observed: dict = {"error": {"terminal" if isinstance(failure, Terminal) else "transient": failure.message}}
@@ -777,8 +1030,10 @@ def check_fixtures(reconciler: Reconciler[Any], directory: str | Path) -> int:
     """Run every fixture of ``operon test`` in ``directory`` natively, as
     ``operon test`` runs them through the component: ``NAME.yaml`` with
     ``NAME.expected.yaml`` (requests at the fixture's ``now``, children rated
-    by the operon binary, see :func:`rate`), ``admission/`` reviews and
-    ``conversion/`` cases. Returns how many passed.
+    by the operon binary, see :func:`rate`, calls out answered from the
+    fixture's ``egress:`` by :class:`Replay`: a call it does not hold fails
+    the fixture), ``admission/`` reviews and ``conversion/`` cases. Returns
+    how many passed.
 
     Raises:
         AssertionError: naming every fixture whose outcome differs, with both.
@@ -825,12 +1080,15 @@ def check_fixtures(reconciler: Reconciler[Any], directory: str | Path) -> int:
 
 
 __all__ = [
+    "Exchange",
     "FakeCluster",
     "LogLine",
     "NOT_RATED",
     "Reconciled",
     "Refused",
+    "Replay",
     "RequestBuilder",
+    "Unrecorded",
     "check_fixtures",
     "check_outcome",
     "convert",
@@ -840,5 +1098,6 @@ __all__ = [
     "reconcile",
     "request",
     "review",
+    "same_call",
     "validate",
 ]

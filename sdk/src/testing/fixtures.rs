@@ -17,6 +17,7 @@
 //! attempt: 0        # default 0
 //! cluster: []       # objects that get/list see (optional)
 //! now: "2026-11-26T09:00:00Z"  # the host's clock; default the Unix epoch
+//! egress: []        # recorded HTTP calls and answers, replayed (a call not held fails)
 //! ```
 //!
 //! Each child is rated as the host rates it (`operon_contract::readiness`).
@@ -107,7 +108,7 @@ impl Fixture {
         let file = RequestFile::load(request_path).map_err(|error| error.to_string())?;
         let owns: Vec<contract::Gvk> = manifest.owns.iter().map(from_raw_gvk).collect();
         let request = file.request(&owns).map_err(|error| format!("{}: {error}", request_path.display()))?;
-        let mut cluster = FakeCluster::new();
+        let mut cluster = FakeCluster::new().with_egress(file.egress.clone());
         cluster.objects = file.visible();
         let others = file.cluster.iter().chain(&file.related).cloned().collect();
         let live = (file.object.clone(), file.children.clone(), others);
@@ -266,6 +267,10 @@ pub fn check_dir<R: Reconciler>(dir: impl AsRef<Path>) {
     let mut reconciled = Vec::new();
     for f in &fixtures {
         let result = f.run::<R>();
+        if let Some(unrecorded) = f.cluster.unrecorded_calls() {
+            let _ = write!(report, "\n--- {}: {unrecorded}", f.name);
+            continue;
+        }
         match result.as_ref().map(|outcome| f.check(&manifest, outcome)) {
             Ok(Err(refusal)) => refused.push((f.name.clone(), refusal)),
             _ => reconciled.push((f.name.clone(), &f.expected_path, Kind::Reconcile, to_expected(&result, &f.request))),

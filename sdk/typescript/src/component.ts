@@ -1,7 +1,7 @@
 /**
- * The component's exports: the only module that imports the host interface
- * componentize-js provides (`operon:reconciler/host@0.2.0`), so everything
- * else runs natively.
+ * The component's exports: the only module that imports the interfaces
+ * componentize-js provides (`operon:reconciler/host@0.2.0`,
+ * `operon:reconciler/egress@0.2.0`), so everything else runs natively.
  *
  * `operon build` writes the entry module componentize-js starts from:
  *
@@ -16,10 +16,12 @@
  */
 
 /// <reference path="./host.d.ts" />
+import * as egress from "operon:reconciler/egress@0.2.0";
 import * as wit from "operon:reconciler/host@0.2.0";
 import { Denied } from "./admission.js";
 import { HostError, type Host } from "./context.js";
 import { ConversionError } from "./conversion.js";
+import { HttpError, type HttpErrorKind } from "./egress.js";
 import { Failure } from "./failure.js";
 import type { Mapping } from "./manifest.js";
 import { type Reconciler, hasAdmission, hasConversion } from "./reconciler.js";
@@ -30,11 +32,22 @@ import type {
   WitDenial,
   WitFailure,
   WitGuest,
+  WitHttpError,
   WitMapping,
   WitReview,
 } from "./wit.js";
 
-/** {@link Host} over the component's `host` imports. */
+const HTTP_ERRORS: Record<WitHttpError["tag"], HttpErrorKind> = {
+  denied: "denied",
+  invalid: "invalid",
+  timeout: "timeout",
+  unreachable: "unreachable",
+  "too-large": "tooLarge",
+  budget: "budget",
+  "not-recorded": "notRecorded",
+};
+
+/** {@link Host} over the component's `host` and `egress` imports. */
 const host: Host = {
   log: (level, message, fields) => wit.log(level, message, fields),
   get(kind, namespace, name) {
@@ -50,6 +63,27 @@ const host: Host = {
     } catch (error) {
       throw new HostError(payload(error));
     }
+  },
+  fetch(request) {
+    let answer: { status: number; headers: [string, string][]; body: Uint8Array };
+    try {
+      answer = egress.fetch({
+        method: request.method,
+        url: request.url,
+        headers: request.headers.map(([n, v]) => [n, v]),
+        body: request.body,
+        credential: request.credential,
+        timeoutMs: request.timeoutMs,
+      });
+    } catch (error) {
+      const value = (error as { payload?: unknown })?.payload ?? error;
+      const tag = (value as { tag?: unknown })?.tag;
+      if (typeof tag === "string" && tag in HTTP_ERRORS) {
+        throw new HttpError(HTTP_ERRORS[tag as WitHttpError["tag"]], String((value as WitHttpError).val));
+      }
+      throw new HttpError("invalid", payload(error));
+    }
+    return { status: answer.status, headers: answer.headers, body: new Uint8Array(answer.body) };
   },
 };
 

@@ -1,8 +1,17 @@
 /**
- * Reads from the host's cache and logging during one call: {@link Context}.
+ * Reads from the host's cache, outbound HTTP and logging during one call: {@link Context}.
  * @module
  */
 
+import {
+  HttpError,
+  type HttpOptions,
+  type HttpRequest,
+  HttpResponse,
+  type RawHttpResponse,
+  buildRequest,
+  describeCall,
+} from "./egress.js";
 import { Transient } from "./failure.js";
 import { type Gvk, kindToString } from "./kinds.js";
 import { type KubeObject, parseObject } from "./request.js";
@@ -17,7 +26,7 @@ export class HostError extends Error {
 }
 
 /**
- * The host's read-only imports, objects as JSON text. Inside a component the
+ * The host's imports, objects as JSON text. Inside a component the
  * SDK implements it with the WIT imports; natively `FakeCluster` (in
  * `@operon/sdk/testing`) does, so the same code runs in both.
  */
@@ -27,7 +36,12 @@ export interface Host {
   get(kind: Gvk, namespace: string | undefined, name: string): string | undefined;
   /** The objects of `kind` in `namespace` matching the selector. Throws {@link HostError}. */
   list(kind: Gvk, namespace: string | undefined, labelSelector: string | undefined): string[];
+  /** One HTTP call through the host (`egress`). Throws {@link HttpError}. */
+  fetch(request: HttpRequest): RawHttpResponse;
 }
+
+/** The message of the `denied` answer to a call outside `reconcile`. */
+export const OUTSIDE_RECONCILE = "only reconcile may call out (admission and conversion may not)";
 
 /** Options of {@link Context.get}. */
 export interface GetOptions<T> {
@@ -47,13 +61,18 @@ export interface ListOptions<T> {
 
 /**
  * What a reconciler may do besides computing: read objects from the host's
- * cache (kinds in `manifest.reads`, the parent's and the owned kinds) and log.
+ * cache (kinds in `manifest.reads`, the parent's and the owned kinds), call
+ * out over HTTP through the host ({@link Context.http}, in `reconcile` only)
+ * and log.
  *
  * Reads never reach the API server and never block on the network; the
  * cache may lag slightly, and the host reconciles again when it catches up.
  */
 export class Context {
-  constructor(private readonly host: Host) {}
+  constructor(
+    private readonly host: Host,
+    private readonly calls = true,
+  ) {}
 
   /**
    * The object of `kind` called `name`, undefined if it does not exist.
@@ -83,6 +102,41 @@ export class Context {
       throw new Transient(`cannot list ${kindToString(kind)}: ${message(error)}`);
     }
     return texts.map((t) => parseObject(JSON.parse(t) as KubeObject, options.schema));
+  }
+
+  /**
+   * One HTTP request, made by the host (contract 0.2's `egress`), synchronous
+   * like the reads.
+   *
+   * Only what the Reconciler's `spec.grants.egress` allows is sent, and only
+   * from `reconcile`; `credential` names one of its `spec.credentials`, which
+   * the host adds (the value never reaches the reconciler). Keep calls
+   * idempotent: a reconcile may run again at any time (PUT a record rather
+   * than POST another one; look before creating), and clean up when
+   * `request.finalizing`.
+   *
+   * ```ts
+   * const zone = ctx.http({ method: "GET", url: `https://dns.example/api/zones/${name}`, credential: "pdns" });
+   * if (zone.status === 404) ctx.http({ method: "POST", url: "https://dns.example/api/zones", json: { name }, credential: "pdns" });
+   * ```
+   * @returns the answer, whatever its status code (check `ok` or `status`).
+   * @throws {HttpError} no answer (`kind` says why: `denied`, `invalid`,
+   *   `timeout`, `unreachable`, `tooLarge`, `budget`, `notRecorded`). Not
+   *   caught, the reconcile fails as {@link Transient}.
+   * @throws {TypeError} options of the wrong type, or both `body` and `json`.
+   */
+  http(options: HttpOptions): HttpResponse {
+    const request = buildRequest(options);
+    const call = describeCall(request);
+    if (!this.calls) throw new HttpError("denied", OUTSIDE_RECONCILE, call);
+    let answer: RawHttpResponse;
+    try {
+      answer = this.host.fetch(request);
+    } catch (error) {
+      if (error instanceof HttpError) error.call ??= call;
+      throw error;
+    }
+    return new HttpResponse(answer.status, answer.headers, answer.body);
   }
 
   /** Writes a log line through the host's logger (tagged with the controller and the parent). */

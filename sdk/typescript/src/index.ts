@@ -19,6 +19,9 @@
  * - **Failures.** Throw {@link Transient} to be retried with backoff,
  *   {@link Terminal} to wait until the object changes; either may carry the
  *   parent's status to write meanwhile.
+ * - **Calls out go through the host.** `ctx.http({...})` (contract 0.2's
+ *   `egress`) sends what the Reconciler's grants allow, with credentials the
+ *   host adds; tests answer them from recorded exchanges, offline.
  *
  * ```ts
  * import { type Context, type Reconciler, type Request, Outcome, Terminal, gvk, kinds, newObject, s } from "@operon/sdk";
@@ -50,6 +53,16 @@
 export { Denied, type Operation, type Review, type UserInfo } from "./admission.js";
 export { Context, HostError, type GetOptions, type Host, type Level, type ListOptions } from "./context.js";
 export { ConversionError } from "./conversion.js";
+export {
+  type HttpErrorKind,
+  type HttpOptions,
+  type HttpRequest,
+  type RawHttpResponse,
+  HTTP_ERROR_KINDS,
+  HttpError,
+  HttpResponse,
+  describeCall,
+} from "./egress.js";
 export { Failure, type FailureOptions, Terminal, Transient } from "./failure.js";
 export {
   type Gvk,

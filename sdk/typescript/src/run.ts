@@ -8,7 +8,8 @@
 import type { Review } from "./admission.js";
 import { Context, type Host } from "./context.js";
 import { ConversionError } from "./conversion.js";
-import { Terminal } from "./failure.js";
+import { HttpError } from "./egress.js";
+import { Terminal, Transient } from "./failure.js";
 import type { Gvk } from "./kinds.js";
 import type { Manifest } from "./manifest.js";
 import { Outcome, type RawOutcome } from "./outcome.js";
@@ -43,7 +44,8 @@ export function manifest(reconciler: Reconciler<unknown>): Manifest {
  * written for it keep their finalizer: true when the manifest declares one,
  * except in the answer to a finalizing request.
  * @throws {Transient} {Terminal} the reconciler's failure; terminal also when
- *   the parent does not fit its schema.
+ *   the parent does not fit its schema; transient when an {@link HttpError}
+ *   escapes `reconcile`.
  */
 export function reconcile<T>(
   reconciler: Reconciler<T>,
@@ -72,7 +74,15 @@ export function reconcile<T>(
     raw.attempt,
     raw.now,
   );
-  const outcome = reconciler.reconcile(request, new Context(host));
+  let outcome: unknown;
+  try {
+    outcome = reconciler.reconcile(request, new Context(host));
+  } catch (error) {
+    if (error instanceof HttpError) {
+      throw new Transient(error.call ? `${error.call}: ${error}` : String(error));
+    }
+    throw error;
+  }
   if (!(outcome instanceof Outcome)) {
     throw new Terminal("reconcile() must return an Outcome");
   }
@@ -90,13 +100,13 @@ function review(raw: WitReview): Review {
 /** The `validate` export: the warnings, or a thrown `Denied`. Without `validate`, everything is allowed. */
 export function validate(reconciler: Reconciler<unknown>, host: Host, raw: WitReview): string[] {
   if (!reconciler.validate) return [];
-  return (reconciler.validate(review(raw), new Context(host)) ?? []).map(String);
+  return (reconciler.validate(review(raw), new Context(host, false)) ?? []).map(String);
 }
 
 /** The `mutate` export: the whole object as JSON text, undefined to leave it, or a thrown `Denied`. */
 export function mutate(reconciler: Reconciler<unknown>, host: Host, raw: WitReview): string | undefined {
   if (!reconciler.mutate) return undefined;
-  const result = reconciler.mutate(review(raw), new Context(host));
+  const result = reconciler.mutate(review(raw), new Context(host, false));
   if (result === undefined || result === null) return undefined;
   if (typeof result !== "object" || Array.isArray(result)) {
     throw new TypeError(`mutate() must return an object or undefined, not ${JSON.stringify(result)}`);

@@ -19,12 +19,37 @@
  * else `operon` on `PATH`) for the host's verdicts with `operon readiness`,
  * once per request. The rules are never ported here: without the binary a
  * child's readiness is `unknown` ({@link NOT_RATED}).
+ *
+ * Calls out (`ctx.http`, contract 0.2's `egress`) never reach the network:
+ * the fake host answers them from recorded exchanges, written as fixtures
+ * hold them (`new FakeCluster(objects, namespace, egress)`, a fixture's
+ * `egress:` through {@link fromFixture}), with the rule of every Operon
+ * runner ({@link Replay}). A call the recording does not hold is answered
+ * `notRecorded` and fails the test ({@link Unrecorded}), whatever the
+ * reconciler made of the error.
+ *
+ * ```ts
+ * const cluster = new FakeCluster([], undefined, [
+ *   { request: { method: "GET", url: "https://dns.example/api/zones/a.", credential: "pdns" },
+ *     response: { status: 200, body: '{"serial": 7}' } },
+ * ]);
+ * const out = reconcile(new Zones(), request(zone("a.")), cluster);
+ * ```
  * @module
  */
 
 import { execFileSync } from "node:child_process";
 import type { Operation } from "./admission.js";
 import { HostError, type Host, type Level } from "./context.js";
+import {
+  HTTP_ERROR_KINDS,
+  HttpError,
+  type HttpErrorKind,
+  type HttpRequest,
+  type RawHttpResponse,
+  describeCall,
+} from "./egress.js";
+import { Failure } from "./failure.js";
 import { type Gvk, isKind, kindOf, kindToString, sameKind } from "./kinds.js";
 import { type Event, type ParentMetadata, isRfc3339, parseRfc3339 } from "./outcome.js";
 import type { Reconciler } from "./reconciler.js";
@@ -41,20 +66,269 @@ export interface LogLine {
   fields: [string, string][];
 }
 
+// --- egress: recorded exchanges and their replay --------------------------------------------
+
+/** A body in fixtures: text (UTF-8), or `{ base64 }` for bytes that are not UTF-8. */
+export type BodyFixture = string | { base64: string };
+
 /**
- * An in-memory stand-in for the host's cache: the objects `ctx.get` and
- * `ctx.list` see. A read without a namespace means the parent's namespace
- * (as in the host) when it goes through {@link reconcile}. Cluster-scoped
- * objects (no namespace) match any namespace. Unlike the host, the fake lets
- * every kind be read: check `manifest.reads` yourself.
+ * One call and what came of it, as a fixture's `egress:` holds it (the
+ * format of `operon_contract::egress`): a request, and a `response` or an
+ * `error: { KIND: message }`.
+ */
+export interface ExchangeFixture {
+  request: {
+    method: string;
+    url: string;
+    headers?: Record<string, string>;
+    body?: BodyFixture;
+    credential?: string;
+    timeoutMs?: number;
+  };
+  response?: { status: number; headers?: Record<string, string>; body?: BodyFixture };
+  error?: Partial<Record<HttpErrorKind, string>>;
+}
+
+/** A recorded exchange, read: see {@link Exchange.parse}. */
+export class Exchange {
+  constructor(
+    readonly request: HttpRequest,
+    readonly response?: RawHttpResponse,
+    readonly error?: { kind: HttpErrorKind; message: string },
+  ) {}
+
+  /**
+   * What the recording answers (a copy).
+   * @throws {HttpError} the recorded error.
+   */
+  answer(): RawHttpResponse {
+    if (this.error) throw new HttpError(this.error.kind, this.error.message);
+    if (!this.response) throw new HttpError("notRecorded", "the recorded exchange has neither response nor error");
+    return {
+      status: this.response.status,
+      headers: this.response.headers.map(([n, v]) => [n, v]),
+      body: new Uint8Array(this.response.body),
+    };
+  }
+
+  /**
+   * An exchange as fixtures write it ({@link ExchangeFixture}), `where`
+   * naming it in errors.
+   * @throws {TypeError} not of that shape.
+   */
+  static parse(value: unknown, where = "egress[0]"): Exchange {
+    if (value instanceof Exchange) return value;
+    const fields = record(value, where, ["request", "response", "error"], ["request"]);
+    const req = record(fields.request, `${where}.request`, ["method", "url", "headers", "body", "credential", "timeoutMs"], [
+      "method",
+      "url",
+    ]);
+    const timeoutMs = req.timeoutMs ?? undefined;
+    if (timeoutMs !== undefined && !(Number.isInteger(timeoutMs) && (timeoutMs as number) >= 0)) {
+      throw new TypeError(`${where}.request.timeoutMs: ${JSON.stringify(timeoutMs)} is not a number of milliseconds`);
+    }
+    const request: HttpRequest = {
+      method: text(req.method, `${where}.request.method`),
+      url: text(req.url, `${where}.request.url`),
+      headers: headerMap(req.headers, `${where}.request.headers`),
+      body: req.body === undefined || req.body === null ? undefined : bodyOf(req.body, `${where}.request.body`),
+      credential:
+        req.credential === undefined || req.credential === null ? undefined : text(req.credential, `${where}.request.credential`),
+      timeoutMs: timeoutMs as number | undefined,
+    };
+    let response: RawHttpResponse | undefined;
+    if (fields.response !== undefined && fields.response !== null) {
+      const answer = record(fields.response, `${where}.response`, ["status", "headers", "body"], ["status"]);
+      const status = answer.status;
+      if (typeof status !== "number" || !Number.isInteger(status) || status < 0 || status > 65535) {
+        throw new TypeError(`${where}.response.status: ${JSON.stringify(status)} is not a status code`);
+      }
+      response = {
+        status,
+        headers: headerMap(answer.headers, `${where}.response.headers`),
+        body: answer.body === undefined || answer.body === null ? new Uint8Array(0) : bodyOf(answer.body, `${where}.response.body`),
+      };
+    }
+    let error: { kind: HttpErrorKind; message: string } | undefined;
+    if (fields.error !== undefined && fields.error !== null) {
+      const entries = typeof fields.error === "object" ? Object.entries(fields.error as object) : [];
+      const [kind, message] = entries[0] ?? [];
+      if (entries.length !== 1 || !HTTP_ERROR_KINDS.includes(kind as HttpErrorKind)) {
+        throw new TypeError(
+          `${where}.error: one of ${HTTP_ERROR_KINDS.join(", ")} with a message, not ${JSON.stringify(fields.error)}`,
+        );
+      }
+      error = { kind: kind as HttpErrorKind, message: text(message, `${where}.error.${kind}`) };
+    }
+    return new Exchange(request, response, error);
+  }
+}
+
+function record(value: unknown, where: string, allowed: string[], required: string[]): Record<string, unknown> {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new TypeError(`${where}: an object with ${allowed.join(", ")}, not ${JSON.stringify(value)}`);
+  }
+  const unknown = Object.keys(value).filter((k) => !allowed.includes(k));
+  if (unknown.length > 0) throw new TypeError(`${where}: unknown keys ${unknown.join(", ")} (it has ${allowed.join(", ")})`);
+  const missing = required.filter((k) => !(k in value));
+  if (missing.length > 0) throw new TypeError(`${where}: ${missing.join(", ")} missing`);
+  return value as Record<string, unknown>;
+}
+
+function text(value: unknown, where: string): string {
+  if (typeof value === "string") return value;
+  if (typeof value === "number") return String(value); // YAML read `ttl: 60` as a number; files mean the text
+  throw new TypeError(`${where}: ${JSON.stringify(value)} is not text`);
+}
+
+function headerMap(value: unknown, where: string): [string, string][] {
+  if (value === undefined || value === null) return [];
+  if (typeof value !== "object" || Array.isArray(value)) {
+    throw new TypeError(`${where}: a map of names to values, not ${JSON.stringify(value)}`);
+  }
+  return Object.entries(value)
+    .map(([n, v]): [string, string] => [n, text(v, `${where}.${n}`)])
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+function bodyOf(value: unknown, where: string): Uint8Array {
+  if (value instanceof Uint8Array) return new Uint8Array(value);
+  if (typeof value === "object" && value !== null && !Array.isArray(value)) {
+    const b64 = (value as { base64?: unknown }).base64;
+    if (Object.keys(value).length !== 1 || typeof b64 !== "string") {
+      throw new TypeError(`${where}: text, or { base64 } for bytes that are not UTF-8, not ${JSON.stringify(value)}`);
+    }
+    if (!/^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/.test(b64)) {
+      throw new TypeError(`${where}.base64: ${JSON.stringify(b64)} is not base64`);
+    }
+    return new Uint8Array(Buffer.from(b64, "base64"));
+  }
+  return new TextEncoder().encode(text(value, where));
+}
+
+function sameBytes(a: Uint8Array | undefined, b: Uint8Array | undefined): boolean {
+  const x = a ?? new Uint8Array(0);
+  const y = b ?? new Uint8Array(0);
+  return x.length === y.length && x.every((byte, i) => byte === y[i]);
+}
+
+/**
+ * Whether a recorded request answers `asked`: the same method (without
+ * case), URL, body (absent is empty) and credential. Headers and the timeout
+ * are not compared.
+ */
+export function sameCall(recorded: HttpRequest, asked: HttpRequest): boolean {
+  return (
+    recorded.method.toUpperCase() === asked.method.toUpperCase() &&
+    recorded.url === asked.url &&
+    sameBytes(recorded.body, asked.body) &&
+    recorded.credential === asked.credential
+  );
+}
+
+/**
+ * Answers calls from recorded exchanges with no network, as every Operon
+ * runner does (`operon_contract::egress::Replay`): each call takes the first
+ * exchange not yet used that is the {@link sameCall}; a call with none is
+ * answered `notRecorded` and remembered, so the test fails naming it
+ * ({@link Replay.verdict}). Exchanges not used are fine.
+ */
+export class Replay {
+  readonly exchanges: Exchange[];
+  private readonly used: boolean[];
+  /** Every call, in order. */
+  readonly calls: HttpRequest[] = [];
+  /** The calls no exchange answered, in order. */
+  readonly missed: HttpRequest[] = [];
+
+  constructor(exchanges: (Exchange | ExchangeFixture)[] = []) {
+    this.exchanges = exchanges.map((e, i) => Exchange.parse(e, `egress[${i}]`));
+    this.used = this.exchanges.map(() => false);
+  }
+
+  /**
+   * The answer to one call.
+   * @throws {HttpError} the recorded error, or `notRecorded`.
+   */
+  fetch(asked: HttpRequest): RawHttpResponse {
+    this.calls.push(asked);
+    const i = this.exchanges.findIndex((e, j) => !this.used[j] && sameCall(e.request, asked));
+    if (i >= 0) {
+      this.used[i] = true;
+      return this.exchanges[i]!.answer();
+    }
+    this.missed.push(asked);
+    const held = this.exchanges.map((e) => describeCall(e.request)).join("; ");
+    throw new HttpError(
+      "notRecorded",
+      `${describeCall(asked)} is not in the recording ${held ? `(it holds: ${held})` : "(it holds no calls)"}`,
+    );
+  }
+
+  /** Why the run fails, if a call was not recorded: one line naming each. */
+  verdict(): string | undefined {
+    if (this.missed.length === 0) return undefined;
+    return `the guest made calls the fixture's \`egress\` does not hold: ${this.missed.map(describeCall).join("; ")}`;
+  }
+}
+
+/**
+ * The reconciler made calls the recording does not hold (whatever it made of
+ * the `notRecorded` error): `calls` are they.
+ */
+export class Unrecorded extends Error {
+  constructor(
+    verdict: string,
+    readonly calls: HttpRequest[],
+  ) {
+    super(verdict);
+    this.name = "Unrecorded";
+  }
+}
+
+/**
+ * An in-memory stand-in for the host: the objects `ctx.get` and `ctx.list`
+ * see, and the recorded exchanges that answer `ctx.http`. A read without a
+ * namespace means the parent's namespace (as in the host) when it goes
+ * through {@link reconcile}. Cluster-scoped objects (no namespace) match any
+ * namespace. Unlike the host, the fake lets every kind be read: check
+ * `manifest.reads` yourself.
+ *
+ * `egress` holds {@link Exchange}s or objects as a fixture's `egress:` holds
+ * them ({@link ExchangeFixture}); none by default, so every call is answered
+ * `notRecorded`. Each {@link reconcile} replays it from the start (as each
+ * fixture does); `calls` are the requests of the last one, headers and all.
  */
 export class FakeCluster implements Host {
   readonly logs: LogLine[] = [];
+  readonly egress: Exchange[];
+  /** The replay answering calls: a fresh one per {@link reconcile}. */
+  replay: Replay;
 
   constructor(
     readonly objects: KubeObject[] = [],
     public namespace?: string,
-  ) {}
+    egress: (Exchange | ExchangeFixture)[] = [],
+  ) {
+    this.egress = egress.map((e, i) => Exchange.parse(e, `egress[${i}]`));
+    this.replay = new Replay(this.egress);
+  }
+
+  /** Adds a recorded exchange; returns the cluster. */
+  record(exchange: Exchange | ExchangeFixture): this {
+    this.egress.push(Exchange.parse(exchange, `egress[${this.egress.length}]`));
+    this.replay = new Replay(this.egress);
+    return this;
+  }
+
+  /** The HTTP requests made since the replay started, in order. */
+  get calls(): HttpRequest[] {
+    return this.replay.calls;
+  }
+
+  fetch(request: HttpRequest): RawHttpResponse {
+    return this.replay.fetch(request);
+  }
 
   private inScope(kind: Gvk, namespace: string | undefined): KubeObject[] {
     const ns = namespace ?? this.namespace;
@@ -277,16 +551,31 @@ export class Reconciled {
   }
 }
 
+function checkCalls(cluster: FakeCluster): void {
+  const verdict = cluster.replay.verdict();
+  if (verdict !== undefined) throw new Unrecorded(verdict, [...cluster.replay.missed]);
+}
+
 /**
- * Run `reconciler` on `req` through the component's code path.
+ * Run `reconciler` on `req` through the component's code path, its calls
+ * out answered by `cluster`'s recorded exchanges (replayed from the start).
  * @throws {Transient} {Terminal} as the component would answer.
+ * @throws {Unrecorded} the reconciler made a call the recording does not hold (whatever it answered).
  * @throws {Refused} the host would refuse the outcome ({@link checkOutcome}).
  */
 export function reconcile<T>(reconciler: Reconciler<T>, req: TestRequest, cluster = new FakeCluster()): Reconciled {
   cluster.namespace ??= metadataOf(req.object).namespace;
   const manifest = run.manifest(reconciler as Reconciler<unknown>);
   const raw = toRaw(req, manifest.owns ?? []);
-  const out = run.reconcile(reconciler, cluster, raw);
+  cluster.replay = new Replay(cluster.egress);
+  let out: ReturnType<typeof run.reconcile>;
+  try {
+    out = run.reconcile(reconciler, cluster, raw);
+  } catch (error) {
+    if (error instanceof Failure) checkCalls(cluster);
+    throw error;
+  }
+  checkCalls(cluster);
   const parentMetadata =
     out.parentMetadata === undefined
       ? undefined
@@ -314,6 +603,51 @@ export function reconcile<T>(reconciler: Reconciler<T>, req: TestRequest, cluste
     out.needsFinalizer,
     parentMetadata,
   );
+}
+
+/** A request fixture of `operon test` (`NAME.yaml`), parsed. */
+export interface RequestFixture {
+  object: KubeObject;
+  children?: KubeObject[];
+  related?: KubeObject[];
+  finalizing?: boolean;
+  attempt?: number;
+  /** Other objects that `get` and `list` see. */
+  cluster?: KubeObject[];
+  /** RFC 3339; absent: the Unix epoch. */
+  now?: string;
+  /** Calls out and their answers. */
+  egress?: ExchangeFixture[];
+}
+
+const FIXTURE_KEYS = ["object", "children", "related", "finalizing", "attempt", "cluster", "now", "egress"];
+
+/**
+ * The request and the fake host of a request fixture as `operon test` reads
+ * it (parsed from JSON, or from YAML with the parser of your choice): the
+ * objects `get` and `list` see are the parent, its children, related and
+ * `cluster` objects; calls out are answered from `egress`. Run it with
+ * {@link reconcile}, which fails on a call `egress` does not hold.
+ *
+ * ```ts
+ * const { request, cluster } = fromFixture(JSON.parse(readFileSync("fixtures/created.json", "utf8")));
+ * const out = reconcile(new Zones(), request, cluster);
+ * ```
+ * @throws {TypeError} not a request fixture (unknown keys, a malformed exchange).
+ */
+export function fromFixture(fixture: RequestFixture): { request: TestRequest; cluster: FakeCluster } {
+  const spec = record(fixture, "fixture", FIXTURE_KEYS, ["object"]) as unknown as RequestFixture;
+  const req = request(spec.object, {
+    children: spec.children ?? [],
+    related: spec.related ?? [],
+    finalizing: spec.finalizing ?? false,
+    attempt: spec.attempt ?? 0,
+    now: spec.now ?? undefined,
+  });
+  const egress = spec.egress ?? [];
+  if (!Array.isArray(egress)) throw new TypeError("fixture.egress: a list of exchanges ({ request, response or error })");
+  const visible = [req.object, ...req.children.map((c) => (c instanceof RatedChild ? c.object : c)), ...req.related, ...(spec.cluster ?? [])];
+  return { request: req, cluster: new FakeCluster(visible, undefined, egress) };
 }
 
 /**

@@ -170,6 +170,35 @@ export interface WitHost {
   list(kind: WitGvk, namespace: string | undefined, labelSelector: string | undefined): ObjectJson[];
 }
 
+/** `record http-request` of the egress interface. `list<u8>` is a `Uint8Array`. */
+export interface WitHttpRequest {
+  method: string;
+  url: string;
+  headers: [string, string][];
+  body?: Uint8Array;
+  credential?: string;
+  timeoutMs?: number;
+}
+
+/** `record http-response` of the egress interface. */
+export interface WitHttpResponse {
+  status: number;
+  headers: [string, string][];
+  body: Uint8Array;
+}
+
+/** `variant http-error` of the egress interface: why no answer came. */
+export type WitHttpError = {
+  tag: "denied" | "invalid" | "timeout" | "unreachable" | "too-large" | "budget" | "not-recorded";
+  val: string;
+};
+
+/** The `egress` interface the component imports (contract 0.2). */
+export interface WitEgress {
+  /** Throws a {@link WitHttpError} on `err` (as an error whose `payload` it is). */
+  fetch(request: WitHttpRequest): WitHttpResponse;
+}
+
 /** The `guest` interface the component exports. */
 export interface WitGuest {
   manifest(): WitManifest;

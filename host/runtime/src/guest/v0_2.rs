@@ -23,6 +23,7 @@ pub(crate) mod admission_world {
         with: {
             "operon:reconciler/types": super::operon::reconciler::types,
             "operon:reconciler/host": super::operon::reconciler::host,
+            "operon:reconciler/egress": super::operon::reconciler::egress,
         },
     });
 }
@@ -35,6 +36,7 @@ pub(crate) mod conversion_world {
         with: {
             "operon:reconciler/types": super::operon::reconciler::types,
             "operon:reconciler/host": super::operon::reconciler::host,
+            "operon:reconciler/egress": super::operon::reconciler::egress,
         },
     });
 }
@@ -59,6 +61,34 @@ pub(crate) fn convert(
 use admission_world::exports::operon::reconciler::admission;
 
 host_import!();
+
+use self::operon::reconciler::egress as wit_egress;
+use crate::contract::egress::{HttpError, HttpRequest, HttpResponse};
+
+impl wit_egress::Host for State {
+    fn fetch(&mut self, r: wit_egress::HttpRequest) -> Result<wit_egress::HttpResponse, wit_egress::HttpError> {
+        let request = HttpRequest {
+            method: r.method,
+            url: r.url,
+            headers: r.headers,
+            body: r.body,
+            credential: r.credential,
+            timeout_ms: r.timeout_ms,
+        };
+        match self.guest_fetch(request) {
+            Ok(HttpResponse { status, headers, body }) => Ok(wit_egress::HttpResponse { status, headers, body }),
+            Err(e) => Err(match e {
+                HttpError::Denied(m) => wit_egress::HttpError::Denied(m),
+                HttpError::Invalid(m) => wit_egress::HttpError::Invalid(m),
+                HttpError::Timeout(m) => wit_egress::HttpError::Timeout(m),
+                HttpError::Unreachable(m) => wit_egress::HttpError::Unreachable(m),
+                HttpError::TooLarge(m) => wit_egress::HttpError::TooLarge(m),
+                HttpError::Budget(m) => wit_egress::HttpError::Budget(m),
+                HttpError::NotRecorded(m) => wit_egress::HttpError::NotRecorded(m),
+            }),
+        }
+    }
+}
 
 /// Contract 0.2.
 pub(crate) struct V0_2;

@@ -175,6 +175,44 @@ type Host interface {
 	List(kind GVK, namespace, labelSelector string) ([]string, error)
 }
 
+// HTTPRequest is the WIT egress `http-request`. A nil Body, an empty
+// Credential and a zero TimeoutMs are WIT `none`.
+type HTTPRequest struct {
+	Method     string
+	URL        string
+	Headers    [][2]string
+	Body       []byte
+	Credential string
+	TimeoutMs  uint32
+}
+
+// HTTPResponse is the WIT egress `http-response`.
+type HTTPResponse struct {
+	Status  int
+	Headers [][2]string
+	Body    []byte
+}
+
+// HTTPError is the WIT egress `http-error` variant: its case, as fixtures
+// name it (one of HTTPErrorKinds), and its message.
+type HTTPError struct {
+	Kind    string
+	Message string
+}
+
+// HTTPErrorKinds are the cases of the WIT `http-error`, in the WIT order,
+// as fixtures and metrics name them.
+var HTTPErrorKinds = [...]string{"denied", "invalid", "timeout", "unreachable", "tooLarge", "budget", "notRecorded"}
+
+// Egress is the WIT `egress` interface: outbound HTTP made by the host.
+// The wasm glue implements it with the import; tests with recorded
+// exchanges.
+type Egress interface {
+	// Fetch makes one request: the answer, whatever its status, or why
+	// none came.
+	Fetch(request HTTPRequest) (HTTPResponse, *HTTPError)
+}
+
 // Operation is the WIT admission `operation` enum.
 type Operation uint8
 

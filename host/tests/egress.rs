@@ -1,0 +1,630 @@
+//! Outbound HTTP through the host (contract 0.2's `egress`), against a real
+//! PowerDNS server (`common::pdns`; skipped without one unless
+//! `OPERON_REQUIRE_PDNS=1`, as in CI).
+
+mod common;
+#[path = "common/plugins.rs"]
+mod plugins;
+
+use common::pdns::Pdns;
+use common::{dnsrecord_crd, eventually, guest, thing_crd};
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use operon::reconciler::crd::{ClusterReconciler, Reconciler};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(90);
+
+fn plane() -> &'static operon_envtest::ControlPlane {
+    operon_envtest::shared_with(|| {
+        use kube::CustomResourceExt;
+        operon_envtest::Options::default()
+            .crd(thing_crd())
+            .crd(dnsrecord_crd())
+            .crd(Reconciler::crd())
+            .crd(ClusterReconciler::crd())
+    })
+}
+
+// ---------------------------------------------------------------------------
+// The PowerDNS harness itself (common/pdns.rs): a zone, an rrset written
+// straight through the API with a plain HTTP client and read back, an
+// outage and a restart on the same ports with the same data.
+
+#[tokio::test]
+async fn the_pdns_harness_should_serve_its_api_keep_its_data_across_a_restart_and_refuse_a_wrong_key() {
+    let Some(mut pdns) = Pdns::start().await else { return };
+    pdns.create_zone("example.org.").await;
+    assert_eq!(pdns.rrset("example.org.", "www.example.org.", "A").await, None, "a new zone has no www");
+    assert_eq!(
+        pdns.rrset("example.org.", "example.org.", "NS").await,
+        Some(vec!["ns1.example.org.".to_string()]),
+        "the zone's apex"
+    );
+
+    // A PATCH as a reconciler sends it, with reqwest rather than the harness.
+    operon::install_crypto_provider();
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let zone_url = format!("{}/api/v1/servers/localhost/zones/example.org.", pdns.api());
+    let patch = json!({"rrsets": [{
+        "name": "www.example.org.", "type": "A", "ttl": 300, "changetype": "REPLACE",
+        "records": [{"content": "192.0.2.1", "disabled": false}, {"content": "192.0.2.2", "disabled": false}]
+    }]});
+    let answer = client
+        .patch(&zone_url)
+        .header("X-API-Key", pdns.key())
+        .header("content-type", "application/json")
+        .body(patch.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 204, "{}", answer.text().await.unwrap_or_default());
+    assert_eq!(
+        pdns.rrset_with_ttl("example.org.", "www.example.org", "A").await,
+        Some((300, vec!["192.0.2.1".to_string(), "192.0.2.2".to_string()]))
+    );
+
+    // The key is required: what a credential adds.
+    let refused = client.get(&zone_url).header("X-API-Key", "not-the-key").send().await.unwrap();
+    assert_eq!(refused.status().as_u16(), 401);
+    let (status, _) = pdns.call("GET", "/api/v1/servers/localhost/zones/missing.org.", None).await;
+    assert_eq!(status, 404, "a zone that does not exist");
+
+    // An outage: connections are refused, then the same server comes back.
+    let port = pdns.api_port();
+    pdns.stop();
+    let down = client.get(&zone_url).header("X-API-Key", pdns.key()).send().await;
+    assert!(down.as_ref().is_err_and(reqwest::Error::is_connect), "stopped, yet: {down:?}");
+    pdns.restart().await;
+    assert_eq!(pdns.api_port(), port);
+    assert_eq!(
+        pdns.rrset("example.org.", "www.example.org.", "A").await,
+        Some(vec!["192.0.2.1".to_string(), "192.0.2.2".to_string()]),
+        "the data outlives the restart"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Egress through the host: the `egress-probe` guest makes the calls a
+// Thing's `spec.calls` lists and reports every answer in its status, so the
+// tests see exactly what the guest was given.
+
+/// A plain HTTP server on 127.0.0.1 the probe calls: `/echo` answers the
+/// request (method, headers, body) as JSON and remembers its headers;
+/// `/redirect?to=URL` redirects; `/slow` answers after 30 s; `/big` sends
+/// 2 MiB.
+struct Echo {
+    port: u16,
+    seen: Seen,
+}
+
+/// The headers of each request `/echo` was sent.
+type Seen = Arc<Mutex<Vec<Vec<(String, String)>>>>;
+
+impl Echo {
+    async fn start() -> Echo {
+        use axum::extract::{RawQuery, State};
+        use axum::http::{HeaderMap, Method, StatusCode};
+        use axum::response::IntoResponse;
+        async fn echo(State(seen): State<Seen>, method: Method, headers: HeaderMap, body: String) -> impl IntoResponse {
+            let headers: Vec<(String, String)> =
+                headers.iter().map(|(k, v)| (k.to_string(), v.to_str().unwrap_or_default().to_string())).collect();
+            seen.lock().unwrap().push(headers.clone());
+            let shown: serde_json::Map<String, Value> =
+                headers.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+            let echoed = shown.values().filter_map(Value::as_str).collect::<Vec<_>>().join(" ");
+            // The headers twice: as JSON, and back as an answer header.
+            let answer = json!({"method": method.to_string(), "headers": shown, "body": body}).to_string();
+            ([("x-echo", echoed), ("content-type", "application/json".to_string())], answer)
+        }
+        async fn redirect(RawQuery(q): RawQuery) -> impl IntoResponse {
+            let to = q.unwrap_or_default().strip_prefix("to=").unwrap_or_default().to_string();
+            (StatusCode::FOUND, [("location", to)])
+        }
+        async fn slow() -> &'static str {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            "late"
+        }
+        async fn big() -> Vec<u8> {
+            vec![b'x'; 2 << 20]
+        }
+        let seen: Seen = Arc::default();
+        let app = axum::Router::new()
+            .route("/echo", axum::routing::any(echo))
+            .route("/redirect", axum::routing::get(redirect))
+            .route("/slow", axum::routing::get(slow))
+            .route("/big", axum::routing::get(big))
+            .with_state(seen.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Echo { port, seen }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// Every header the server was sent, as `name: value` lines.
+    fn headers_seen(&self) -> Vec<String> {
+        self.seen.lock().unwrap().iter().flatten().map(|(k, v)| format!("{k}: {v}")).collect()
+    }
+}
+
+/// The probe's hash of a needle (base 257, wrapping): it finds byte
+/// strings of its memory by this, never holding the needle itself.
+fn needle(name: &str, text: &str) -> Value {
+    let hash = text.bytes().fold(0u64, |h, b| h.wrapping_mul(257).wrapping_add(u64::from(b)));
+    json!({"name": name, "len": text.len(), "hash": hash.to_string()})
+}
+
+async fn probe(host: &plugins::Host, name: &str, extra: Value) {
+    host.module_config_map("egress-probe", &guest("egress-probe")).await;
+    let mut spec = json!({
+        "module": plugins::config_map_module("egress-probe"),
+        "grants": {"for": [{"group": "example.operon.dev", "kind": "Thing"}]},
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        if k == "grants" {
+            for (g, gv) in v.as_object().unwrap() {
+                spec["grants"][g] = gv.clone();
+            }
+        } else {
+            spec[k] = v.clone();
+        }
+    }
+    host.reconciler(name, spec).await;
+}
+
+async fn thing(host: &plugins::Host, name: &str, spec: Value) {
+    let t: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing", "metadata": {"name": name}, "spec": spec
+    }))
+    .unwrap();
+    host.things().patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&t)).await.unwrap();
+}
+
+/// The status of a Thing once its `results` has `n` entries.
+async fn results(host: &plugins::Host, name: &str, n: usize) -> Value {
+    eventually(&format!("{name} reports {n} results"), WAIT, || async {
+        let t = host.things().get_opt(name).await.ok()??;
+        let status = t.data.get("status")?.clone();
+        (status["results"].as_array()?.len() == n).then_some(status)
+    })
+    .await
+}
+
+/// What a grant allows goes out; everything else is refused before
+/// anything is sent — an ungranted port, the cloud metadata address, a
+/// redirect to a private address, a name that resolves to loopback — each
+/// with a message the guest sees, and a warning event on the parent.
+#[tokio::test]
+async fn a_granted_call_should_go_out_and_every_other_be_refused_with_a_reason_and_an_event() {
+    let echo = Echo::start().await;
+    let host = plugins::Host::start_on(plane(), "eg-grants", false).await;
+    let grant =
+        json!({"egress": [{"scheme": "http", "host": "127.0.0.1", "port": echo.port, "methods": ["GET", "POST"]}]});
+    probe(&host, "probe", json!({"grants": grant})).await;
+    let calls = json!([
+        {"url": echo.url("/echo")},
+        {"url": format!("http://127.0.0.1:{}/echo", echo.port + 1)},
+        {"url": "http://169.254.169.254/latest/meta-data/iam/"},
+        {"url": echo.url("/redirect?to=http://10.0.0.1/admin")},
+        {"url": format!("http://localhost:{}/echo", echo.port)},
+        {"method": "DELETE", "url": echo.url("/echo")},
+        {"method": "POST", "url": echo.url("/echo"), "body": "hello", "headers": {"x-test": "1", "host": "evil.example"}},
+        {"url": echo.url("/big")},
+        {"url": "file:///etc/passwd"},
+    ]);
+    thing(&host, "t1", json!({"calls": calls})).await;
+    let status = results(&host, "t1", 9).await;
+    let r = &status["results"];
+    assert_eq!(r[0]["status"], 200, "{r}");
+    assert_eq!(r[0]["headers"]["content-type"], "application/json");
+    let kinds: Vec<&str> = (1..=5).chain([7, 8]).map(|i| r[i]["error"].as_str().unwrap_or("ok")).collect();
+    assert_eq!(kinds, ["denied", "denied", "denied", "denied", "denied", "tooLarge", "denied"], "{r}");
+    let message = |i: usize| r[i]["message"].as_str().unwrap_or_default().to_string();
+    assert!(message(1).contains("port"), "{}", message(1));
+    assert!(message(2).contains("169.254.169.254 is not in spec.grants.egress"), "{}", message(2));
+    assert!(message(3).contains("a redirect") && message(3).contains("10.0.0.1"), "{}", message(3));
+    assert!(
+        message(4).contains("names reach only public addresses") || message(4).contains("localhost is not in"),
+        "{}",
+        message(4)
+    );
+    assert!(message(5).contains("method DELETE"), "{}", message(5));
+    let echoed = &r[6]["body"].as_str().map(|b| serde_json::from_str::<Value>(b).unwrap()).unwrap();
+    assert_eq!(echoed["body"], "hello");
+    assert_eq!(echoed["headers"]["x-test"], "1");
+    assert_eq!(echoed["headers"]["host"], format!("127.0.0.1:{}", echo.port), "the host sets Host, not the guest");
+    // Nothing refused reached a server: only the two granted calls to /echo did.
+    assert_eq!(echo.headers_seen().iter().filter(|h| h.starts_with("host:")).count(), 2);
+    // A flood of calls: the reconcile's budget (16) ends it.
+    let flood: Vec<Value> = (0..18).map(|_| json!({"url": echo.url("/echo")})).collect();
+    thing(&host, "t2", json!({"calls": flood})).await;
+    let status = results(&host, "t2", 18).await;
+    let kinds: Vec<&str> =
+        status["results"].as_array().unwrap().iter().map(|r| r["error"].as_str().unwrap_or("ok")).collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "ok").count(), 16, "{kinds:?}");
+    assert_eq!(&kinds[16..], ["budget", "budget"]);
+    eventually("a warning event naming the refusal", WAIT, || async {
+        let events = host.events("t1").await;
+        events.into_iter().find(|(reason, note)| reason == "EgressDenied" && note.contains("spec.grants.egress"))
+    })
+    .await;
+    host.stop().await;
+}
+
+/// A credential by reference: the host reads the Secret as the plugin's
+/// ServiceAccount and adds it to a call to a host it is for; the guest
+/// never holds it — not in the answer of a server that echoes it back (in
+/// the body and in a header), not anywhere in its memory (it scans all of
+/// it; a control needle it was sent proves the scan sees) — and a rotated
+/// Secret is used without a restart. A credential named for another host,
+/// or a name not in the spec, is refused.
+#[tokio::test]
+async fn a_credential_should_reach_its_host_and_never_the_guest_and_rotate_without_a_restart() {
+    let echo = Echo::start().await;
+    let host = plugins::Host::start_on(plane(), "eg-cred", false).await;
+    let key = "k3y-7f1c2e9a-only-the-host-sees-this";
+    let secrets: Api<Secret> = Api::namespaced(host.client.clone(), &host.ns);
+    let secret = |value: &str| {
+        serde_json::from_value::<Secret>(json!({"metadata": {"name": "api"}, "stringData": {"key": value}})).unwrap()
+    };
+    secrets.patch("api", &PatchParams::apply("test").force(), &Patch::Apply(&secret(key))).await.unwrap();
+    service_account(&host, "prober", true).await;
+    let spec = json!({
+        "serviceAccountName": "prober",
+        "grants": {"egress": [{"scheme": "http", "host": "127.0.0.1", "port": echo.port}]},
+        "credentials": [
+            {"name": "api", "secretRef": {"name": "api", "key": "key"}, "use": "header", "header": "X-API-Key", "hosts": ["127.0.0.1"]},
+            {"name": "elsewhere", "secretRef": {"name": "api", "key": "key"}, "use": "bearer", "hosts": ["api.example.com"]},
+        ],
+    });
+    probe(&host, "probe", spec).await;
+    let calls = json!([
+        {"url": echo.url("/echo"), "credential": "api", "headers": {"x-api-key": "guest-tried-to-set-it"}},
+        {"url": echo.url("/echo"), "credential": "elsewhere"},
+        {"url": echo.url("/echo"), "credential": "unknown"},
+    ]);
+    let control = format!("127.0.0.1:{}", echo.port);
+    thing(&host, "t1", json!({"calls": calls, "needles": [needle("secret", key), needle("control", &control)]})).await;
+    let status = results(&host, "t1", 3).await;
+    let r = &status["results"];
+    assert_eq!(r[0]["status"], 200, "{r}");
+    assert!(echo.headers_seen().contains(&format!("x-api-key: {key}")), "the server got the key");
+    assert!(!echo.headers_seen().iter().any(|h| h.contains("guest-tried-to-set-it")), "the guest's header is replaced");
+    let everything = status.to_string();
+    assert!(!everything.contains(key), "the guest saw the key: {everything}");
+    assert!(everything.contains("[redacted]"), "the echoed key is blanked out: {everything}");
+    assert_eq!(status["memoryHits"]["secret"], 0, "the key is in the guest's memory");
+    assert!(status["memoryHits"]["control"].as_u64().unwrap_or(0) >= 1, "the scan sees nothing: {status}");
+    assert_eq!(r[1]["error"], "denied");
+    assert!(r[1]["message"].as_str().unwrap().contains("not for 127.0.0.1"), "{r}");
+    assert_eq!(r[2]["error"], "denied");
+    assert!(r[2]["message"].as_str().unwrap().contains("no credential \"unknown\""), "{r}");
+
+    // Rotation: the new value goes out once the host's copy expires (5 s).
+    let rotated = "r0tated-4b8d-only-the-host-sees-this";
+    secrets.patch("api", &PatchParams::apply("test").force(), &Patch::Apply(&secret(rotated))).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    thing(
+        &host,
+        "t2",
+        json!({"calls": [{"url": echo.url("/echo"), "credential": "api"}], "needles": [needle("secret", rotated)]}),
+    )
+    .await;
+    let status = results(&host, "t2", 1).await;
+    assert!(echo.headers_seen().contains(&format!("x-api-key: {rotated}")), "the rotated key went out");
+    assert!(!status.to_string().contains(rotated));
+    assert_eq!(status["memoryHits"]["secret"], 0);
+    host.stop().await;
+}
+
+/// Credentials need a ServiceAccount to be read as: without one, the
+/// Reconciler is refused with a condition saying so.
+#[tokio::test]
+async fn credentials_without_a_service_account_should_be_refused_naming_the_field() {
+    let host = plugins::Host::start_on(plane(), "eg-nosa", false).await;
+    let spec = json!({
+        "grants": {"egress": [{"host": "api.example.com"}]},
+        "credentials": [{"name": "api", "secretRef": {"name": "api", "key": "key"}, "use": "bearer", "hosts": ["api.example.com"]}],
+    });
+    probe(&host, "probe", spec).await;
+    eventually("a condition naming spec.serviceAccountName", WAIT, || async {
+        let (status, _, message) = host.condition("probe", "Ready").await?;
+        (status == "False" && message.contains("spec.credentials needs spec.serviceAccountName")).then_some(())
+    })
+    .await;
+    host.stop().await;
+}
+
+/// A ServiceAccount for the probe, with a Role to write Things' status
+/// and, with `secrets`, to read the Secret `api`.
+async fn service_account(host: &plugins::Host, name: &str, secrets: bool) {
+    let sas: Api<ServiceAccount> = Api::namespaced(host.client.clone(), &host.ns);
+    sas.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap())
+        .await
+        .unwrap();
+    let mut rules = vec![
+        json!({"apiGroups": ["example.operon.dev"], "resources": ["things", "things/status"],
+        "verbs": ["get", "list", "watch", "patch", "update"]}),
+        json!({"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}),
+    ];
+    if secrets {
+        rules.push(json!({"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["api"], "verbs": ["get"]}));
+    }
+    let role = serde_json::from_value::<Role>(json!({"metadata": {"name": name}, "rules": rules})).unwrap();
+    let roles: Api<Role> = Api::namespaced(host.client.clone(), &host.ns);
+    roles.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&role)).await.unwrap();
+    let bindings: Api<RoleBinding> = Api::namespaced(host.client.clone(), &host.ns);
+    bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": host.ns}]}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+}
+
+/// A slow endpoint is bounded by the reconcile's deadline (the call times
+/// out with what is left of it, and the guest still answers), and while
+/// one plugin waits on it, a neighbour keeps reconciling.
+#[tokio::test]
+async fn a_slow_endpoint_should_time_out_within_the_deadline_and_leave_a_neighbour_alone() {
+    let echo = Echo::start().await;
+    let host = plugins::Host::start_on(plane(), "eg-slow", false).await;
+    let grant = json!({"egress": [{"scheme": "http", "host": "127.0.0.1", "port": echo.port}]});
+    probe(
+        &host,
+        "slow",
+        json!({"grants": grant, "limits": {"timeout": "3s"}, "selector": {"matchLabels": {"who": "slow"}}}),
+    )
+    .await;
+    probe(&host, "quick", json!({"grants": grant, "selector": {"matchLabels": {"who": "quick"}}})).await;
+    let labelled = |name: &str, who: &str, spec: Value| {
+        serde_json::from_value::<kube::api::DynamicObject>(json!({
+            "apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
+            "metadata": {"name": name, "labels": {"who": who}}, "spec": spec
+        }))
+        .unwrap()
+    };
+    let slow = labelled("s1", "slow", json!({"calls": [{"url": echo.url("/slow")}, {"url": echo.url("/echo")}]}));
+    host.things().patch("s1", &PatchParams::apply("test").force(), &Patch::Apply(&slow)).await.unwrap();
+    let started = std::time::Instant::now();
+    // The neighbour: ten Things, each reconciled once, while s1 waits.
+    for i in 0..10 {
+        let quick = labelled(&format!("q{i}"), "quick", json!({"calls": [{"url": echo.url("/echo")}]}));
+        host.things()
+            .patch(&format!("q{i}"), &PatchParams::apply("test").force(), &Patch::Apply(&quick))
+            .await
+            .unwrap();
+    }
+    for i in 0..10 {
+        let status = results(&host, &format!("q{i}"), 1).await;
+        assert_eq!(status["results"][0]["status"], 200);
+    }
+    let neighbour_done = started.elapsed();
+    let status = results(&host, "s1", 2).await;
+    let r = &status["results"];
+    assert_eq!(r[0]["error"], "timeout", "{r}");
+    assert_eq!(r[1]["error"], "timeout", "no time left for the second call: {r}");
+    assert!(
+        neighbour_done < Duration::from_secs(25),
+        "the neighbour's ten reconciles took {neighbour_done:?}, as long as the slow endpoint"
+    );
+    host.stop().await;
+}
+
+/// A live reconcile recorded (`--record`) replays green offline with
+/// `operon test`'s runner, and a request changed to make another call fails
+/// the replay, naming the call.
+#[tokio::test]
+async fn a_recorded_reconcile_should_replay_offline_and_fail_on_a_call_it_does_not_hold() {
+    let echo = Echo::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = operon::pipeline::Config {
+        record: Some(Arc::new(operon::pipeline::record::Recorder::new(dir.path().to_path_buf(), 1))),
+        ..Default::default()
+    };
+    let host = plugins::Host::start_configured(plane(), "eg-record", false, pipeline).await;
+    let key = "rec0rd-9a7b-only-the-host-sees-this";
+    let secrets: Api<Secret> = Api::namespaced(host.client.clone(), &host.ns);
+    let secret =
+        serde_json::from_value::<Secret>(json!({"metadata": {"name": "api"}, "stringData": {"key": key}})).unwrap();
+    secrets.patch("api", &PatchParams::apply("test").force(), &Patch::Apply(&secret)).await.unwrap();
+    service_account(&host, "prober", true).await;
+    probe(&host, "probe", json!({
+        "serviceAccountName": "prober",
+        "grants": {"egress": [{"scheme": "http", "host": "127.0.0.1", "port": echo.port}]},
+        "credentials": [{"name": "api", "secretRef": {"name": "api", "key": "key"}, "use": "bearer", "hosts": ["127.0.0.1"]}],
+    }))
+    .await;
+    thing(
+        &host,
+        "t1",
+        json!({"calls": [{"method": "POST", "url": echo.url("/echo"), "body": "{}", "credential": "api"}]}),
+    )
+    .await;
+    results(&host, "t1", 1).await;
+    let recorded = eventually("a recording of t1", WAIT, || async {
+        // One directory per controller: `NAMESPACE_probe`.
+        let dir = dir.path().join(format!("{}_probe", host.ns));
+        let files: Vec<_> = std::fs::read_dir(&dir).ok()?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        let case = files.iter().find(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.contains(".t1-")
+                && !name.contains(".expected.")
+                && std::fs::read_to_string(p).is_ok_and(|t| t.contains("egress:"))
+        })?;
+        Some(case.clone())
+    })
+    .await;
+    host.stop().await;
+    // Only the case: the other recordings (status echoes) are not this test's.
+    let offline = tempfile::tempdir().unwrap();
+    let name = recorded.file_name().unwrap().to_string_lossy().into_owned();
+    let expected = name.replace(".yaml", ".expected.yaml");
+    std::fs::copy(&recorded, offline.path().join(&name)).unwrap();
+    std::fs::copy(recorded.with_file_name(&expected), offline.path().join(&expected)).unwrap();
+    let text = std::fs::read_to_string(offline.path().join(&name)).unwrap();
+    assert!(!text.contains(key), "the key is in the recording:\n{text}");
+    assert!(text.contains("credential: api"), "{text}");
+    let runtime =
+        operon::runtime::Runtime::new(operon::runtime::Config { artifact_dir: None, ..Default::default() }).unwrap();
+    let module = runtime.load(&guest("egress-probe"), operon::runtime::Limits::default()).unwrap();
+    let mut out = Vec::new();
+    let report = operon::fixtures::run_dir(&module, offline.path(), false, &mut out).unwrap();
+    let shown = String::from_utf8_lossy(&out).into_owned();
+    assert_eq!((report.passed, report.failed.len()), (1, 0), "{shown}");
+    // Another call than the recorded one fails the replay, naming it.
+    let mut changed: Value = serde_saphyr::from_str(&text).unwrap();
+    changed["object"]["spec"]["calls"][0]["url"] = json!(echo.url("/echo?changed=1"));
+    std::fs::remove_file(offline.path().join(&name)).unwrap();
+    std::fs::write(offline.path().join(name.replace(".yaml", ".json")), changed.to_string()).unwrap();
+    let mut out = Vec::new();
+    let report = operon::fixtures::run_dir(&module, offline.path(), false, &mut out).unwrap();
+    let shown = String::from_utf8_lossy(&out).into_owned();
+    assert_eq!(report.failed.len(), 1, "{shown}");
+    assert!(shown.contains("does not hold: POST http://127.0.0.1") && shown.contains("/echo?changed=1"), "{shown}");
+}
+
+// ---------------------------------------------------------------------------
+// The DnsRecord examples (guest-examples/dnsrecord) against a real
+// PowerDNS: records follow their DnsRecords, an outage is a transient
+// failure with a status that says so and converges when the server is
+// back, and a deleted DnsRecord's record goes before its finalizer.
+
+#[tokio::test]
+async fn the_rust_dnsrecord_should_keep_records_in_powerdns() {
+    dnsrecord_lifecycle("rust-dnsrecord").await;
+}
+
+#[tokio::test]
+async fn the_python_dnsrecord_should_keep_records_in_powerdns() {
+    dnsrecord_lifecycle("python-dnsrecord").await;
+}
+
+async fn dnsrecord_lifecycle(module: &str) {
+    let Some(mut pdns) = Pdns::start().await else { return };
+    let zone = format!("{}.example.", module.split('-').next().unwrap());
+    pdns.create_zone(&zone).await;
+    // From a file (a Python module is larger than a ConfigMap holds).
+    let host = plugins::Host::start_on(plane(), &format!("eg-{module}"), true).await;
+    let ns = host.ns.clone();
+    let secrets: Api<Secret> = Api::namespaced(host.client.clone(), &ns);
+    let secret = json!({"metadata": {"name": "pdns-api"}, "stringData": {"api-key": pdns.key()}});
+    secrets
+        .patch(
+            "pdns-api",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&serde_json::from_value::<Secret>(secret).unwrap()),
+        )
+        .await
+        .unwrap();
+    // The example's own ServiceAccount and Role (reconciler.yaml).
+    let sas: Api<ServiceAccount> = Api::namespaced(host.client.clone(), &ns);
+    sas.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "dnsrecord-plugin"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let role = json!({"metadata": {"name": "dnsrecord-plugin"}, "rules": [
+        {"apiGroups": ["dns.example.operon.dev"], "resources": ["dnsrecords", "dnsrecords/status"], "verbs": ["get", "patch", "update"]},
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["pdns-api"], "verbs": ["get"]},
+    ]});
+    let roles: Api<Role> = Api::namespaced(host.client.clone(), &ns);
+    roles.create(&PostParams::default(), &serde_json::from_value(role).unwrap()).await.unwrap();
+    let bindings: Api<RoleBinding> = Api::namespaced(host.client.clone(), &ns);
+    let binding = json!({"metadata": {"name": "dnsrecord-plugin"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "dnsrecord-plugin"},
+        "subjects": [{"kind": "ServiceAccount", "name": "dnsrecord-plugin", "namespace": ns}]});
+    bindings.create(&PostParams::default(), &serde_json::from_value(binding).unwrap()).await.unwrap();
+    let path = common::guests_dir().join(format!("{module}.wasm"));
+    assert!(path.is_file(), "{} is missing: build it with `cargo xtask guests {module}`", path.display());
+    let path = std::fs::canonicalize(path).unwrap();
+    host.reconciler(
+        "dnsrecord",
+        json!({
+            "module": {"path": path},
+            "grants": {
+                "for": [{"group": "dns.example.operon.dev", "kind": "DnsRecord"}],
+                "egress": [{"scheme": "http", "host": "127.0.0.1", "port": pdns.api_port(), "methods": ["GET", "PATCH"],
+                            "pathPrefix": "/api/v1/servers/localhost/zones/"}],
+            },
+            "credentials": [{"name": "pdns", "secretRef": {"name": "pdns-api", "key": "api-key"}, "use": "header",
+                             "header": "X-API-Key", "hosts": ["127.0.0.1"]}],
+            "serviceAccountName": "dnsrecord-plugin",
+            "limits": {"timeout": "5s"},
+        }),
+    )
+    .await;
+    let ar = kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+        "dns.example.operon.dev",
+        "v1alpha1",
+        "DnsRecord",
+    ));
+    let records: Api<kube::api::DynamicObject> = Api::namespaced_with(host.client.clone(), &ns, &ar);
+    let server = pdns.api();
+    let apply = |values: Vec<&str>| {
+        serde_json::from_value::<kube::api::DynamicObject>(json!({
+            "apiVersion": "dns.example.operon.dev/v1alpha1", "kind": "DnsRecord", "metadata": {"name": "www"},
+            "spec": {"server": server, "zone": zone, "name": "www", "type": "A", "ttl": 300, "records": values}
+        }))
+        .unwrap()
+    };
+    let fqdn = format!("www.{zone}");
+    let ready = |want: &'static str| {
+        let records = records.clone();
+        async move {
+            let r = records.get_opt("www").await.ok()??;
+            let conditions = r.data["status"]["conditions"].as_array()?.clone();
+            let c = conditions.into_iter().find(|c| c["type"] == "Ready")?;
+            (c["reason"] == want).then_some(c)
+        }
+    };
+    let pp = PatchParams::apply("test").force();
+
+    // Create, then update.
+    records.patch("www", &pp, &Patch::Apply(&apply(vec!["192.0.2.1"]))).await.unwrap();
+    eventually("the record in PowerDNS", WAIT, || async {
+        (pdns.rrset(&zone, &fqdn, "A").await == Some(vec!["192.0.2.1".to_string()])).then_some(())
+    })
+    .await;
+    eventually("Ready: Synced", WAIT, || ready("Synced")).await;
+    records.patch("www", &pp, &Patch::Apply(&apply(vec!["192.0.2.9", "192.0.2.1"]))).await.unwrap();
+    eventually("the record updated", WAIT, || async {
+        let want = vec!["192.0.2.1".to_string(), "192.0.2.9".to_string()];
+        (pdns.rrset(&zone, &fqdn, "A").await == Some(want)).then_some(())
+    })
+    .await;
+
+    // An outage: the change waits with a status that says why, then lands.
+    pdns.stop();
+    records.patch("www", &pp, &Patch::Apply(&apply(vec!["192.0.2.7"]))).await.unwrap();
+    let down = eventually("Ready: ServerUnavailable", WAIT, || ready("ServerUnavailable")).await;
+    assert_eq!(down["status"], "False", "{down}");
+    pdns.restart().await;
+    eventually("the record after the outage", WAIT, || async {
+        (pdns.rrset(&zone, &fqdn, "A").await == Some(vec!["192.0.2.7".to_string()])).then_some(())
+    })
+    .await;
+    eventually("Ready: Synced again", WAIT, || ready("Synced")).await;
+
+    // Delete: the record goes before the finalizer is released.
+    records.delete("www", &Default::default()).await.unwrap();
+    eventually("the DnsRecord gone", WAIT, || async { records.get_opt("www").await.ok()?.is_none().then_some(()) })
+        .await;
+    assert_eq!(pdns.rrset(&zone, &fqdn, "A").await, None, "the record outlived its DnsRecord");
+    let egress_in_events = host.events("www").await;
+    assert!(!egress_in_events.iter().any(|(_, note)| note.contains(pdns.key())), "the key is in an event");
+    host.stop().await;
+}
