@@ -313,8 +313,13 @@ async fn helm_chart_with_webhooks_service_monitor_and_extra_grants_passes_server
         "extraGrants[0].apiGroups[0]=example.operon.dev,extraGrants[0].resources[0]=webapps",
         "--set",
         "metrics.certSecretName=operon-metrics-tls,metrics.readers[0].name=prometheus,metrics.readers[0].namespace=monitoring",
+        "--set",
+        "egressAllow={api.example.com,10.0.0.0/8}",
     ]));
     assert!(has(&docs, "ServiceMonitor operon"), "{:?}", kinds(&docs));
+    let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
+    let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    assert!(args.contains("--egress-allow=api.example.com,10.0.0.0/8"), "{args}");
     let monitor = docs.iter().find(|d| d["kind"] == "ServiceMonitor").unwrap();
     let endpoint = &monitor["spec"]["endpoints"][0];
     assert_eq!(endpoint["scheme"], "https", "{monitor}");

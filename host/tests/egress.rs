@@ -342,6 +342,30 @@ async fn credentials_without_a_service_account_should_be_refused_naming_the_fiel
     host.stop().await;
 }
 
+/// The host's `--egress-allow` bounds what any Reconciler may grant: a
+/// grant outside it is refused with a condition naming the flag.
+#[tokio::test]
+async fn a_grant_outside_the_hosts_allow_list_should_be_refused_naming_the_flag() {
+    let pipeline = operon::pipeline::Config {
+        egress_allowed: operon::egress::grants::Allowed::parse(&["*.example.com".into()]).unwrap(),
+        ..Default::default()
+    };
+    let host = plugins::Host::start_configured(plane(), "eg-allow", false, pipeline).await;
+    probe(&host, "inside", json!({"grants": {"egress": [{"host": "api.example.com"}]}})).await;
+    probe(&host, "outside", json!({"grants": {"egress": [{"scheme": "http", "host": "127.0.0.1", "port": 80}]}})).await;
+    eventually("outside refused, naming --egress-allow", WAIT, || async {
+        let (status, _, message) = host.condition("outside", "Ready").await?;
+        (status == "False" && message.contains("--egress-allow")).then_some(())
+    })
+    .await;
+    eventually("inside running", WAIT, || async {
+        let (status, _, _) = host.condition("inside", "Ready").await?;
+        (status == "True").then_some(())
+    })
+    .await;
+    host.stop().await;
+}
+
 /// A ServiceAccount for the probe, with a Role to write Things' status
 /// and, with `secrets`, to read the Secret `api`.
 async fn service_account(host: &plugins::Host, name: &str, secrets: bool) {
@@ -423,8 +447,8 @@ async fn a_slow_endpoint_should_time_out_within_the_deadline_and_leave_a_neighbo
 }
 
 /// A live reconcile recorded (`--record`) replays green offline with
-/// `operon test`'s runner, and a request changed to make another call fails
-/// the replay, naming the call.
+/// `operon test`'s runner, `operon explain` shows it, and a version of the
+/// module that makes another call fails the replay, naming the call.
 #[tokio::test]
 async fn a_recorded_reconcile_should_replay_offline_and_fail_on_a_call_it_does_not_hold() {
     let echo = Echo::start().await;
@@ -466,7 +490,23 @@ async fn a_recorded_reconcile_should_replay_offline_and_fail_on_a_call_it_does_n
         Some(case.clone())
     })
     .await;
+    let ns = host.ns.clone();
     host.stop().await;
+    // `operon explain` reads the recordings back: the module, the call.
+    let explained = std::process::Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(["explain", "thing/t1", "-n", &ns, "--recordings"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&explained.stdout).into_owned();
+    assert!(explained.status.success(), "{shown}{}", String::from_utf8_lossy(&explained.stderr));
+    let digest = operon::reconciler::source::digest(&guest("egress-probe"));
+    assert!(shown.contains(&format!("controller {ns}/probe, module {digest}")), "{shown}");
+    assert!(
+        shown.contains(&format!("call: POST {} (2 bytes of body) with credential \"api\" → 200", echo.url("/echo"))),
+        "{shown}"
+    );
+    assert!(!shown.contains(key), "{shown}");
     // Only the case: the other recordings (status echoes) are not this test's.
     let offline = tempfile::tempdir().unwrap();
     let name = recorded.file_name().unwrap().to_string_lossy().into_owned();
@@ -483,16 +523,45 @@ async fn a_recorded_reconcile_should_replay_offline_and_fail_on_a_call_it_does_n
     let report = operon::fixtures::run_dir(&module, offline.path(), false, &mut out).unwrap();
     let shown = String::from_utf8_lossy(&out).into_owned();
     assert_eq!((report.passed, report.failed.len()), (1, 0), "{shown}");
-    // Another call than the recorded one fails the replay, naming it.
-    let mut changed: Value = serde_saphyr::from_str(&text).unwrap();
-    changed["object"]["spec"]["calls"][0]["url"] = json!(echo.url("/echo?changed=1"));
-    std::fs::remove_file(offline.path().join(&name)).unwrap();
-    std::fs::write(offline.path().join(name.replace(".yaml", ".json")), changed.to_string()).unwrap();
+    // A version of the module that makes another call fails the replay,
+    // naming the call.
+    let v2 = runtime.load(&guest("egress-probe-v2"), operon::runtime::Limits::default()).unwrap();
     let mut out = Vec::new();
-    let report = operon::fixtures::run_dir(&module, offline.path(), false, &mut out).unwrap();
+    let report = operon::fixtures::run_dir(&v2, offline.path(), false, &mut out).unwrap();
     let shown = String::from_utf8_lossy(&out).into_owned();
     assert_eq!(report.failed.len(), 1, "{shown}");
-    assert!(shown.contains("does not hold: POST http://127.0.0.1") && shown.contains("/echo?changed=1"), "{shown}");
+    let call = format!("does not hold: POST {} (2 bytes of body) with credential \"api\"", echo.url("/echo?v2"));
+    assert!(shown.contains(&call), "{shown}");
+}
+
+/// A shadow candidate calls nothing outside: it is answered from the live
+/// version's exchanges of the same reconcile, so an identical candidate
+/// compares equal while the server sees each call once.
+#[tokio::test]
+async fn a_shadow_candidate_should_be_answered_from_the_live_calls_and_send_none() {
+    let echo = Echo::start().await;
+    let host = plugins::Host::start_on(plane(), "eg-shadow", false).await;
+    let grant = json!({"egress": [{"scheme": "http", "host": "127.0.0.1", "port": echo.port}]});
+    probe(&host, "probe", json!({"grants": grant, "rollout": "shadow"})).await;
+    thing(&host, "t1", json!({"calls": [{"url": echo.url("/echo")}], "round": 0})).await;
+    results(&host, "t1", 1).await;
+    // The same behaviour in other bytes: a candidate to compare.
+    let mut same = guest("egress-probe");
+    same.extend_from_slice(&[0, 5, 4, b't', b'e', b's', b't']);
+    host.module_config_map("egress-probe", &same).await;
+    let shadow = eventually("the candidate compared", WAIT, || async {
+        let round = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+        thing(&host, "t1", json!({"calls": [{"url": echo.url("/echo")}], "round": round})).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let s = host.reconcilers().get("probe").await.ok()?.status?.shadow?;
+        (s.candidate_digest == operon::reconciler::source::digest(&same) && s.compared >= 2).then_some(s)
+    })
+    .await;
+    assert_eq!(shadow.differing, 0, "the candidate got the live answers: {shadow:?}");
+    let count = host.things().get("t1").await.unwrap().data["status"]["count"].as_u64().unwrap();
+    let calls = echo.headers_seen().iter().filter(|h| h.starts_with("host:")).count() as u64;
+    assert_eq!(calls, count, "{calls} calls reached the server for {count} live reconciles: the candidate called out");
+    host.stop().await;
 }
 
 // ---------------------------------------------------------------------------

@@ -139,6 +139,10 @@ pub struct RunArgs {
     /// With --record: record one reconcile in N (of every controller's).
     #[arg(long, value_name = "N", default_value_t = 1, requires = "record")]
     pub record_every: u64,
+    /// With --record: only reconciles of parents whose labels match this
+    /// selector (`app=shop,tier in (web)`).
+    #[arg(long, value_name = "SELECTOR", requires = "record")]
+    pub record_selector: Option<String>,
     /// Only Reconcilers whose labels match this selector (several Operon
     /// installations sharing a cluster).
     #[arg(long)]

@@ -1,6 +1,7 @@
 //! The `operon` command line: `run`, `test`, `new`, `build`, `inspect`.
 
 pub mod dev;
+mod explain;
 mod flags;
 #[cfg(test)]
 mod knobs;
@@ -172,6 +173,23 @@ pub enum Command {
         /// The file of objects.
         file: PathBuf,
     },
+    /// The last reconciles of one parent, from the recordings of `operon run
+    /// --record DIR`: the module version that ran, its outbound calls and
+    /// their answers, and which fields of its children and status changed
+    /// from one reconcile to the next.
+    Explain {
+        /// The parent, as KIND/NAME (e.g. `dnsrecord/www`).
+        target: String,
+        /// The directory `operon run --record` wrote.
+        #[arg(long, value_name = "DIR")]
+        recordings: PathBuf,
+        /// The parent's namespace (default: any).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+        /// How many reconciles to show, the newest.
+        #[arg(long, default_value_t = 10)]
+        last: usize,
+    },
     /// Print a module's manifest, WIT version, imports, size and compile time.
     Inspect {
         /// The module (a .wasm component).
@@ -301,6 +319,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Readiness { file } => {
             println!("{}", readiness(&file)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Explain { target, recordings, namespace, last } => {
+            print!("{}", explain::explain(&recordings, &target, namespace.as_deref(), last)?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Inspect { module, json } => {

@@ -20,7 +20,7 @@ mod parent;
 mod reader;
 pub mod record;
 mod request;
-mod shadow;
+pub(crate) mod shadow;
 mod triggers;
 
 pub use budget::Ticket as GuestTicket;
@@ -348,7 +348,7 @@ impl Pipeline {
         let call_started = Instant::now();
         let egress = self.egress.as_ref().map(crate::egress::Policy::call);
         // A sampled reconcile is recorded as a fixture (`--record`).
-        let recording = self.config.record.as_ref().filter(|r| r.sample()).map(|r| (r.clone(), request.clone()));
+        let recording = self.config.record.as_ref().filter(|r| r.sample(&parent)).map(|r| (r.clone(), request.clone()));
         let mut remembered: Option<Arc<record::Remembering>> = None;
         let call = {
             let module = active.module.clone();
@@ -424,7 +424,7 @@ impl Pipeline {
         if let Some((recorder, request)) = &recording {
             let read = remembered.as_ref().map(|r| r.taken()).unwrap_or_default();
             let exchanges = egress.as_ref().map(|c| c.exchanges()).unwrap_or_default();
-            match recorder.write(&self.name, request, read, exchanges, &call) {
+            match recorder.write(&self.name, &active.module.info().digest, request, read, exchanges, &call) {
                 Ok(path) => tracing::debug!("recorded as {}", path.display()),
                 Err(e) => tracing::warn!("the reconcile was not recorded: {e}"),
             }

@@ -19,10 +19,15 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+/// The first line of a recorded request file.
+pub const HEADER: &str = "# recorded by operon run --record:";
+
 /// Where and how often reconciles are recorded.
 #[derive(Debug)]
 pub struct Recorder {
     dir: PathBuf,
+    /// Only parents whose labels match (`--record-selector`).
+    parents: Option<crate::contract::Selector>,
     /// One reconcile in this many is recorded (1: every one).
     every: u64,
     seen: AtomicU64,
@@ -32,11 +37,24 @@ pub struct Recorder {
 impl Recorder {
     /// Record one reconcile in `every` (at least 1) under `dir`.
     pub fn new(dir: PathBuf, every: u64) -> Recorder {
-        Recorder { dir, every: every.max(1), seen: AtomicU64::new(0), written: AtomicU64::new(0) }
+        Recorder { dir, parents: None, every: every.max(1), seen: AtomicU64::new(0), written: AtomicU64::new(0) }
     }
 
-    /// Whether the next reconcile is recorded (counts it).
-    pub fn sample(&self) -> bool {
+    /// Only of the parents whose labels `selector` matches.
+    #[must_use]
+    pub fn of_parents(mut self, selector: crate::contract::Selector) -> Recorder {
+        self.parents = Some(selector);
+        self
+    }
+
+    /// Whether this reconcile of `parent` is recorded (counts the ones
+    /// whose parent is selected).
+    pub fn sample(&self, parent: &crate::cache::CachedObject) -> bool {
+        if let Some(s) = &self.parents
+            && !s.matches_with(|k| parent.label(k))
+        {
+            return false;
+        }
         self.seen.fetch_add(1, Ordering::Relaxed).is_multiple_of(self.every)
     }
 
@@ -48,6 +66,7 @@ impl Recorder {
     pub fn write(
         &self,
         controller: &str,
+        digest: &str,
         request: &Request,
         read: Vec<String>,
         egress: Vec<Exchange>,
@@ -85,7 +104,10 @@ impl Recorder {
         let n = self.written.fetch_add(1, Ordering::Relaxed);
         let base = format!("{}.{}-{n:06}", sanitize(ns), sanitize(name));
         let path = dir.join(format!("{base}.yaml"));
-        std::fs::write(&path, fixture::request_to_yaml(&file))?;
+        // What `operon explain` reads back; a comment, so every runner
+        // reads the fixture as any other.
+        let header = format!("{HEADER} controller {controller}, module {digest}, at {}\n", request.now_text());
+        std::fs::write(&path, header + &fixture::request_to_yaml(&file))?;
         let observed = match answer {
             Ok(Ok(outcome)) => Observed::Outcome(outcome.clone()),
             Ok(Err(Failed { failure, status })) => Observed::Error {

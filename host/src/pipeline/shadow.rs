@@ -130,25 +130,34 @@ fn compare_outcomes(a: &Outcome, b: &Outcome, out: &mut Vec<String>) {
     }
 }
 
-/// Field-level differences under `path`.
+/// Field-level differences under `path`, between the live answer and the
+/// candidate's.
 fn diff_values(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+    field_differences(path, a, b, ("only live", "only candidate"), out);
+}
+
+/// Field-level differences under `path` between `a` and `b`: a changed
+/// value as `path: A → B`, a field of one side only as `path: ONLY (value)`
+/// with `only` naming each side (also `operon explain`'s, between two
+/// recorded reconciles).
+pub(crate) fn field_differences(path: &str, a: &Value, b: &Value, only: (&str, &str), out: &mut Vec<String>) {
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => {
             for (k, va) in x {
                 match y.get(k) {
-                    Some(vb) => diff_values(&format!("{path}.{k}"), va, vb, out),
-                    None => out.push(format!("{path}.{k}: only live ({})", short(Some(va)))),
+                    Some(vb) => field_differences(&format!("{path}.{k}"), va, vb, only, out),
+                    None => out.push(format!("{path}.{k}: {} ({})", only.0, short(Some(va)))),
                 }
             }
             for (k, vb) in y {
                 if !x.contains_key(k) {
-                    out.push(format!("{path}.{k}: only candidate ({})", short(Some(vb))));
+                    out.push(format!("{path}.{k}: {} ({})", only.1, short(Some(vb))));
                 }
             }
         }
         (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
             for (i, (va, vb)) in x.iter().zip(y).enumerate() {
-                diff_values(&format!("{path}[{i}]"), va, vb, out);
+                field_differences(&format!("{path}[{i}]"), va, vb, only, out);
             }
         }
         _ if a == b => {}
