@@ -584,8 +584,15 @@ async fn dnsrecord_lifecycle(module: &str) {
     let Some(mut pdns) = Pdns::start().await else { return };
     let zone = format!("{}.example.", module.split('-').next().unwrap());
     pdns.create_zone(&zone).await;
-    // From a file (a Python module is larger than a ConfigMap holds).
-    let host = plugins::Host::start_on(plane(), &format!("eg-{module}"), true).await;
+    // From a file (a Python module is larger than a ConfigMap holds), with
+    // every reconcile recorded.
+    let recordings = tempfile::tempdir().unwrap();
+    let pipeline = operon::pipeline::Config {
+        controller: operon::controller::Config { max_concurrent_reconciles: 4, ..Default::default() },
+        record: Some(Arc::new(operon::pipeline::record::Recorder::new(recordings.path().to_path_buf(), 1))),
+        ..Default::default()
+    };
+    let host = plugins::Host::start_configured(plane(), &format!("eg-{module}"), true, pipeline).await;
     let ns = host.ns.clone();
     let secrets: Api<Secret> = Api::namespaced(host.client.clone(), &ns);
     let secret = json!({"metadata": {"name": "pdns-api"}, "stringData": {"api-key": pdns.key()}});
@@ -696,4 +703,32 @@ async fn dnsrecord_lifecycle(module: &str) {
     let egress_in_events = host.events("www").await;
     assert!(!egress_in_events.iter().any(|(_, note)| note.contains(pdns.key())), "the key is in an event");
     host.stop().await;
+
+    // The live run, recorded, replays green offline — through both
+    // languages' modules, which make the same calls. (With
+    // OPERON_KEEP_RECORDINGS=DIR the recordings are kept there: how
+    // guest-examples/dnsrecord/fixtures/recorded was made.)
+    let dir = recordings.path().join(format!("{ns}_dnsrecord"));
+    if let Some(keep) = std::env::var_os("OPERON_KEEP_RECORDINGS") {
+        let keep = std::path::PathBuf::from(keep).join(module);
+        std::fs::create_dir_all(&keep).unwrap();
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), keep.join(e.file_name())).unwrap();
+        }
+    }
+    let text: String = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    assert!(text.contains("egress:") && !text.contains(pdns.key()), "the recordings hold the calls and never the key");
+    let runtime = operon::runtime::Runtime::new(operon::runtime::Config { artifact_dir: None, ..Default::default() }).unwrap();
+    for language in ["rust-dnsrecord", "python-dnsrecord"] {
+        let limits = operon::runtime::Limits { timeout: Duration::from_secs(10), ..Default::default() };
+        let replaying = runtime.load(&guest(language), limits).unwrap();
+        let mut out = Vec::new();
+        let report = operon::fixtures::run_dir(&replaying, &dir, false, &mut out).unwrap();
+        let shown = String::from_utf8_lossy(&out).into_owned();
+        assert!(report.failed.is_empty() && report.passed >= 5, "{module}'s recording through {language}:\n{shown}");
+    }
 }

@@ -79,6 +79,12 @@ def test_shared_fixtures_should_pass_natively():
     assert check_fixtures(DnsRecordReconciler(), FIXTURES) == len(cases) == 17
 
 
+def test_fixtures_recorded_from_a_live_run_should_replay_natively():
+    # `operon run --record` of the Rust module against a real PowerDNS
+    # (host/tests/egress.rs): the Python module makes the same calls.
+    assert check_fixtures(DnsRecordReconciler(), FIXTURES / "recorded") == 6
+
+
 def test_the_manifest_should_own_nothing_and_name_the_finalizer():
     m = DnsRecordReconciler().manifest()
     assert m.name == "dnsrecord"

@@ -10,3 +10,14 @@ fn fixtures_should_match_their_expected_outcomes() {
         "/../dnsrecord/fixtures"
     ));
 }
+
+/// Fixtures recorded from a live run against a real PowerDNS (`operon run
+/// --record`, host/tests/egress.rs with `OPERON_KEEP_RECORDINGS`): the
+/// calls and answers of that run, replayed.
+#[test]
+fn fixtures_recorded_from_a_live_run_should_replay() {
+    operon_sdk::testing::fixtures::check_dir::<rust_dnsrecord::DnsRecordReconciler>(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../dnsrecord/fixtures/recorded"
+    ));
+}

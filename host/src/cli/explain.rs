@@ -162,7 +162,11 @@ fn changes(before: &Value, after: &Value) -> Vec<String> {
             out.push(format!("{}: new", key(y)));
         }
     }
-    for field in ["status", "error", "events", "requeueAfterMs", "finalized", "needsFinalizer", "parentMetadata"] {
+    // A status left alone (null) is not a change of the status.
+    if !after["status"].is_null() {
+        field_differences("status", &before["status"], &after["status"], ("removed", "added"), &mut out);
+    }
+    for field in ["error", "events", "requeueAfterMs", "finalized", "needsFinalizer", "parentMetadata"] {
         field_differences(field, &before[field], &after[field], ("removed", "added"), &mut out);
     }
     out

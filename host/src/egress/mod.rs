@@ -274,10 +274,9 @@ impl Call {
         let mut url = url;
         let mut credential = request.credential.clone();
         for hop in 0..=p.settings.bounds.max_redirects {
-            let target = match self.check(&method, &url, credential.as_deref(), hop == 0) {
-                Ok(t) => t,
-                Err(e) => return (shown, Err(e)),
-            };
+            if let Err(e) = self.check(&method, &url, credential.as_deref(), hop == 0) {
+                return (shown, Err(e));
+            }
             let applied = match &credential {
                 Some(name) => match p.settings.credentials.apply(name, &p.handle) {
                     Ok(a) => Some(a),
@@ -344,7 +343,6 @@ impl Call {
                             credential = None;
                         }
                     }
-                    let _ = target;
                     url = next;
                 }
                 (true, Some(_)) => {
