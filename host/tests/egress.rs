@@ -717,12 +717,11 @@ async fn dnsrecord_lifecycle(module: &str) {
             std::fs::copy(e.path(), keep.join(e.file_name())).unwrap();
         }
     }
-    let text: String = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
-        .collect();
+    let text: String =
+        std::fs::read_dir(&dir).unwrap().map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap()).collect();
     assert!(text.contains("egress:") && !text.contains(pdns.key()), "the recordings hold the calls and never the key");
-    let runtime = operon::runtime::Runtime::new(operon::runtime::Config { artifact_dir: None, ..Default::default() }).unwrap();
+    let runtime =
+        operon::runtime::Runtime::new(operon::runtime::Config { artifact_dir: None, ..Default::default() }).unwrap();
     for language in ["rust-dnsrecord", "python-dnsrecord"] {
         let limits = operon::runtime::Limits { timeout: Duration::from_secs(10), ..Default::default() };
         let replaying = runtime.load(&guest(language), limits).unwrap();
