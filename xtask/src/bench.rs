@@ -1,4 +1,4 @@
-//! `cargo xtask bench runtime|manager`: build what a benchmark needs, then
+//! `cargo xtask bench runtime|manager|…`: build what a benchmark needs, then
 //! run its program (`host/benches/<name>.rs`, a plain `main` that prints
 //! figures; see docs/BENCHMARKS.md).
 //!
@@ -36,6 +36,11 @@
 //!   cold). Needs the envtest binaries and the `rust-webapp`, `ring`,
 //!   `stamp-v1` and `stamp-v2` guests.
 //!
+//! - `egress`: a neighbour Reconciler's reconcile latency alone and beside
+//!   another whose every reconcile waits 30 s on an outside API, as a
+//!   ratio, under `operon run`'s gate and two others (docs/egress.md).
+//!   Needs the envtest binaries and the `egress-probe` test guest.
+//!
 //! Arguments after the benchmark's name go to the program, e.g.
 //! `cargo xtask bench manager --parents 1000,3000,10000`.
 
@@ -43,21 +48,24 @@ use anyhow::{Context, Result, bail};
 use std::process::Command;
 
 const USAGE: &str =
-    "usage: cargo xtask bench runtime|manager|hostile|languages|fleet|admission [ARGS for the bench program]";
+    "usage: cargo xtask bench runtime|manager|hostile|languages|fleet|admission|egress [ARGS for the bench program]";
 
 pub fn run(args: &[&str]) -> Result<()> {
     let (name, rest) = match args {
-        [name @ ("runtime" | "manager" | "hostile" | "languages" | "fleet" | "admission"), rest @ ..] => (*name, rest),
+        [name @ ("runtime" | "manager" | "hostile" | "languages" | "fleet" | "admission" | "egress"), rest @ ..] => {
+            (*name, rest)
+        }
         _ => bail!("{USAGE}"),
     };
     let guests: &[&str] = match name {
         "hostile" => &["rust-webapp", "hostile", "admission-misbehave"],
         "fleet" => &["rust-webapp", "ring", "stamp-v1", "stamp-v2"],
+        "egress" => &["egress-probe"],
         "languages" => &["rust-webapp", "c-webapp", "go-webapp", "ts-webapp", "python-webapp"],
         _ => &["rust-webapp"],
     };
     crate::guests::run(guests).context("building the benchmark's guests")?;
-    if matches!(name, "manager" | "hostile" | "fleet" | "admission") {
+    if matches!(name, "manager" | "hostile" | "fleet" | "admission" | "egress") {
         let dir = operon_envtest::assets::ensure(&mut |line| eprintln!("envtest: {line}"))
             .context("provisioning the control plane binaries")?;
         eprintln!("bench: control plane binaries in {}", dir.display());
