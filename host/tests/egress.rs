@@ -446,6 +446,56 @@ async fn a_slow_endpoint_should_time_out_within_the_deadline_and_leave_a_neighbo
     host.stop().await;
 }
 
+/// Guests waiting on egress do not hold the host's gate: with room for
+/// only four calls' memory and slots, twelve calls waiting on a slow
+/// endpoint still leave a neighbour's reconciles going (a waiting call
+/// lends its slot and the memory it has not grown to).
+#[tokio::test]
+async fn calls_waiting_on_egress_should_not_hold_the_hosts_gate_against_a_neighbour() {
+    let echo = Echo::start().await;
+    let gate = operon::runtime::GateLimits { memory: 4 * 64 << 20, calls: 4 };
+    // No CPU budget in the way (it would let the slow calls in one by one:
+    // until a call returned, each is charged its whole deadline).
+    let pipeline = operon::pipeline::Config {
+        controller: operon::controller::Config { max_concurrent_reconciles: 12, ..Default::default() },
+        guest_cpu: 0.0,
+        guest_cpu_max: 0.0,
+        ..Default::default()
+    };
+    let host = plugins::Host::start_gated(plane(), "eg-gate", pipeline, gate).await;
+    let grant = json!({"egress": [{"scheme": "http", "host": "127.0.0.1", "port": echo.port}]});
+    let slow = json!({"grants": grant, "limits": {"timeout": "20s"}, "selector": {"matchLabels": {"who": "slow"}}});
+    probe(&host, "slow", slow).await;
+    probe(&host, "quick", json!({"grants": grant, "selector": {"matchLabels": {"who": "quick"}}})).await;
+    let labelled = |name: &str, who: &str, spec: Value| {
+        serde_json::from_value::<kube::api::DynamicObject>(json!({
+            "apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
+            "metadata": {"name": name, "labels": {"who": who}}, "spec": spec
+        }))
+        .unwrap()
+    };
+    let pp = PatchParams::apply("test").force();
+    for i in 0..12 {
+        let slow =
+            labelled(&format!("s{i}"), "slow", json!({"calls": [{"url": echo.url("/slow"), "timeoutMs": 15000}]}));
+        host.things().patch(&format!("s{i}"), &pp, &Patch::Apply(&slow)).await.unwrap();
+    }
+    // Give the slow calls time to be admitted and start waiting.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let started = std::time::Instant::now();
+    for i in 0..5 {
+        let quick = labelled(&format!("q{i}"), "quick", json!({"calls": [{"url": echo.url("/echo")}]}));
+        host.things().patch(&format!("q{i}"), &pp, &Patch::Apply(&quick)).await.unwrap();
+    }
+    for i in 0..5 {
+        let status = results(&host, &format!("q{i}"), 1).await;
+        assert_eq!(status["results"][0]["status"], 200);
+    }
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(10), "the neighbour waited {took:?}: the slow calls held the gate");
+    host.stop().await;
+}
+
 /// A live reconcile recorded (`--record`) replays green offline with
 /// `operon test`'s runner, `operon explain` shows it, and a version of the
 /// module that makes another call fails the replay, naming the call.

@@ -100,7 +100,15 @@ impl<W: World> Slot<W> {
         };
         arm_deadline(&mut instance.store, calls.epoch_tick, limits.timeout);
         instance.store.data_mut().begin_call();
+        // The pass rides with the store during the call, so a guest waiting
+        // on the host can lend it back (`State::guest_fetch`).
+        instance.store.data_mut().gate = Some((std::mem::replace(pass, Pass::empty()), calls.gate.clone()));
         let result = f(&instance.bindings, &mut instance.store);
+        if let Some((held, _)) = instance.store.data_mut().gate.take() {
+            *pass = held;
+        }
+        // A cap lowered while lending ends with the call.
+        instance.store.data_mut().limiter.memory = limits.memory;
         if let Some(wasi) = instance.store.data_mut().wasi.as_mut() {
             wasi.flush();
         }

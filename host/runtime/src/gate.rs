@@ -194,6 +194,50 @@ impl Gate {
         }
     }
 
+    /// Take back what a pass lent ([`Pass::lend`]), waiting at most
+    /// `within` (what is left of the call's deadline) and never for ever:
+    /// what cannot be had by then stays given back, and the pass then
+    /// reserves less — the caller caps the guest's growth at
+    /// [`Pass::reserved`], so the host's budget always holds.
+    pub(crate) fn take_back(&self, pass: &mut Pass, lent: Lent, within: Duration) {
+        let until = std::time::Instant::now() + within;
+        let wait = || {
+            std::thread::sleep(Duration::from_millis(5).min(until.saturating_duration_since(std::time::Instant::now())))
+        };
+        if lent.slot
+            && let Some(calls) = &self.inner.calls
+        {
+            loop {
+                if let Ok(p) = calls.clone().try_acquire_owned() {
+                    pass.call = Some(p);
+                    break;
+                }
+                if std::time::Instant::now() >= until {
+                    break;
+                }
+                wait();
+            }
+        }
+        if lent.mib > 0
+            && let Some(memory) = &self.inner.memory
+        {
+            loop {
+                if let Ok(p) = memory.clone().try_acquire_many_owned(lent.mib) {
+                    match pass.memory.as_mut() {
+                        Some(held) => held.merge(p),
+                        None => pass.memory = Some(p),
+                    }
+                    pass.reserved = pass.reserved.saturating_add(u64::from(lent.mib) * MIB);
+                    break;
+                }
+                if std::time::Instant::now() >= until {
+                    break;
+                }
+                wait();
+            }
+        }
+    }
+
     /// [`Gate::admit`] on a thread that may block (a blocking-pool thread,
     /// a tool): waits there.
     pub fn admit_blocking(&self, memory: u64) -> Pass {
@@ -235,10 +279,49 @@ impl Gate {
     }
 }
 
+/// What a call gave back while it waits on the host ([`Pass::lend`]), to
+/// take back when it goes on ([`Gate::take_back`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Lent {
+    /// The call slot.
+    slot: bool,
+    /// MiB of memory beyond what the instance has grown to.
+    mib: u32,
+}
+
 impl Pass {
     /// The bytes this call may grow its instance to.
     pub fn reserved(&self) -> u64 {
         self.reserved
+    }
+
+    /// A pass holding nothing (where a pass is moved out for a while).
+    pub(crate) fn empty() -> Pass {
+        Pass { memory: None, call: None, reserved: 0, released: None }
+    }
+
+    /// While the guest waits on the host (an egress call), give back its
+    /// call slot and the memory reserved beyond the `used` bytes its
+    /// instance has grown to: a waiting guest runs nothing and cannot
+    /// grow, so a Reconciler waiting on a slow API does not hold the
+    /// host's gate against its neighbours.
+    pub(crate) fn lend(&mut self, used: u64) -> Lent {
+        let slot = self.call.take().is_some();
+        let mut mib = 0;
+        if let Some(permit) = self.memory.as_mut() {
+            let keep = usize::try_from(used.div_ceil(MIB).max(1)).unwrap_or(usize::MAX).min(permit.num_permits());
+            let spare = permit.num_permits() - keep;
+            if spare > 0 && permit.split(spare).is_some() {
+                mib = u32::try_from(spare).unwrap_or(u32::MAX);
+                self.reserved = self.reserved.saturating_sub(u64::from(mib) * MIB);
+            }
+        }
+        if mib > 0
+            && let Some(released) = &self.released
+        {
+            released.notify_waiters();
+        }
+        Lent { slot, mib }
     }
 
     /// Keep `bytes` of this pass's memory reservation for an instance that
@@ -302,6 +385,30 @@ mod tests {
         drop((small, running));
         let large = tokio::time::timeout(std::time::Duration::from_secs(5), large).await.unwrap().unwrap();
         assert_eq!(large.reserved(), 60 * MIB);
+    }
+
+    #[test]
+    fn a_call_waiting_on_the_host_should_lend_its_slot_and_spare_memory_and_take_them_back() {
+        let gate = Gate::new(GateLimits { memory: 100 * MIB, calls: 1 });
+        let mut waiting = gate.admit_blocking(64 * MIB);
+        let lent = waiting.lend(3 * MIB);
+        assert_eq!(waiting.reserved(), 3 * MIB);
+        assert_eq!(gate.usage().memory_reserved, 3 * MIB);
+        assert_eq!(gate.usage().calls_in_flight, 0);
+        // A neighbour goes in meanwhile.
+        let neighbour = gate.admit_blocking(64 * MIB);
+        assert!(!gate.would_admit(64 * MIB));
+        // Taking back while the neighbour holds the slot and the memory:
+        // bounded, and what could not be had stays given back.
+        gate.take_back(&mut waiting, lent, Duration::from_millis(30));
+        assert_eq!(waiting.reserved(), 3 * MIB, "no memory to take back while the neighbour runs");
+        drop((neighbour, waiting));
+        let mut again = gate.admit_blocking(64 * MIB);
+        let lent = again.lend(MIB);
+        gate.take_back(&mut again, lent, Duration::from_secs(1));
+        assert_eq!(again.reserved(), 64 * MIB, "all taken back when free");
+        let usage = Usage { memory_reserved: 64 * MIB, memory_limit: 100 * MIB, calls_in_flight: 1, calls_limit: 1 };
+        assert_eq!(gate.usage(), usage);
     }
 
     #[test]

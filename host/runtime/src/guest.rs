@@ -385,6 +385,9 @@ pub(crate) struct State {
     log: Arc<GuestLog>,
     /// `host.log` calls made in the current call.
     logged: u32,
+    /// The call's pass of the host's gate and the gate, while a call runs:
+    /// lent back while the guest waits on an egress call.
+    pub gate: Option<(super::gate::Pass, super::gate::Gate)>,
 }
 
 impl State {
@@ -393,7 +396,7 @@ impl State {
     pub fn new(memory: u64, scope: Option<CallScope>, log: &Arc<GuestLog>, wasi: bool) -> State {
         let said = Said::default();
         let wasi = wasi.then(|| WasiState::new(log, &said));
-        State { limiter: Limiter::new(memory), scope, wasi, said, log: log.clone(), logged: 0 }
+        State { limiter: Limiter::new(memory), scope, wasi, said, log: log.clone(), logged: 0, gate: None }
     }
 
     /// Reset what one call tracks, before the call: the memory cap's flag,
@@ -495,7 +498,19 @@ impl State {
             return NoEgress(NO_EGRESS_HERE).fetch(request, Instant::now());
         };
         let deadline = scope.deadline.unwrap_or_else(|| Instant::now() + std::time::Duration::from_secs(1));
-        egress.fetch(request, deadline)
+        // Waiting, the guest runs nothing and cannot grow: its slot and the
+        // memory it has not grown to go back to the gate meanwhile, so a
+        // slow API holds up no neighbour; taken back (within the deadline)
+        // when it goes on, its growth capped at what it holds again.
+        let lent = self.gate.as_mut().map(|(pass, _)| pass.lend(self.limiter.used));
+        let answer = egress.fetch(request, deadline);
+        if let (Some(lent), Some((pass, gate))) = (lent, self.gate.as_mut()) {
+            gate.take_back(pass, lent, deadline.saturating_duration_since(Instant::now()));
+            if gate.limits().memory != u64::MAX {
+                self.limiter.memory = self.limiter.memory.min(pass.reserved().max(self.limiter.used));
+            }
+        }
+        answer
     }
 }
 

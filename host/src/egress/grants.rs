@@ -53,6 +53,8 @@ enum HostRule {
 struct Rule {
     scheme: String,
     host: HostRule,
+    /// The host as the grant names it (a metric label: as many as grants).
+    shown: String,
     port: u16,
     methods: Vec<String>,
     path_prefix: Option<String>,
@@ -96,12 +98,13 @@ impl Rules {
         self.0.is_empty()
     }
 
-    /// Whether a call may go to `url` with `method`; `Err` says why not,
-    /// for the guest and the event.
+    /// Whether a call may go to `url` with `method`: the host of the grant
+    /// that allows it, as the grant names it (`*.example.com`); `Err` says
+    /// why not, for the guest and the event.
     ///
     /// # Errors
     /// Why the call is refused.
-    pub fn allows(&self, method: &str, url: &Url) -> Result<(), String> {
+    pub fn allows(&self, method: &str, url: &Url) -> Result<String, String> {
         let scheme = url.scheme();
         if scheme != "https" && scheme != "http" {
             return Err(format!("{scheme}: URLs are not allowed (only https, or http where granted)"));
@@ -133,7 +136,7 @@ impl Rules {
             } else if rule.path_prefix.as_deref().is_some_and(|p| !path.starts_with(p)) {
                 format!("path {path} (the grant allows {}*)", rule.path_prefix.as_deref().unwrap_or_default())
             } else {
-                return Ok(());
+                return Ok(rule.shown.clone());
             };
             nearest.get_or_insert(why);
         }
@@ -178,7 +181,8 @@ fn compile(g: &EgressGrant) -> Result<Rule, String> {
     {
         return Err(format!("pathPrefix {p:?} must start with /"));
     }
-    Ok(Rule { scheme, host, port: g.port.unwrap_or(default_port), methods, path_prefix: g.path_prefix.clone() })
+    let shown = g.host.trim().to_ascii_lowercase();
+    Ok(Rule { scheme, host, shown, port: g.port.unwrap_or(default_port), methods, path_prefix: g.path_prefix.clone() })
 }
 
 /// What the host lets any Reconciler grant (`operon run --egress-allow`):
@@ -392,15 +396,15 @@ mod tests {
             ("*.dns.example", None, None, &[], None),
             ("127.0.0.1", Some("http"), Some(8081), &[], None),
         ]);
-        assert_eq!(r.allows("get", &url("https://api.example.com/v1/zones")), Ok(()));
+        assert!(r.allows("get", &url("https://api.example.com/v1/zones")).is_ok());
         assert!(r.allows("POST", &url("https://api.example.com/v1/zones")).unwrap_err().contains("method POST"));
         assert!(r.allows("GET", &url("https://api.example.com/v2/")).unwrap_err().contains("path /v2/"));
         assert!(r.allows("GET", &url("http://api.example.com/v1/")).unwrap_err().contains("scheme http"));
         assert!(r.allows("GET", &url("https://api.example.com:8443/v1/")).unwrap_err().contains("port 8443"));
-        assert_eq!(r.allows("DELETE", &url("https://a.b.dns.example/x")), Ok(()));
+        assert!(r.allows("DELETE", &url("https://a.b.dns.example/x")).is_ok());
         assert!(r.allows("GET", &url("https://dns.example/")).is_err(), "a wildcard does not cover the apex");
         assert!(r.allows("GET", &url("https://evildns.example/")).is_err());
-        assert_eq!(r.allows("PATCH", &url("http://127.0.0.1:8081/api")), Ok(()));
+        assert!(r.allows("PATCH", &url("http://127.0.0.1:8081/api")).is_ok());
         assert!(r.allows("GET", &url("http://127.0.0.1:8082/")).is_err());
         assert!(
             r.allows("GET", &url("http://169.254.169.254/latest/")).unwrap_err().contains("not in spec.grants.egress")
@@ -471,7 +475,7 @@ mod tests {
         }
         assert_eq!(may_connect(&Target::Address("127.0.0.1".parse().unwrap()), "127.0.0.1".parse().unwrap()), Ok(()));
         let r = rules(&[("10.0.0.0/8", Some("http"), None, &[], None)]);
-        assert_eq!(r.allows("GET", &url("http://10.9.8.7/")), Ok(()));
+        assert!(r.allows("GET", &url("http://10.9.8.7/")).is_ok());
         assert!(r.allows("GET", &url("http://[::ffff:10.9.8.7]/")).is_ok(), "a mapped address is the IPv4 one");
     }
 }

@@ -231,7 +231,9 @@ impl Call {
             Ok(u) => u,
             Err(e) => return (String::new(), Err(HttpError::Invalid(format!("url {:?}: {e}", request.url)))),
         };
-        let shown = url.host_str().unwrap_or_default().to_string();
+        // The metric's host: the grant's (as many as grants), once a
+        // grant allows the call; `-` for calls refused before.
+        let mut shown = String::from("-");
         if let Some(body) = &request.body
             && body.len() > p.settings.bounds.max_request
         {
@@ -274,8 +276,10 @@ impl Call {
         let mut url = url;
         let mut credential = request.credential.clone();
         for hop in 0..=p.settings.bounds.max_redirects {
-            if let Err(e) = self.check(&method, &url, credential.as_deref(), hop == 0) {
-                return (shown, Err(e));
+            match self.check(&method, &url, credential.as_deref(), hop == 0) {
+                Ok(grant) if hop == 0 => shown = grant,
+                Ok(_) => {}
+                Err(e) => return (shown, Err(e)),
             }
             let applied = match &credential {
                 Some(name) => match p.settings.credentials.apply(name, &p.handle) {
@@ -375,10 +379,14 @@ impl Call {
         url: &Url,
         credential: Option<&str>,
         first: bool,
-    ) -> Result<Target, HttpError> {
+    ) -> Result<String, HttpError> {
         let p = &self.policy;
         let redirect = if first { "" } else { "a redirect: " };
-        p.settings.rules.allows(method.as_str(), url).map_err(|why| HttpError::Denied(format!("{redirect}{why}")))?;
+        let grant = p
+            .settings
+            .rules
+            .allows(method.as_str(), url)
+            .map_err(|why| HttpError::Denied(format!("{redirect}{why}")))?;
         let target = grants::target(url).ok_or_else(|| HttpError::Invalid(format!("{url} has no host")))?;
         if let Some(name) = credential {
             p.settings.credentials.check(name, &target).map_err(|why| HttpError::Denied(format!("{redirect}{why}")))?;
@@ -403,7 +411,7 @@ impl Call {
                 Err(_) => return Err(HttpError::Unreachable(format!("{name}: not resolved within 5 s"))),
             }
         }
-        Ok(target)
+        Ok(grant)
     }
 }
 

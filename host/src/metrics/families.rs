@@ -162,13 +162,14 @@ impl Metrics {
             ),
             egress_requests_total: counter(
                 "operon_egress_requests_total",
-                "Total number of outbound HTTP calls of guests per controller, host and code (the HTTP status, \
-                 or why none came: denied, invalid, timeout, unreachable, tooLarge, budget)",
+                "Total number of outbound HTTP calls of guests per controller, host (the host of the grant that \
+                 allowed the call, as spec.grants.egress names it; - for a call no grant allowed) and code (the \
+                 HTTP status, or why none came: denied, invalid, timeout, unreachable, tooLarge, budget)",
                 &["controller", "host", "code"],
             ),
             egress_request_seconds: histogram(
                 "operon_egress_request_seconds",
-                "Duration of one outbound HTTP call of a guest per controller and host (redirects included)",
+                "Duration of one outbound HTTP call of a guest per controller and host (the grant's; redirects included)",
                 &["controller", "host"],
                 RECONCILE_BUCKETS.to_vec(),
             ),

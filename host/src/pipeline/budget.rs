@@ -18,7 +18,8 @@
 //! waiting for the same debt would start together once it is repaid, and
 //! overshoot by a call each. Before any call has returned, the estimate is
 //! the worst case a call may take (its deadline): a new controller with 64
-//! workers starts a few calls, not 64 at once.
+//! workers starts a few calls, not 64 at once — and the workers it turned
+//! away look again as soon as a call settles ([`Budget::wait`]).
 //!
 //! The host's own budget (`--max-guest-cpu-total`) is one more [`Budget`],
 //! shared by every controller: a call waits for both.
@@ -38,6 +39,9 @@ pub struct Budget {
     /// Most seconds saved up.
     burst: f64,
     state: Mutex<State>,
+    /// Told when a call settles: workers waiting on an estimate (the worst
+    /// case, before the first call returned) look again at once.
+    settled: tokio::sync::Notify,
 }
 
 #[derive(Debug)]
@@ -69,7 +73,19 @@ impl Budget {
                 calibrated: false,
                 last_wait: None,
             }),
+            settled: tokio::sync::Notify::new(),
         })
+    }
+
+    /// Wait out `wait`, or less: until a call settles, when the balance
+    /// may have come back (a first call charged its deadline up front and
+    /// returned in milliseconds), and at most a second (a settling missed
+    /// between the refusal and this wait costs no more).
+    pub async fn wait(&self, wait: Duration) {
+        tokio::select! {
+            () = tokio::time::sleep(wait.min(Duration::from_secs(1))) => {}
+            () = self.settled.notified() => {}
+        }
     }
 
     /// Admit a call at `now` when the budget is not in debt, charging the
@@ -101,6 +117,8 @@ impl Budget {
             s.estimate = if s.calibrated { 0.8 * s.estimate + 0.2 * used } else { used };
             s.calibrated = true;
         }
+        drop(s);
+        self.settled.notify_waiters();
     }
 
     /// Whether a call had to wait within `window` before now.
@@ -244,6 +262,34 @@ mod tests {
         }
         let more: Vec<Ticket> = (0..64).map_while(|_| b.admit_at(t0).ok()).collect();
         assert_eq!(more.len(), 64, "calibrated: cheap calls all go");
+    }
+
+    /// Found by `cargo xtask bench egress`: a new controller with a 35 s
+    /// deadline charges its first call 35 s up front; the workers it turned
+    /// away slept the whole computed wait (140 s at 250m) although the first
+    /// call returned in milliseconds.
+    #[tokio::test]
+    async fn waiting_workers_should_look_again_when_a_call_settles() {
+        let b = Arc::new(Budget::new(0.25, Duration::from_secs(2), Duration::from_secs(35)).unwrap());
+        let first = b.admit().unwrap();
+        let wait = b.admit().unwrap_err();
+        assert!(wait > Duration::from_secs(100), "{wait:?}");
+        let waiting = tokio::spawn({
+            let b = b.clone();
+            async move {
+                let started = Instant::now();
+                loop {
+                    match b.admit() {
+                        Ok(_) => return started.elapsed(),
+                        Err(wait) => b.wait(wait).await,
+                    }
+                }
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        first.charge(Duration::from_millis(5));
+        let waited = tokio::time::timeout(Duration::from_secs(5), waiting).await.unwrap().unwrap();
+        assert!(waited < Duration::from_secs(2), "the worker slept {waited:?} after the first call settled");
     }
 
     #[test]

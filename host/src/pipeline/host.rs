@@ -19,7 +19,7 @@ impl Pipeline {
                 Err(wait) => wait,
             };
             self.host_waited(HostLimit::Cpu, wait);
-            tokio::time::sleep(wait).await;
+            budget.wait(wait).await;
         }
     }
 

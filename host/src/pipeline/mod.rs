@@ -298,7 +298,7 @@ impl Pipeline {
                     budget.cpu()
                 );
             }
-            tokio::time::sleep(wait).await;
+            budget.wait(wait).await;
         }
     }
 

@@ -65,12 +65,35 @@ impl Host {
         Host::start_full(plane, prefix, allow_module_paths, pipeline, None).await
     }
 
+    /// [`Host::start_configured`] with the runtime's host-wide gate of
+    /// guest memory and call slots (`--max-guest-memory-total`,
+    /// `--max-guest-calls`).
+    pub async fn start_gated(
+        plane: &operon_envtest::ControlPlane,
+        prefix: &str,
+        pipeline: operon::pipeline::Config,
+        gate: runtime::GateLimits,
+    ) -> Host {
+        Host::start_with(plane, prefix, false, pipeline, None, gate).await
+    }
+
     async fn start_full(
         plane: &operon_envtest::ControlPlane,
         prefix: &str,
         allow_module_paths: bool,
         pipeline: operon::pipeline::Config,
         webhooks: Option<operon::webhook::Config>,
+    ) -> Host {
+        Host::start_with(plane, prefix, allow_module_paths, pipeline, webhooks, runtime::GateLimits::default()).await
+    }
+
+    async fn start_with(
+        plane: &operon_envtest::ControlPlane,
+        prefix: &str,
+        allow_module_paths: bool,
+        pipeline: operon::pipeline::Config,
+        webhooks: Option<operon::webhook::Config>,
+        gate: runtime::GateLimits,
     ) -> Host {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
@@ -79,9 +102,12 @@ impl Host {
         let client = plane.client().await;
         let ns = operon_envtest::create_namespace(&client, prefix).await.unwrap();
         let artifacts = tempfile::tempdir().unwrap();
-        let runtime =
-            Runtime::new(runtime::Config { artifact_dir: Some(artifacts.path().to_path_buf()), ..Default::default() })
-                .unwrap();
+        let runtime = Runtime::new(runtime::Config {
+            artifact_dir: Some(artifacts.path().to_path_buf()),
+            gate,
+            ..Default::default()
+        })
+        .unwrap();
         let mut builder = Manager::builder(client.clone())
             .config(manager::Config { pipeline, server_addr: None, ..Default::default() })
             .runtime(runtime.clone());
