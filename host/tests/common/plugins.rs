@@ -74,7 +74,7 @@ impl Host {
         pipeline: operon::pipeline::Config,
         gate: runtime::GateLimits,
     ) -> Host {
-        Host::start_with(plane, prefix, false, pipeline, None, gate).await
+        Host::launch(plane, prefix, false, pipeline, None, gate).await
     }
 
     async fn start_full(
@@ -84,10 +84,10 @@ impl Host {
         pipeline: operon::pipeline::Config,
         webhooks: Option<operon::webhook::Config>,
     ) -> Host {
-        Host::start_with(plane, prefix, allow_module_paths, pipeline, webhooks, runtime::GateLimits::default()).await
+        Host::launch(plane, prefix, allow_module_paths, pipeline, webhooks, runtime::GateLimits::default()).await
     }
 
-    async fn start_with(
+    async fn launch(
         plane: &operon_envtest::ControlPlane,
         prefix: &str,
         allow_module_paths: bool,
