@@ -171,10 +171,12 @@ impl Policy {
         Policy { controller, settings, client: shared_client(), metrics, handle: tokio::runtime::Handle::current() }
     }
 
-    /// One reconcile's egress.
-    pub fn call(self: &Arc<Self>) -> Arc<Call> {
+    /// One reconcile's egress, sending only while `fence` is open: a
+    /// replica that lost its lease writes nothing outside either.
+    pub fn call(self: &Arc<Self>, fence: crate::leader::Fence) -> Arc<Call> {
         Arc::new(Call {
             policy: self.clone(),
+            fence,
             made: AtomicU32::new(0),
             waited: Mutex::new(Duration::ZERO),
             exchanges: Mutex::new(Vec::new()),
@@ -186,6 +188,7 @@ impl Policy {
 /// One reconcile's egress: what it made and waited.
 pub struct Call {
     policy: Arc<Policy>,
+    fence: crate::leader::Fence,
     made: AtomicU32,
     waited: Mutex<Duration>,
     exchanges: Mutex<Vec<Exchange>>,
@@ -299,6 +302,11 @@ impl Call {
                     v.set_sensitive(true);
                     sent.insert(n, v);
                 }
+            }
+            // Checked last, just before sending: a call is an outside
+            // write, and a replica whose lease lapsed makes none.
+            if let Err(e) = self.fence.check() {
+                return (shown, Err(HttpError::Denied(format!("{e}; nothing was sent"))));
             }
             let secrets = applied.map(|a| a.secrets).unwrap_or_default();
             let left = end.saturating_duration_since(Instant::now());
@@ -527,6 +535,37 @@ fn redact_error(e: HttpError, secrets: &[Vec<u8>]) -> HttpError {
 mod tests {
     use super::*;
     use reqwest::dns::Resolve as _;
+
+    /// A replica that lost its lease sends nothing outside: the call is
+    /// refused before a byte leaves, naming the lease.
+    #[tokio::test]
+    async fn a_replica_that_lost_its_lease_should_send_nothing() {
+        use crate::runtime::Egress as _;
+        crate::install_crypto_provider();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        listener.set_nonblocking(true).unwrap();
+        let grant = grants::EgressGrant {
+            scheme: Some("http".into()),
+            host: "127.0.0.1".into(),
+            port: Some(port),
+            ..Default::default()
+        };
+        let settings = Settings {
+            rules: Rules::compile(&[grant]).unwrap(),
+            credentials: Credentials::compile(&[], Some("ns"), None).unwrap(),
+            bounds: Bounds::default(),
+        };
+        let policy = Arc::new(Policy::new("c".into(), Arc::new(settings), Arc::new(Metrics::new())));
+        let (leading, rx) = tokio::sync::watch::channel(true);
+        let call = policy.call(crate::leader::Fence::new(rx, "ns/c"));
+        leading.send(false).unwrap();
+        let request = HttpRequest::get(format!("http://127.0.0.1:{port}/"));
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let answer = tokio::task::spawn_blocking(move || call.fetch(request, deadline)).await.unwrap();
+        assert!(matches!(&answer, Err(HttpError::Denied(m)) if m.contains("not leading ns/c")), "{answer:?}");
+        assert!(listener.accept().is_err(), "a connection was made");
+    }
 
     /// The resolver the connection uses refuses a name whose every address
     /// is private, whatever answered an earlier lookup (rebinding).

@@ -346,7 +346,7 @@ impl Pipeline {
         let rates = !parent::speaks_0_1(&active.module);
         let request = active.reads.request(&parent, &children, finalizing, ctx.attempt, &self.config.scope, rates);
         let call_started = Instant::now();
-        let egress = self.egress.as_ref().map(crate::egress::Policy::call);
+        let egress = self.egress.as_ref().map(|p| p.call(ctx.fence.clone()));
         // A sampled reconcile is recorded as a fixture (`--record`).
         let recording = self.config.record.as_ref().filter(|r| r.sample(&parent)).map(|r| (r.clone(), request.clone()));
         let mut remembered: Option<Arc<record::Remembering>> = None;
