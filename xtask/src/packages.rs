@@ -95,6 +95,7 @@ fn crates(out: &Path) -> Result<Vec<PathBuf>> {
     fresh(out)?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let root = crate::root();
+    forget_verified_sources()?;
     // A dirty work tree is how one works on the SDK; CI's is clean.
     run_in(
         &root,
@@ -110,6 +111,32 @@ fn crates(out: &Path) -> Result<Vec<PathBuf>> {
         built.push(out.join(file));
     }
     Ok(built)
+}
+
+/// Cargo verifies the SDK against the packaged contract through a local
+/// registry it names after the work tree's path, and unpacks each crate of
+/// it under `$CARGO_HOME/registry/src/-HASH/NAME-VERSION` once: an unpacking
+/// left by an earlier run of the same version (a cached `$HOME`, as CI's)
+/// would be built instead of today's sources. Local registries' directories
+/// start with `-`; crates.io's are never touched.
+fn forget_verified_sources() -> Result<()> {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    let Some(src) = home.map(|h| h.join("registry/src")) else { return Ok(()) };
+    let Ok(registries) = std::fs::read_dir(&src) else { return Ok(()) };
+    for registry in registries.flatten() {
+        if !registry.file_name().to_string_lossy().starts_with('-') {
+            continue;
+        }
+        for name in ["operon-contract", "operon-sdk"] {
+            let unpacked = registry.path().join(format!("{name}-{VERSION}"));
+            if unpacked.exists() {
+                std::fs::remove_dir_all(&unpacked).with_context(|| format!("removing {}", unpacked.display()))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The wheel and the sdist of `sdk/python`.
