@@ -584,3 +584,61 @@ async fn an_object_a_crd_change_shows_differently_is_delivered_again() {
     .await;
     assert!(events.try_recv().is_err(), "an object shown the same way was delivered again");
 }
+
+/// A metadata-only informer (a module's ConfigMap) holds each object's
+/// metadata and nothing of its content, and still delivers every change.
+#[tokio::test]
+async fn a_metadata_only_informer_holds_no_content_and_sees_every_change() {
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use operon::cache::{Cache, ObjectEvent, ObjectKey, WatchKey};
+    use operon::contract::Gvk;
+    let client = plane().client().await;
+    let ns = operon_envtest::create_namespace(&client, "meta-only").await.unwrap();
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let write = |bytes: Vec<u8>| {
+        let maps = maps.clone();
+        async move {
+            let cm = ConfigMap {
+                metadata: kube::api::ObjectMeta {
+                    name: Some("module".into()),
+                    labels: Some([("size".to_string(), bytes.len().to_string())].into()),
+                    ..Default::default()
+                },
+                binary_data: Some([("module.wasm".to_string(), ByteString(bytes))].into()),
+                ..Default::default()
+            };
+            maps.patch("module", &PatchParams::apply("test").force(), &Patch::Apply(&cm)).await.unwrap();
+        }
+    };
+    write(vec![7; 256 << 10]).await;
+
+    let cache = Cache::new(client.clone(), Default::default());
+    let mut key = WatchKey::new(Gvk::new("", "v1", "ConfigMap"), Some(ns.clone()));
+    key.fields = Some("metadata.name=module".into());
+    key.metadata_only = true;
+    let informer = cache.informer(key);
+    informer.wait_synced(WAIT).await.unwrap();
+    let mut events = informer.subscribe();
+    let held = informer.store().get(&ObjectKey::new(Some(&ns), "module")).cloned().expect("the ConfigMap is cached");
+    assert_eq!((held.kind(), held.label("size")), ("ConfigMap", Some("262144")));
+    assert!(held.uid().is_some() && held.resource_version().is_some());
+    assert!(held.value().get("binaryData").is_none(), "the content is cached: {} bytes", held.json().len());
+    assert!(held.json().len() < 4096, "{} bytes cached", held.json().len());
+    assert!(matches!(events.recv().await, Some(ObjectEvent::Applied { initial: true, .. })));
+
+    write(vec![8; 1000]).await;
+    let event = tokio::time::timeout(WAIT, async {
+        loop {
+            match events.recv().await {
+                Some(ObjectEvent::Applied { new, initial: false, .. }) => break new,
+                Some(_) => continue,
+                None => panic!("the informer stopped"),
+            }
+        }
+    })
+    .await
+    .expect("the change was not delivered");
+    assert_eq!(event.label("size"), Some("1000"));
+    assert_ne!(event.resource_version(), held.resource_version());
+}

@@ -497,3 +497,50 @@ async fn an_unchanged_pinned_oci_digest_is_pulled_once() {
     eprintln!("manifest pulls by the host: {pulled}");
     assert_eq!(pulled, after_load - by_test, "the pinned digest was pulled again");
 }
+
+/// A ConfigMap source is read when its ConfigMap changes, not at every
+/// lifecycle step (every 2 s per Reconciler: at a thousand Reconcilers,
+/// decoding and hashing each one's megabyte took half of a 2-core host),
+/// and the cache holds the ConfigMap's metadata only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_map_source_is_read_once_per_version() {
+    let c = Cluster::new("src-cm-once").await;
+    let replica = Replica::start(&c.ns, &[]);
+    replica.ready().await;
+    let reads = || async {
+        let text = common::http_get(format!("http://127.0.0.1:{}/metrics", replica.metrics))
+            .await
+            .expect("scraping the host")
+            .text()
+            .await
+            .unwrap();
+        let line = r#"operon_module_fetches_total{result="ok",source="configmap"} "#;
+        text.lines().find_map(|l| l.strip_prefix(line)).map_or(0, |v| v.trim().parse::<u64>().unwrap())
+    };
+    c.module("m", &guest("stamp-v1")).await;
+    let spec = json!({"module": {"configMap": {"name": "m"}}, "grants": stamp_grants()});
+    c.reconciler("by-cm", spec.clone()).await;
+    assert_eq!(c.settled("by-cm").await.0, "True");
+    let digest = |bytes: Vec<u8>| format!("sha256:{}", sha256(&bytes));
+    assert_eq!(c.reconcilers().get("by-cm").await.unwrap().status.unwrap().digest, Some(digest(guest("stamp-v1"))));
+    let first = reads().await;
+    assert!(first >= 1, "the host counts its reads of the ConfigMap ({first})");
+
+    // Steps of the Reconciler: its own changes and the status timer.
+    for i in 0..3 {
+        c.reconciler_with("by-cm", spec.clone(), json!({"touched": i.to_string()})).await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+    assert_eq!(reads().await, first, "an unchanged ConfigMap was read again");
+
+    // A new version is read (once) and served.
+    c.module("m", &guest("stamp-v2")).await;
+    let v2 = digest(guest("stamp-v2"));
+    eventually("the new version to be served", WAIT, || async {
+        let status = c.reconcilers().get("by-cm").await.ok()?.status?;
+        (status.digest.as_deref() == Some(v2.as_str())).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(reads().await, first + 1, "the changed ConfigMap was read once");
+}

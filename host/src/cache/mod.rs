@@ -90,12 +90,18 @@ pub struct WatchKey {
     /// A field selector (`metadata.name=module`): one object of a kind,
     /// rather than all of a namespace.
     pub fields: Option<String>,
+    /// Watch metadata only (`PartialObjectMetadata`): the store holds each
+    /// object's `metadata` and nothing else, for a watcher that needs to
+    /// know *that* an object changed, not what it holds (a module's
+    /// ConfigMap: its megabyte is read with a GET when it changes, never
+    /// kept).
+    pub metadata_only: bool,
 }
 
 impl WatchKey {
     /// Every object of `kind` in `namespace` (`None`: all namespaces).
     pub fn new(kind: Gvk, namespace: Option<String>) -> WatchKey {
-        WatchKey { kind, namespace, selector: None, fields: None }
+        WatchKey { kind, namespace, selector: None, fields: None, metadata_only: false }
     }
 }
 
@@ -110,6 +116,9 @@ impl fmt::Display for WatchKey {
         }
         if let Some(s) = &self.fields {
             write!(f, " [{s}]")?;
+        }
+        if self.metadata_only {
+            write!(f, " (metadata)")?;
         }
         Ok(())
     }
@@ -337,6 +346,10 @@ async fn run_informer(client: kube::Client, weak: Weak<Informer>, resync: Durati
         informer.set_error(None);
     }
     tracing::debug!(informer = %key, namespaced, "watch starting");
+    let meta: kube::Api<kube::core::PartialObjectMeta<RawObject>> = match (&key.namespace, namespaced) {
+        (Some(ns), true) => kube::Api::namespaced_with(client.clone(), ns, &resource),
+        _ => kube::Api::all_with(client.clone(), &resource),
+    };
     let api: kube::Api<RawObject> = match (&key.namespace, namespaced) {
         (Some(ns), true) => kube::Api::namespaced_with(client, ns, &resource),
         _ => kube::Api::all_with(client, &resource),
@@ -349,7 +362,13 @@ async fn run_informer(client: kube::Client, weak: Weak<Informer>, resync: Durati
         config = config.fields(s);
     }
     let types = Arc::new(TypeMeta { api_version: resource.api_version.clone(), kind: resource.kind.clone() });
-    let mut stream = watcher::watcher(api.clone(), config.clone()).boxed();
+    let open = || match key.metadata_only {
+        false => watcher::watcher(api.clone(), config.clone()).boxed(),
+        true => watcher::watcher(meta.clone(), config.clone())
+            .map(|item| item.map(|event| map_event(event, object::from_meta)))
+            .boxed(),
+    };
+    let mut stream = open();
     let mut backoff = Duration::from_millis(100);
     let mut relist: Option<Store> = None;
     // The kind stopped being served (its CRD was deleted): not synced until
@@ -370,7 +389,7 @@ async fn run_informer(client: kube::Client, weak: Weak<Informer>, resync: Durati
             }
             _ = relist_asked.notified() => {
                 // A new watcher lists first; its InitDone swaps the store.
-                stream = watcher::watcher(api.clone(), config.clone()).boxed();
+                stream = open();
                 relist = None;
                 continue;
             }
@@ -410,6 +429,17 @@ async fn run_informer(client: kube::Client, weak: Weak<Informer>, resync: Durati
                 apply_event(&informer, event, &types, &mut relist);
             }
         }
+    }
+}
+
+/// `event` with each object it carries mapped by `f`.
+fn map_event<A, B>(event: watcher::Event<A>, f: impl Fn(A) -> B) -> watcher::Event<B> {
+    match event {
+        watcher::Event::Apply(o) => watcher::Event::Apply(f(o)),
+        watcher::Event::Delete(o) => watcher::Event::Delete(f(o)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(f(o)),
+        watcher::Event::InitDone => watcher::Event::InitDone,
     }
 }
 

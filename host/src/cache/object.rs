@@ -77,6 +77,13 @@ impl<'de> Deserialize<'de> for RawObject {
     }
 }
 
+/// An object watched as `PartialObjectMetadata` ([`super::WatchKey::metadata_only`]),
+/// as the raw object of its `apiVersion`, `kind` and `metadata`.
+pub(super) fn from_meta(meta: kube::core::PartialObjectMeta<RawObject>) -> RawObject {
+    let text = serde_json::to_string(&meta).unwrap_or_else(|_| "{}".into());
+    serde_json::from_str(&text).unwrap_or(RawObject { fields: Vec::new(), meta: meta.metadata })
+}
+
 impl kube::Resource for RawObject {
     type DynamicType = ApiResource;
     type Scope = DynamicResourceScope;

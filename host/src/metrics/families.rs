@@ -96,6 +96,11 @@ impl Metrics {
                 "Total number of module version changes per controller and result (swapped, refused, rolled_back)",
                 &["controller", "result"],
             ),
+            module_fetches_total: counter(
+                "operon_module_fetches_total",
+                "Total number of module sources read per source kind (configmap, path, url, oci) and result (ok, failed); a source is read again only when it changes",
+                &["source", "result"],
+            ),
             shadow_comparisons_total: counter(
                 "operon_shadow_comparisons_total",
                 "Total number of shadow comparisons of a candidate module per controller and result (same, differ, error)",

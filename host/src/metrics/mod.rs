@@ -111,6 +111,8 @@ pub struct Metrics {
     /// `operon_module_swaps_total{controller,result}`: swapped, refused,
     /// rolled_back.
     pub module_swaps_total: IntCounterVec,
+    /// `operon_module_fetches_total{source,result}`: module sources read.
+    pub module_fetches_total: IntCounterVec,
     /// `operon_shadow_comparisons_total{controller,result}`: same, differ,
     /// error.
     pub shadow_comparisons_total: IntCounterVec,
@@ -445,6 +447,11 @@ impl Metrics {
     /// A module version change: `swapped`, `refused` or `rolled_back`.
     pub fn module_swap(&self, controller: &str, result: &str) {
         self.module_swaps_total.with_label_values(&[controller, result]).inc();
+    }
+
+    /// A module source (`configmap`, `path`, `url`, `oci`) was read.
+    pub fn module_fetched(&self, source: &str, ok: bool) {
+        self.module_fetches_total.with_label_values(&[source, if ok { "ok" } else { "failed" }]).inc();
     }
 
     /// A shadow comparison: `same`, `differ` or `error`.

@@ -161,7 +161,8 @@ impl Lifecycle {
         let (enqueue, rx) = mpsc::unbounded_channel();
         let loader = {
             let tx = enqueue.clone();
-            Loader::new(runtime.clone(), config.bounds, move |k: &PluginKey| {
+            let (client, metrics) = (manager.client().clone(), manager.metrics().clone());
+            Loader::new(runtime.clone(), client, metrics, config.bounds, move |k: &PluginKey| {
                 let _ = tx.send(k.clone());
             })
         };

@@ -3,6 +3,13 @@
 //! (fetches at most [`FETCH_SLOTS`] at once), and the Reconciler is
 //! reconciled again when it is done — so one tenant's slow source never
 //! delays another Reconciler's load, swap, revocation or deletion.
+//!
+//! **Fetched bytes live until their module is loaded**, then only their
+//! digest is kept ([`Loader::known`]): a host of a thousand Reconcilers does
+//! not hold a thousand modules' bytes besides their compiled code. A
+//! ConfigMap source is read with a GET when the ConfigMap's metadata
+//! (all the cache holds of it) shows a new version, and not at every
+//! lifecycle step.
 
 use super::PluginKey;
 use super::crd::ModuleSource;
@@ -45,9 +52,12 @@ pub enum Load {
 }
 
 struct FetchSlot {
-    /// What was asked for: a new source starts a new fetch.
+    /// What was asked for: a new source (or a new version of a ConfigMap)
+    /// starts a new fetch.
     source: String,
     state: Fetch,
+    /// The bytes were loaded and let go; what they were.
+    released: Option<String>,
     /// Failed downloads in a row, and when the next may start.
     failures: u32,
     retry_at: tokio::time::Instant,
@@ -61,6 +71,8 @@ pub struct Loader {
 
 struct Inner {
     runtime: Runtime,
+    client: kube::Client,
+    metrics: Arc<crate::metrics::Metrics>,
     http: reqwest::Client,
     bounds: Bounds,
     slots: Semaphore,
@@ -79,10 +91,18 @@ struct Inner {
 
 impl Loader {
     /// A loader that reports finished work through `done`.
-    pub fn new(runtime: Runtime, bounds: Bounds, done: impl Fn(&PluginKey) + Send + Sync + 'static) -> Loader {
+    pub fn new(
+        runtime: Runtime,
+        client: kube::Client,
+        metrics: Arc<crate::metrics::Metrics>,
+        bounds: Bounds,
+        done: impl Fn(&PluginKey) + Send + Sync + 'static,
+    ) -> Loader {
         Loader {
             inner: Arc::new(Inner {
                 runtime,
+                client,
+                metrics,
                 http: source::http_client(bounds),
                 bounds,
                 slots: Semaphore::new(FETCH_SLOTS),
@@ -105,9 +125,19 @@ impl Loader {
         self.inner.oci.lock().unwrap_or_else(|p| p.into_inner()).get(&oci.digest).cloned()
     }
 
-    /// The bytes of a Reconciler's source: at once for a ConfigMap (from
-    /// `config_map`, the cached object) and a path; in a task of its own for
-    /// a URL or an OCI artifact (`Running` until it finishes).
+    /// The digest of what the source held when its bytes were last fetched
+    /// and loaded, if the source (and, for a ConfigMap, `config_map`'s
+    /// version) is still the one fetched.
+    pub fn known(&self, key: &PluginKey, spec: &ModuleSource, config_map: Option<&CachedObject>) -> Option<String> {
+        let wanted = wanted(spec, config_map);
+        let fetches = self.inner.fetches.lock().unwrap_or_else(|p| p.into_inner());
+        fetches.get(key).filter(|s| s.source == wanted).and_then(|s| s.released.clone())
+    }
+
+    /// The bytes of a Reconciler's source: at once for a path; in a task of
+    /// its own for a ConfigMap (`config_map`: its metadata, as cached; read
+    /// again only when its version changes), a URL or an OCI artifact
+    /// (`Running` until it finishes).
     pub async fn fetch(
         &self,
         key: &PluginKey,
@@ -115,9 +145,11 @@ impl Loader {
         config_map: Option<Option<Arc<CachedObject>>>,
         allow_paths: bool,
     ) -> Fetch {
-        if let Some(cm) = &spec.config_map {
-            let object = config_map.flatten();
-            return done(source::from_config_map(object.as_deref(), &cm.name, &cm.key, self.inner.bounds));
+        let config_map = config_map.flatten();
+        if let Some(cm) = &spec.config_map
+            && config_map.is_none()
+        {
+            return done(Err(source::missing_config_map(&cm.name, &cm.key)));
         }
         if let Some(path) = &spec.path {
             if !allow_paths {
@@ -130,15 +162,19 @@ impl Loader {
                     retry: false,
                 };
             }
-            return done(source::from_path(path, self.inner.bounds).await);
+            let read = source::from_path(path, self.inner.bounds).await;
+            self.inner.metrics.module_fetched("path", read.is_ok());
+            return done(read);
         }
-        if spec.url.is_none() && spec.oci.is_none() {
+        if spec.url.is_none() && spec.oci.is_none() && spec.config_map.is_none() {
             return Fetch::Failed { error: source::Error::Refused("spec.module names no source".into()), retry: false };
         }
-        let wanted = serde_json::to_string(spec).unwrap_or_default();
+        let wanted = wanted(spec, config_map.as_deref());
         let mut fetches = self.inner.fetches.lock().unwrap_or_else(|p| p.into_inner());
         let mut failures = 0;
-        if let Some(slot) = fetches.get(key).filter(|s| s.source == wanted) {
+        // A slot whose bytes were let go is fetched again (its module is
+        // wanted once more, e.g. to roll back to).
+        if let Some(slot) = fetches.get(key).filter(|s| s.source == wanted && s.released.is_none()) {
             // A failed download is tried again after a backoff of its own
             // (1 s doubling to 5 min), whoever asks meanwhile.
             let again =
@@ -149,16 +185,32 @@ impl Loader {
             failures = slot.failures;
         }
         let now = tokio::time::Instant::now();
-        fetches
-            .insert(key.clone(), FetchSlot { source: wanted.clone(), state: Fetch::Running, failures, retry_at: now });
+        let slot = FetchSlot { source: wanted.clone(), state: Fetch::Running, released: None, failures, retry_at: now };
+        fetches.insert(key.clone(), slot);
         drop(fetches);
         let (this, key, spec) = (self.clone(), key.clone(), spec.clone());
+        let namespace = config_map.as_ref().and_then(|o| o.namespace()).unwrap_or_default().to_string();
         tokio::spawn(async move {
             let result = {
-                let _slot = this.inner.slots.acquire().await;
-                match (&spec.url, &spec.oci) {
-                    (Some(url), _) => source::from_url(&this.inner.http, url, this.inner.bounds).await,
-                    (None, Some(oci)) => {
+                // A ConfigMap is one GET from the API server: it never
+                // queues behind slow downloads.
+                let _slot = match spec.config_map {
+                    Some(_) => None,
+                    None => Some(this.inner.slots.acquire().await),
+                };
+                match (&spec.config_map, &spec.url, &spec.oci) {
+                    (Some(cm), _, _) => {
+                        source::from_config_map_api(
+                            &this.inner.client,
+                            &namespace,
+                            &cm.name,
+                            &cm.key,
+                            this.inner.bounds,
+                        )
+                        .await
+                    }
+                    (None, Some(url), _) => source::from_url(&this.inner.http, url, this.inner.bounds).await,
+                    (None, None, Some(oci)) => {
                         let pulled = source::from_oci(oci, this.inner.bounds).await;
                         if let Ok(f) = &pulled {
                             this.inner
@@ -169,13 +221,22 @@ impl Loader {
                         }
                         pulled
                     }
-                    (None, None) => Err(source::Error::Refused("spec.module names no source".into())),
+                    (None, None, None) => Err(source::Error::Refused("spec.module names no source".into())),
                 }
             };
+            let kind = match (&spec.config_map, &spec.url) {
+                (Some(_), _) => "configmap",
+                (None, Some(_)) => "url",
+                (None, None) => "oci",
+            };
+            this.inner.metrics.module_fetched(kind, result.is_ok());
             let state = match result {
                 Ok(f) => Fetch::Done(Arc::new(f)),
                 Err(error) => {
-                    let retry = matches!(error, source::Error::Unavailable(_));
+                    // A ConfigMap that lacks the key may gain it; a
+                    // download's 404 is the spec's to fix.
+                    let retry = matches!(error, source::Error::Unavailable(_))
+                        || (spec.config_map.is_some() && matches!(error, source::Error::Missing(_)));
                     Fetch::Failed { error, retry }
                 }
             };
@@ -280,14 +341,33 @@ impl Loader {
     }
 
     /// Take a finished load out of the loader (the plugin holds the module
-    /// from now on).
+    /// from now on), and let go of the bytes it was loaded from.
     pub fn take(&self, key: &PluginKey, digest: &str, limits: &Limits) {
         self.inner.loads.lock().unwrap_or_else(|p| p.into_inner()).remove(&(
             key.clone(),
             digest.to_string(),
             limits.clone(),
         ));
+        let mut fetches = self.inner.fetches.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = fetches.get_mut(key)
+            && matches!(&slot.state, Fetch::Done(f) if f.digest == digest)
+        {
+            slot.state = Fetch::Running;
+            slot.released = Some(digest.to_string());
+        }
     }
+}
+
+/// What a fetch is of: the source as the spec states it, and for a
+/// ConfigMap the version of it seen (a new version is fetched again).
+fn wanted(spec: &ModuleSource, config_map: Option<&CachedObject>) -> String {
+    let mut wanted = serde_json::to_string(spec).unwrap_or_default();
+    if spec.config_map.is_some()
+        && let Some(o) = config_map
+    {
+        wanted.push_str(&format!(" {}/{}", o.uid().unwrap_or_default(), o.resource_version().unwrap_or_default()));
+    }
+    wanted
 }
 
 fn done(result: Result<Fetched, source::Error>) -> Fetch {
@@ -318,7 +398,9 @@ mod tests {
             ..Default::default()
         };
         let runtime = Runtime::new(config).unwrap();
-        let loader = Loader::new(runtime, Bounds::default(), |_| {});
+        let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
+        let metrics = Arc::new(crate::metrics::Metrics::new());
+        let loader = Loader::new(runtime, client, metrics, Bounds::default(), |_| {});
         let key = PluginKey::ClusterReconciler("r".into());
         let (digest, limits) = ("sha256:00", Limits::default());
         assert!(matches!(loader.load(&key, digest, None, &limits), Load::Running));

@@ -7,7 +7,6 @@
 //! as whoever may write it (RBAC on the ConfigMap, the host's filesystem).
 
 use super::crd::{ModuleSource, OciSource, UrlSource};
-use crate::cache::CachedObject;
 use base64::Engine as _;
 use std::time::Duration;
 
@@ -138,23 +137,20 @@ pub fn pinned(source: &ModuleSource) -> Option<String> {
     source.oci.as_ref().map(|o| format!("oci:{}", o.digest))
 }
 
-/// The module in a ConfigMap's `binaryData[key]` (as the cache holds it).
+/// The module in a ConfigMap's `binaryData[key]` (the object as JSON).
 ///
 /// # Errors
 /// [`Error::Missing`] naming the ConfigMap and key, or saying to use
 /// `binaryData` when the key is in `data`.
 pub fn from_config_map(
-    config_map: Option<&CachedObject>,
+    config_map: Option<&serde_json::Value>,
     name: &str,
     key: &str,
     bounds: Bounds,
 ) -> Result<Fetched, Error> {
-    let Some(cm) = config_map else {
-        return Err(Error::Missing(format!(
-            "ConfigMap {name} does not exist in the Reconciler's namespace; create it with `kubectl create configmap {name} --from-file={key}=module.wasm`"
-        )));
+    let Some(value) = config_map else {
+        return Err(missing_config_map(name, key));
     };
-    let value = cm.value();
     if let Some(text) = value.pointer(&format!("/binaryData/{}", escape(key))).and_then(|v| v.as_str()) {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(text)
@@ -174,6 +170,34 @@ pub fn from_config_map(
         )));
     }
     Err(Error::Missing(format!("ConfigMap {name} has no binaryData[{key}]")))
+}
+
+/// The refusal of a ConfigMap source whose ConfigMap does not exist.
+pub fn missing_config_map(name: &str, key: &str) -> Error {
+    Error::Missing(format!(
+        "ConfigMap {name} does not exist in the Reconciler's namespace; create it with `kubectl create configmap {name} --from-file={key}=module.wasm`"
+    ))
+}
+
+/// The module in ConfigMap `namespace/name`'s `binaryData[key]`, read from
+/// the API server: the cache holds module ConfigMaps' metadata only (a
+/// megabyte each otherwise, for as long as the Reconciler lives).
+///
+/// # Errors
+/// As [`from_config_map`]; [`Error::Unavailable`] when the API server
+/// cannot be asked.
+pub async fn from_config_map_api(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    key: &str,
+    bounds: Bounds,
+) -> Result<Fetched, Error> {
+    let resource = kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(client.clone(), namespace, &resource);
+    let object =
+        api.get_opt(name).await.map_err(|e| Error::Unavailable(format!("ConfigMap {name} could not be read: {e}")))?;
+    from_config_map(object.as_ref().map(|o| &o.data), name, key, bounds)
 }
 
 fn escape(key: &str) -> String {
@@ -426,7 +450,7 @@ mod tests {
             for (k, x) in data.as_object().unwrap() {
                 v[k] = x.clone();
             }
-            CachedObject::from_value(v).unwrap()
+            v
         };
         let ok = cm(json!({"binaryData": {"module.wasm": "AGFzbQ=="}}));
         let fetched = from_config_map(Some(&ok), "m", "module.wasm", Bounds::default()).unwrap();

@@ -181,8 +181,9 @@ impl Lifecycle {
         Ok(Action::Done)
     }
 
-    /// What the source holds: without fetching when the pinned digest is
-    /// loaded; from the cache for a ConfigMap; in a task for a download.
+    /// What the source holds: without fetching when what it pins, or what
+    /// it held when last read, is loaded; otherwise read (a path at once;
+    /// a ConfigMap, a URL or an OCI artifact in a task of its own).
     pub(super) async fn source(&self, key: &PluginKey, spec: &PluginSpec, s: &Settings) -> SourceFacts {
         let _ = s;
         let plugin = self.plugin(key);
@@ -202,6 +203,13 @@ impl Lifecycle {
             }
             _ => None,
         };
+        // Fetched and loaded before, and the source (and the ConfigMap's
+        // version) unchanged: nothing to read.
+        if let Some(known) = self.loader.known(key, &spec.module, config_map.clone().flatten().as_deref())
+            && plugin.lock().unwrap_or_else(|e| e.into_inner()).modules.contains_key(&known)
+        {
+            return SourceFacts { source: Source::Holds(known), fetched: None, retry: false };
+        }
         let allow_paths = self.config.allow_module_paths || matches!(key, PluginKey::File(_));
         match self.loader.fetch(key, &spec.module, config_map, allow_paths).await {
             Fetch::Running => SourceFacts { source: Source::Pending, fetched: None, retry: false },
@@ -231,6 +239,8 @@ impl Lifecycle {
         }
         let mut watch = WatchKey::new(Gvk::new("", "v1", "ConfigMap"), cm.namespace.clone());
         watch.fields = Some(format!("metadata.name={}", cm.name));
+        // Its metadata tells that it changed; the loader reads the module.
+        watch.metadata_only = true;
         let informer = self.manager.cache().informer(watch);
         let mut rx = informer.subscribe();
         let (tx, key) = (self.enqueue.clone(), key.clone());
