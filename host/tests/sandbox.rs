@@ -260,6 +260,46 @@ fn compiled_modules_are_cached_on_disk_and_a_corrupt_entry_is_recompiled() {
     assert_webapp_works(&third);
 }
 
+/// The artifact cache stays under its bound (`--artifact-cache-max-size`):
+/// the least recently used modules go, and never one this host runs, even
+/// when it is the oldest entry.
+#[test]
+fn the_artifact_cache_stays_under_its_bound_and_keeps_what_runs() {
+    let used = |dir: &std::path::Path| -> u64 {
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum()
+    };
+    let with_cache = |dir: &std::path::Path, max: u64| {
+        Runtime::new(runtime::Config { artifact_dir: Some(dir.into()), artifact_cache_max: max, ..Default::default() })
+            .unwrap()
+    };
+    // What each module takes in the cache (artifact, sum, kept bytes).
+    let measured = tempfile::tempdir().unwrap();
+    let rt = with_cache(measured.path(), 0);
+    drop(rt.load(&guest("rust-webapp"), limits()).unwrap());
+    let running = used(measured.path());
+    drop(rt.load(&guest("stamp-v1"), limits()).unwrap());
+    let stamp = used(measured.path()) - running;
+
+    let dir = tempfile::tempdir().unwrap();
+    let bound = running + stamp + stamp / 2;
+    let rt = with_cache(dir.path(), bound);
+    let webapp = rt.load(&guest("rust-webapp"), limits()).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    drop(rt.load(&guest("stamp-v1"), limits()).unwrap());
+    std::thread::sleep(Duration::from_millis(20));
+    drop(rt.load(&guest("stamp-v2"), limits()).unwrap());
+    let left = used(dir.path());
+    assert!(left <= bound, "the cache holds {left} bytes, over its bound of {bound}");
+
+    // A new runtime on the same directory: what is still cached loads
+    // without compiling.
+    let again = with_cache(dir.path(), 0);
+    assert!(again.load(&guest("rust-webapp"), limits()).unwrap().info().from_cache, "the running module was evicted");
+    assert!(again.load(&guest("stamp-v2"), limits()).unwrap().info().from_cache, "the newest entry was evicted");
+    assert!(!again.load(&guest("stamp-v1"), limits()).unwrap().info().from_cache, "the least recently used stayed");
+    assert_webapp_works(&webapp);
+}
+
 /// Collects formatted log output in memory.
 #[derive(Clone, Default)]
 struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);

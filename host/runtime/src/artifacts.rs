@@ -11,22 +11,30 @@
 //!   warning says why;
 //! - each entry is named by the module's digest and the engine's hash, must
 //!   be a regular file owned by the host's user and writable by nobody else,
-//!   and has beside it (`.sum`) the sha256 of the module digest and the
-//!   artifact, so a torn write, a corrupted file or an entry copied under
-//!   another module's name is recompiled, never loaded.
+//!   and has beside it (`.blake3`) the BLAKE3 hash of the module digest and
+//!   the artifact, so a torn write, a corrupted file or an entry copied
+//!   under another module's name is recompiled, never loaded. (BLAKE3, not
+//!   SHA-256: the hash is taken at every load, and a language runtime's
+//!   artifact is 37 MB; `cargo xtask bench languages`.)
+//!
+//! **The cache is bounded** ([`super::Config::artifact_cache_max`]): when a
+//! new entry takes it over the bound, the least recently used digests go,
+//! their artifacts first (a module kept as bytes can still be compiled
+//! again), never those of a module this process has loaded. Without a
+//! bound, each rebuild of a language-runtime guest under `operon dev` left
+//! 55 MB behind for ever.
 //!
 //! **Artifacts are mapped, not read** (`Component::deserialize_file`): the
 //! compiled code is file-backed pages, shared by every Reconciler that runs
 //! the same module and resident only where touched, rather than a private
-//! copy in anonymous memory per load (issue 21). The checksum is streamed
-//! from the file first, never held. A mapped file is never written in place
+//! copy in anonymous memory per load (issue 21). The checksum is taken from
+//! the mapped file first, never read into memory. A mapped file is never written in place
 //! (entries are written beside and renamed over), so a mapping never sees
 //! it change.
 
 #![allow(unsafe_code, reason = "deserialising a precompiled artifact is unsafe in wasmtime's API")]
 
 use super::error::LoadError;
-use sha2::{Digest, Sha256};
 use std::hash::{Hash, Hasher};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -127,11 +135,12 @@ impl ArtifactCache {
     /// Keep the module's own bytes beside its artifact, so that a version
     /// known only by its digest (a rollback target after a restart) can be
     /// loaded again.
-    pub fn keep_module(&self, digest: &str, bytes: &[u8]) {
-        let Ok(_) = self.trusted() else { return };
+    /// Returns whether it wrote them (they were not kept yet).
+    pub fn keep_module(&self, digest: &str, bytes: &[u8]) -> bool {
+        let Ok(_) = self.trusted() else { return false };
         let path = self.module_path(digest);
         if path.exists() {
-            return;
+            return false;
         }
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
         let written = std::fs::OpenOptions::new()
@@ -145,7 +154,9 @@ impl ArtifactCache {
         if let Err(e) = written {
             tracing::debug!(path = %path.display(), error = %e, "not keeping the module's bytes");
             let _ = std::fs::remove_file(&tmp);
+            return false;
         }
+        true
     }
 
     /// The bytes of a module kept by [`ArtifactCache::keep_module`], if they
@@ -172,7 +183,7 @@ impl ArtifactCache {
             let _ = std::fs::remove_file(path);
             return None;
         }
-        // The `.sum` beside it is the sha256 of the module digest and the
+        // The sum beside it is the hash of the module digest and the
         // artifact, so a torn or corrupted write, or an entry copied under
         // another module's name, is detected before wasmtime sees it.
         let sum_meta = std::fs::symlink_metadata(sum_path(path)).ok()?;
@@ -196,7 +207,11 @@ impl ArtifactCache {
         // Mapped from the file, so its pages are shared and paged, not
         // copied.
         match unsafe { Component::deserialize_file(engine, path) } {
-            Ok(c) => Some(c),
+            Ok(c) => {
+                // Used now: the last to be evicted.
+                touch(path);
+                Some(c)
+            }
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "unusable compiled-module cache entry; recompiling");
                 None
@@ -204,7 +219,7 @@ impl ArtifactCache {
         }
     }
 
-    /// Write the artifact, then its `.sum` (each written beside and renamed
+    /// Write the artifact, then its sum (each written beside and renamed
     /// over, so a reader sees whole files; an artifact without its sum is
     /// recompiled).
     fn store(&self, path: &Path, digest: &str, component: &Component) -> std::io::Result<()> {
@@ -213,6 +228,80 @@ impl ArtifactCache {
         let _ = std::fs::remove_file(sum_path(path));
         write_new(path, &data)?;
         write_new(&sum_path(path), &sum)
+    }
+}
+
+impl ArtifactCache {
+    /// Bring the directory under `max` bytes, if it is over: the least
+    /// recently used digests' artifacts go first, then their kept bytes,
+    /// down to nine tenths of `max`; digests in `live` (modules loaded in
+    /// this process, which an idle reload may need) are never removed.
+    /// Returns the bytes removed.
+    pub fn evict(&self, max: u64, live: &std::collections::HashSet<String>) -> u64 {
+        let Ok(uid) = self.trusted() else { return 0 };
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return 0 };
+        // Per digest: its artifacts (with their sums) and its kept bytes.
+        #[derive(Default)]
+        struct Entry {
+            artifacts: Vec<(PathBuf, u64)>,
+            module: Vec<(PathBuf, u64)>,
+            used: Option<std::time::SystemTime>,
+        }
+        let mut by_digest: std::collections::HashMap<String, Entry> = std::collections::HashMap::new();
+        let mut total = 0u64;
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            if !meta.file_type().is_file() || meta.uid() != uid {
+                continue;
+            }
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(hex) = name.split(['-', '.']).next().filter(|h| h.len() == 64) else { continue };
+            total += meta.len();
+            // Files being written (`.tmpPID`) belong to their writer.
+            if name.contains(".tmp") {
+                continue;
+            }
+            let slot = by_digest.entry(hex.to_string()).or_default();
+            let file = (entry.path(), meta.len());
+            if name.ends_with(".wasm") {
+                slot.module.push(file)
+            } else {
+                slot.artifacts.push(file)
+            }
+            slot.used = slot.used.max(meta.modified().ok());
+        }
+        if total <= max {
+            return 0;
+        }
+        let target = max / 10 * 9;
+        let mut oldest: Vec<(&String, &Entry)> =
+            by_digest.iter().filter(|(hex, _)| !live.contains(&format!("sha256:{hex}"))).collect();
+        oldest.sort_by_key(|(_, e)| e.used);
+        let mut removed = 0;
+        for pass in [0, 1] {
+            for (_, entry) in &oldest {
+                if total <= target {
+                    break;
+                }
+                for (path, len) in if pass == 0 { &entry.artifacts } else { &entry.module } {
+                    if std::fs::remove_file(path).is_ok() {
+                        total = total.saturating_sub(*len);
+                        removed += len;
+                    }
+                }
+            }
+        }
+        if removed > 0 {
+            tracing::info!(dir = %self.dir.display(), removed, left = total, max, "compiled-module cache evicted its least recently used entries");
+        }
+        removed
+    }
+}
+
+/// Mark an entry used now (its modification time orders eviction).
+fn touch(path: &Path) {
+    if let Ok(file) = std::fs::File::open(path) {
+        let _ = file.set_modified(std::time::SystemTime::now());
     }
 }
 
@@ -225,26 +314,26 @@ fn write_new(path: &Path, data: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-/// Where an artifact's checksum is kept.
+/// Where an artifact's checksum is kept. (Entries of hosts that kept a
+/// sha256 in `.cwasm.sum` have no sum here: compiled once again.)
 fn sum_path(artifact: &Path) -> PathBuf {
-    artifact.with_extension("cwasm.sum")
+    artifact.with_extension("cwasm.blake3")
 }
 
-/// [`checksum`] of an artifact file, streamed.
+/// [`checksum`] of an artifact file, mapped.
 fn file_checksum(digest: &str, path: &Path) -> std::io::Result<[u8; 32]> {
-    let mut h = Sha256::new();
+    let mut h = blake3::Hasher::new();
     h.update(digest.as_bytes());
-    h.update([0]);
-    let mut file = std::fs::File::open(path)?;
-    std::io::copy(&mut file, &mut h)?;
+    h.update(&[0]);
+    h.update_mmap(path)?;
     Ok(h.finalize().into())
 }
 
-/// sha256 of the module digest, a separator, and the artifact.
+/// BLAKE3 of the module digest, a separator, and the artifact.
 fn checksum(digest: &str, artifact: &[u8]) -> [u8; 32] {
-    let mut h = Sha256::new();
+    let mut h = blake3::Hasher::new();
     h.update(digest.as_bytes());
-    h.update([0]);
+    h.update(&[0]);
     h.update(artifact);
     h.finalize().into()
 }

@@ -57,6 +57,9 @@ pub struct Config {
     pub epoch_tick: Duration,
     /// Where compiled artifacts are cached, or `None` to compile every time.
     pub artifact_dir: Option<PathBuf>,
+    /// The most bytes the artifact cache may hold (`0`: no bound); the
+    /// least recently used entries go first, never a loaded module's.
+    pub artifact_cache_max: u64,
     /// The host's share of guest memory and call slots, across every
     /// module ([`Gate`]); by default none.
     pub gate: GateLimits,
@@ -74,11 +77,16 @@ impl Default for Config {
             max_memory: 512 << 20,
             epoch_tick: Duration::from_millis(2),
             artifact_dir: default_artifact_dir(),
+            artifact_cache_max: ARTIFACT_CACHE_MAX,
             gate: GateLimits::default(),
             unload_idle_after: None,
         }
     }
 }
+
+/// The artifact cache's bound by default: 2 GiB (some thirty-five
+/// versions of a Python guest, a thousand of a Rust one).
+pub const ARTIFACT_CACHE_MAX: u64 = 2 << 30;
 
 /// The digest that names a module: `sha256:<hex>` of its bytes. The one
 /// definition, used by the loader, the sources and the file watches alike.
@@ -155,12 +163,20 @@ impl Runtime {
     /// [`LoadError`] says which step failed and why; nothing is left behind.
     pub fn load(&self, bytes: &[u8], limits: Limits) -> Result<Module, LoadError> {
         let module = module::load(self, bytes, limits)?;
-        if let Some(cache) = &self.inner.artifacts {
-            cache.keep_module(&module.info().digest, bytes);
-        }
+        // Something new in the artifact cache: the artifact compiled, or
+        // the bytes kept.
+        let grew = match &self.inner.artifacts {
+            Some(cache) => cache.keep_module(&module.info().digest, bytes) | !module.info().from_cache,
+            None => false,
+        };
         let mut modules = self.inner.modules.lock().unwrap_or_else(|p| p.into_inner());
         modules.retain(|m| m.strong_count() > 0);
         modules.push(Arc::downgrade(&module.inner));
+        if let (true, Some(cache), max @ 1..) = (grew, &self.inner.artifacts, self.inner.config.artifact_cache_max) {
+            let live = modules.iter().filter_map(|m| m.upgrade()).map(|m| m.info.digest.clone()).collect();
+            drop(modules);
+            cache.evict(max, &live);
+        }
         Ok(module)
     }
 

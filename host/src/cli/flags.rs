@@ -223,6 +223,12 @@ pub struct RunArgs {
     /// missed meanwhile; idle plugins cost little memory.
     #[arg(long, default_value = "10m", value_parser = duration)]
     pub unload_idle_after: Duration,
+    /// The most disk the compiled-module cache may use, as a quantity
+    /// (`2Gi`; `0` for no bound). Past it, the least recently used modules'
+    /// artifacts and bytes are removed, never those of a module this host
+    /// runs.
+    #[arg(long, default_value = "2Gi", value_parser = quantity)]
+    pub artifact_cache_max_size: u64,
     /// The most a Reconciler's `spec.limits.maxOutput` may ask, as a byte
     /// quantity (`64Mi`); a Reconciler asking more is refused with
     /// `InvalidSpec`.

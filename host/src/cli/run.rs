@@ -27,6 +27,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         max_memory: args.max_guest_memory_mib << 20,
         gate,
         unload_idle_after,
+        artifact_cache_max: args.artifact_cache_max_size,
         ..Default::default()
     })?;
     let mut builder = Manager::builder(client).config(manager_config(&args)?).runtime(runtime);
