@@ -13,6 +13,7 @@
 //! was refused is decided by its owner (the Reconciler lifecycle).
 
 mod budget;
+mod call;
 mod config;
 mod handle;
 mod host;
@@ -345,95 +346,7 @@ impl Pipeline {
         let children = active.reads.children(&parent);
         let rates = !parent::speaks_0_1(&active.module);
         let request = active.reads.request(&parent, &children, finalizing, ctx.attempt, &self.config.scope, rates);
-        let call_started = Instant::now();
-        let egress = self.egress.as_ref().map(|p| p.call(ctx.fence.clone()));
-        // A sampled reconcile is recorded as a fixture (`--record`).
-        let recording = self.config.record.as_ref().filter(|r| r.sample(&parent)).map(|r| (r.clone(), request.clone()));
-        let mut remembered: Option<Arc<record::Remembering>> = None;
-        let call = {
-            let module = active.module.clone();
-            let reader: Arc<dyn crate::runtime::ObjectReader> =
-                Arc::new(active.reads.reader(key.namespace.clone(), &self.config.scope));
-            let reader = match &recording {
-                Some(_) => {
-                    let r = Arc::new(record::Remembering::new(reader));
-                    remembered = Some(r.clone());
-                    r
-                }
-                None => reader,
-            };
-            // The shadow candidate answers the same parent with its own
-            // reads (its manifest may declare other kinds); its answer is
-            // compared, never applied.
-            let shadow = candidate.map(|c| {
-                let request = if Arc::ptr_eq(&c.reads, &active.reads) {
-                    request.clone()
-                } else {
-                    let children = c.reads.children(&parent);
-                    let rates = !parent::speaks_0_1(&c.module);
-                    c.reads.request(&parent, &children, finalizing, ctx.attempt, &self.config.scope, rates)
-                };
-                let reader: Arc<dyn crate::runtime::ObjectReader> =
-                    Arc::new(c.reads.reader(key.namespace.clone(), &self.config.scope));
-                (c.module, request, reader)
-            });
-            let span = tracing::Span::current();
-            let admitted = self.admit(&module).await;
-            self.metrics.host_usage(module.gate_usage());
-            let egress = egress.clone();
-            let called = tokio::task::spawn_blocking(move || {
-                span.in_scope(|| {
-                    let started = Instant::now();
-                    // The live call's pass goes back before the candidate is
-                    // admitted: a thread never holds one pass while it waits
-                    // for another.
-                    let live_egress = egress.clone().map(|c| c as Arc<dyn crate::runtime::Egress>);
-                    let live = admitted.reconcile_with(&request, reader, live_egress);
-                    // A shadow candidate calls nothing outside: it is
-                    // answered from the live version's exchanges.
-                    let replay = egress.as_ref().map(|c| {
-                        Arc::new(crate::contract::egress::Replay::new(c.exchanges())) as Arc<dyn crate::runtime::Egress>
-                    });
-                    let shadow = shadow.map(|(c, request, reader)| {
-                        (c.info().digest.clone(), c.reconcile_with(&request, reader, replay))
-                    });
-                    // Charged here, not by the caller: a call outliving the
-                    // reconcile's deadline still pays. Time waiting on
-                    // egress is not guest CPU.
-                    let waited = egress.as_ref().map_or(Duration::ZERO, |c| c.waited());
-                    for t in tickets {
-                        t.charge(started.elapsed().saturating_sub(waited));
-                    }
-                    (live, shadow)
-                })
-            })
-            .await;
-            self.metrics.host_usage(module.gate_usage());
-            called
-        };
-        self.metrics.guest_called(&self.name, call_started.elapsed());
-        let call = match call {
-            Err(join) => return Err(Error::Join(join.to_string())),
-            Ok((live, shadow)) => {
-                if let Some((digest, answer)) = shadow {
-                    self.compare_shadow(key, &digest, &live, &answer);
-                }
-                live
-            }
-        };
-        if let Some((recorder, request)) = &recording {
-            let read = remembered.as_ref().map(|r| r.taken()).unwrap_or_default();
-            let exchanges = egress.as_ref().map(|c| c.exchanges()).unwrap_or_default();
-            match recorder.write(&self.name, &active.module.info().digest, request, read, exchanges, &call) {
-                Ok(path) => tracing::debug!("recorded as {}", path.display()),
-                Err(e) => tracing::warn!("the reconcile was not recorded: {e}"),
-            }
-        }
-        if let Some(refused) = egress.as_ref().map(|c| c.refused()).filter(|r| !r.is_empty()) {
-            let more = if refused.len() > 1 { format!(" (and {} more)", refused.len() - 1) } else { String::new() };
-            let message = format!("an outbound call was refused: {}{more}", refused[0]);
-            self.applier.event(&parent, true, "EgressDenied", &message, fence).await;
-        }
+        let call = self.call_guest(active, candidate, key, &parent, request, finalizing, ctx, tickets).await?;
         let module = &active.module;
         let outcome = match call {
             Err(e) => {
