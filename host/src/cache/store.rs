@@ -3,6 +3,7 @@
 use super::{CachedObject, ObjectKey};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Objects of one (kind, namespace scope, selector), indexed by namespace
 /// and by controller-owner UID. Only the informer task writes to it.
@@ -11,9 +12,22 @@ pub struct Store {
     objects: HashMap<ObjectKey, Arc<CachedObject>>,
     by_namespace: HashMap<String, BTreeSet<ObjectKey>>,
     by_owner: HashMap<String, BTreeSet<ObjectKey>>,
+    revision: u64,
 }
 
+/// Revisions are unique across every store: a store swapped in by a
+/// re-list never shows a revision an earlier one had (but for the empty
+/// store's 0, which holds the same: nothing).
+static REVISIONS: AtomicU64 = AtomicU64::new(1);
+
 impl Store {
+    /// Changes whenever what the store holds changes: what is derived from
+    /// every object (the lifecycle's overlap check reads all Reconcilers at
+    /// every step) is derived again only when it differs.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
     /// One object by key.
     pub fn get(&self, key: &ObjectKey) -> Option<&Arc<CachedObject>> {
         self.objects.get(key)
@@ -57,6 +71,7 @@ impl Store {
 
     /// Insert or replace; returns the previous version.
     pub fn insert(&mut self, object: Arc<CachedObject>) -> Option<Arc<CachedObject>> {
+        self.revision = REVISIONS.fetch_add(1, Ordering::Relaxed);
         let key = object.key();
         let old = self.remove(&key);
         if let Some(ns) = &key.namespace {
@@ -72,6 +87,7 @@ impl Store {
     /// Remove by key; returns what was there.
     pub fn remove(&mut self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
         let old = self.objects.remove(key)?;
+        self.revision = REVISIONS.fetch_add(1, Ordering::Relaxed);
         if let Some(ns) = &key.namespace {
             remove_from(&mut self.by_namespace, ns, key);
         }
@@ -121,5 +137,24 @@ mod tests {
         assert!(s.owned_by("p1").is_empty());
         assert_eq!(s.in_namespace(Some("a")).len(), 1);
         assert_eq!(s.in_namespace(None).len(), 2);
+    }
+
+    #[test]
+    fn the_revision_should_change_with_the_content_and_never_repeat() {
+        let mut s = Store::default();
+        assert_eq!(s.revision(), 0, "an empty store");
+        s.insert(obj("a", "one", None));
+        let first = s.revision();
+        s.insert(obj("a", "one", None));
+        assert_ne!(s.revision(), first, "an update");
+        let updated = s.revision();
+        assert!(s.remove(&ObjectKey::new(Some("a"), "none")).is_none());
+        assert_eq!(s.revision(), updated, "removing nothing changes nothing");
+        s.remove(&ObjectKey::new(Some("a"), "one"));
+        assert_ne!(s.revision(), updated, "a removal");
+        // A store built again (a re-list) by the same steps: another revision.
+        let mut again = Store::default();
+        again.insert(obj("a", "one", None));
+        assert!(![first, updated, s.revision()].contains(&again.revision()));
     }
 }
