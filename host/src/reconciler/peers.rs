@@ -70,7 +70,8 @@ pub struct Claim<'a> {
 /// A claim another Reconciler makes, read from its resource.
 struct Held {
     key: PluginKey,
-    created: Option<Time>,
+    /// Its place among claims ([`order`]), computed once.
+    order: (Option<i64>, String),
     group: String,
     kind: String,
     namespaces: Option<Vec<String>>,
@@ -114,19 +115,18 @@ impl Peers {
     /// so one that waits never blocks another.
     pub fn overlapping(&self, claim: &Claim<'_>) -> Option<String> {
         let held = self.held();
-        let mut older: Vec<&Arc<Held>> = held
+        let mine = order(claim.created, claim.key);
+        // Oldest first: the first that meets the claim is the one to name.
+        let h = held
             .iter()
+            .take_while(|h| h.order < mine)
             .filter(|h| h.key != *claim.key)
             .filter(|h| h.group == claim.kind.group && h.kind == claim.kind.kind)
-            .filter(|h| precedes(h, claim))
             .filter(|h| namespaces_meet(h.namespaces.as_deref(), claim.namespaces))
             // Disjoint by labels or by annotations: no parent is both's.
-            .filter(|h| {
+            .find(|h| {
                 !disjoint(h.selector.as_ref(), claim.selector) && !disjoint(h.annotations.as_ref(), claim.annotations)
-            })
-            .collect();
-        older.sort_by_key(|h| order(h.created.as_ref(), &h.key));
-        let h = older.into_iter().next()?;
+            })?;
         let where_ = match &h.namespaces {
             None => "every namespace".to_string(),
             Some(list) => list.join(", "),
@@ -141,7 +141,7 @@ impl Peers {
         ))
     }
 
-    /// The claims of every serving Reconciler: the last ones if no
+    /// The claims of every serving Reconciler, oldest first: the last ones if no
     /// Reconciler changed since, else walked again (each parsed again only
     /// if it changed).
     fn held(&self) -> Arc<Vec<Arc<Held>>> {
@@ -152,7 +152,9 @@ impl Peers {
         {
             return held.clone();
         }
-        let held = Arc::new(self.walk());
+        let mut walked = self.walk();
+        walked.sort_by(|a, b| a.order.cmp(&b.order));
+        let held = Arc::new(walked);
         *snapshot = Some((revisions, held.clone()));
         held
     }
@@ -206,8 +208,8 @@ fn held(object: &Arc<CachedObject>, cluster: bool) -> Option<Held> {
     let (api_version, kind) = status.kind.as_deref()?.split_once(' ')?;
     let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
     ready.then(|| Held {
+        order: order(meta.creation_timestamp.as_ref(), &key.0),
         key: key.0,
-        created: meta.creation_timestamp,
         group: group.to_string(),
         kind: kind.to_string(),
         namespaces: key.1,
@@ -216,13 +218,9 @@ fn held(object: &Arc<CachedObject>, cluster: bool) -> Option<Held> {
     })
 }
 
-/// Whether `h` comes before the claim: created earlier, or at the same
-/// second and first by kind and name (a total order: of two Reconcilers,
-/// exactly one precedes the other).
-fn precedes(h: &Held, claim: &Claim<'_>) -> bool {
-    order(h.created.as_ref(), &h.key) < order(claim.created, claim.key)
-}
-
+/// Where a claim stands among others: created earlier first, then by kind
+/// and name at the same second (a total order: of two Reconcilers, exactly
+/// one precedes the other).
 fn order<'a>(created: Option<&'a Time>, key: &'a PluginKey) -> (Option<i64>, String) {
     // Unknown creation (not written yet) sorts last.
     let at = created.map(|t| t.0.as_second()).or(Some(i64::MAX));
