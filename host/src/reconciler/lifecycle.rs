@@ -89,6 +89,9 @@ struct Plugin {
     /// The selector the running controller was built with (for releasing
     /// parents that leave it).
     selector: Option<crate::pipeline::ParentSelector>,
+    /// When this replica last wrote the status (counters wait for
+    /// `report::COUNTERS_PERIOD` after it).
+    status_written: Option<std::time::Instant>,
 }
 
 /// What one reconcile observed of the Reconciler itself.

@@ -27,7 +27,8 @@ impl Lifecycle {
         let Some(kind) = key.kind() else {
             return; // a module file: its log says it all
         };
-        if !leadership.is_leading() || same(&observed.status, &status) {
+        let written = plugin.lock().unwrap_or_else(|e| e.into_inner()).status_written;
+        if !leadership.is_leading() || !due(&observed.status, &status, written.map(|at| at.elapsed())) {
             return;
         }
         let patch = serde_json::json!({
@@ -53,13 +54,22 @@ impl Lifecycle {
         match result {
             // What this replica decided is in the status now: the status is
             // the record from here on.
-            Ok(()) => plugin.lock().unwrap_or_else(|e| e.into_inner()).local.clear(),
+            Ok(()) => {
+                let mut p = plugin.lock().unwrap_or_else(|e| e.into_inner());
+                p.local.clear();
+                p.status_written = Some(std::time::Instant::now());
+            }
             Err(e) => {
                 tracing::debug!(plugin = %key, error = %crate::client::describe(&e), "could not write the status")
             }
         }
     }
 }
+
+/// How often a status whose only change is its counters (`reconciles`,
+/// `errors`) is written; any other change is written at once. The metrics
+/// (`controller_runtime_reconcile_total`, `…_errors_total`) are live.
+pub(super) const COUNTERS_PERIOD: Duration = Duration::from_secs(30);
 
 /// The status the plan, the controller and the record call for.
 fn compute(
@@ -193,6 +203,20 @@ pub(in crate::reconciler) fn health(
 
 /// Whether writing `new` would change nothing a reader sees (transition
 /// times aside).
+/// Whether `new` is to be written over `current`, the last write of this
+/// replica `since` ago: any change at once, but counters alone
+/// (`reconciles`, `errors`) at most every [`COUNTERS_PERIOD`]. At every
+/// step they doubled the API server's writes of a busy host (a status
+/// write per reconcile at a thousand Reconcilers: `cargo xtask bench fleet
+/// --rings 1000`).
+fn due(current: &ReconcilerStatus, new: &ReconcilerStatus, since: Option<Duration>) -> bool {
+    if same(current, new) {
+        return false;
+    }
+    let counted = ReconcilerStatus { reconciles: new.reconciles, errors: new.errors, ..current.clone() };
+    !same(&counted, new) || since.is_none_or(|s| s >= COUNTERS_PERIOD)
+}
+
 fn same(current: &ReconcilerStatus, new: &ReconcilerStatus) -> bool {
     let strip = |s: &ReconcilerStatus| {
         let mut s = s.clone();
@@ -210,6 +234,19 @@ mod tests {
     use super::*;
     use crate::controller::{Error as ControllerError, StatsSnapshot};
     use crate::pipeline::Error as PipelineError;
+
+    #[test]
+    fn counters_alone_should_be_written_at_most_every_period() {
+        let current = ReconcilerStatus { reconciles: 10, digest: Some("sha256:a".into()), ..Default::default() };
+        let counted = ReconcilerStatus { reconciles: 11, errors: 1, ..current.clone() };
+        let recent = Some(Duration::from_secs(3));
+        assert!(!due(&current, &current, None), "nothing changed");
+        assert!(!due(&current, &counted, recent), "counters alone, written 3 s ago");
+        assert!(due(&current, &counted, Some(COUNTERS_PERIOD)), "counters alone, the period passed");
+        assert!(due(&current, &counted, None), "counters alone, never written by this replica");
+        let swapped = ReconcilerStatus { digest: Some("sha256:b".into()), ..counted };
+        assert!(due(&current, &swapped, recent), "another change goes at once, counters with it");
+    }
 
     pub(super) fn failing(errors: u64, e: PipelineError) -> StatsSnapshot<PipelineError> {
         StatsSnapshot { reconciles: 10, errors, last_error: Some(Arc::new(ControllerError::Reconcile(e))) }
