@@ -9,7 +9,7 @@
 //! Run with `cargo xtask bench manager` (builds the guest and checks the
 //! control plane binaries first), or `cargo bench -p operon --bench manager`.
 //! Options after `--`: `--parents N[,N...]` (default 1000), `--workers N`
-//! (4), `--samples N` (200), `--rounds N` (2), `--contenders
+//! (4), `--samples N` (200), `--rounds N` (3: the ratios compare medians), `--contenders
 //! operon,native,go` (all three), `--out DIR` (`target/bench`: the plot
 //! `manager.svg`, the figures `manager.json` and each process's log). Prints
 //! figures; asserts nothing about time.
@@ -199,7 +199,7 @@ fn parse_args() -> Result<Args> {
         parents: vec![1000],
         workers: 4,
         samples: 200,
-        rounds: 2,
+        rounds: 3,
         contenders: Kind::ALL.to_vec(),
         out: target.join("bench"),
     };
@@ -363,9 +363,20 @@ impl RunResult {
 }
 
 impl SizeResult {
-    fn mean_converged(&self, kind: Kind) -> Option<f64> {
-        let v: Vec<f64> = self.runs.iter().filter(|r| r.kind == kind).map(|r| r.converged).collect();
-        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    /// The convergence times of `kind`'s runs, sorted.
+    fn converged(&self, kind: Kind) -> Vec<f64> {
+        let mut v: Vec<f64> = self.runs.iter().filter(|r| r.kind == kind).map(|r| r.converged).collect();
+        v.sort_by(f64::total_cmp);
+        v
+    }
+
+    /// The median convergence of `kind` (the mean of the middle two for an
+    /// even count): what the ratios compare, so one slow round moves
+    /// nothing.
+    fn median_converged(&self, kind: Kind) -> Option<f64> {
+        let v = self.converged(kind);
+        let n = v.len();
+        (n > 0).then(|| if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
     }
 
     /// The run whose resources are reported: the last of its kind.
@@ -839,12 +850,20 @@ fn report_size(args: &Args, size: &SizeResult) {
     println!(
         "   (CPU seconds over the convergence; other: the rest of the machine, this program included; load: 1-min load average at the end)"
     );
-    let means: Vec<(Kind, f64)> = Kind::ALL.iter().filter_map(|&k| Some((k, size.mean_converged(k)?))).collect();
+    let means: Vec<(Kind, f64)> = Kind::ALL.iter().filter_map(|&k| Some((k, size.median_converged(k)?))).collect();
     println!(
-        "   mean convergence: {}",
-        means.iter().map(|(k, m)| format!("{} {m:.2} s", k.short())).collect::<Vec<_>>().join(", ")
+        "   median convergence [range] over {} round(s): {}",
+        args.rounds,
+        means
+            .iter()
+            .map(|(k, m)| {
+                let v = size.converged(*k);
+                format!("{} {m:.2} s [{:.2}-{:.2}]", k.short(), v[0], v[v.len() - 1])
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     );
-    if let Some(o) = size.mean_converged(Kind::Operon) {
+    if let Some(o) = size.median_converged(Kind::Operon) {
         for (k, m) in means.iter().filter(|(k, _)| *k != Kind::Operon) {
             println!("   operon / {}: {:.2}x", k.short(), o / m);
         }
@@ -958,7 +977,7 @@ fn report_scale(sizes: &[SizeResult]) {
     for kind in Kind::ALL {
         let mut previous: Option<(usize, f64, f64)> = None;
         for s in &done {
-            let (Some(t), Some(r)) = (s.mean_converged(kind), s.resource_run(kind)) else { continue };
+            let (Some(t), Some(r)) = (s.median_converged(kind), s.resource_run(kind)) else { continue };
             let k = s.parents as f64 / 1000.0;
             let rss = mib(r.after.rss);
             let growth = mib(r.after.rss.saturating_sub(r.before.rss)) / k;
@@ -1056,7 +1075,7 @@ fn plot_svg(args: &Args, sizes: &[SizeResult], machine: &str) -> String {
         plot::Panel {
             title: "Convergence time (mean of runs)".into(),
             y_label: "seconds".into(),
-            series: series(&|s, k| s.mean_converged(k)),
+            series: series(&|s, k| s.median_converged(k)),
         },
         plot::Panel {
             title: "RSS of the controller at convergence".into(),
