@@ -50,6 +50,8 @@
 
 #[path = "../tests/common/serve.rs"]
 mod serve;
+#[path = "common/support.rs"]
+mod support;
 
 use futures::StreamExt;
 use k8s_openapi::ByteString;
@@ -68,32 +70,11 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::{arg, flag, guest, kind_crd, ms, quantile, root};
 
 const SHARDS: usize = 100;
 const SHARD: &str = "fleet.operon.dev/shard";
 const HOST_LABEL: &str = "fleet.operon.dev/host";
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn guest(name: &str) -> Vec<u8> {
-    let path = root().join("target/guests").join(format!("{name}.wasm"));
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}; run `cargo xtask guests`", path.display()))
-}
-
-fn argv() -> Vec<String> {
-    std::env::args().collect()
-}
-
-fn flag(name: &str) -> Option<String> {
-    let a = argv();
-    a.iter().position(|x| x == name).and_then(|i| a.get(i + 1)).cloned()
-}
-
-fn arg(name: &str, default: usize) -> usize {
-    flag(name).and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 fn list(name: &str, default: &[usize]) -> Vec<usize> {
     match flag(name) {
@@ -149,40 +130,12 @@ fn mib(b: f64) -> f64 {
     b / (1024.0 * 1024.0)
 }
 
-fn quantile(samples: &[Duration], q: f64) -> Duration {
-    let mut s = samples.to_vec();
-    s.sort();
-    if s.is_empty() {
-        return Duration::ZERO;
-    }
-    s[((s.len() as f64 * q).ceil() as usize).clamp(1, s.len()) - 1]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
 fn ring_crd() -> CustomResourceDefinition {
     kind_crd("bench.operon.dev", "Ring", "rings")
 }
 
 fn thing_crd() -> CustomResourceDefinition {
     kind_crd("example.operon.dev", "Thing", "things")
-}
-
-/// A schemaless namespaced kind with a status subresource.
-fn kind_crd(group: &str, kind: &str, plural: &str) -> CustomResourceDefinition {
-    serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{plural}.{group}")},
-        "spec": {"group": group, "scope": "Namespaced",
-            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
-            "versions": [{"name": "v1alpha1", "served": true, "storage": true, "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}
-    }))
-    .unwrap()
 }
 
 fn webapp_crd() -> CustomResourceDefinition {
@@ -810,7 +763,12 @@ async fn main() {
     let client = plane.client().await;
     let command = format!(
         "cargo xtask bench fleet {}",
-        argv()[1..].iter().filter(|a| *a != "--bench").cloned().collect::<Vec<_>>().join(" ")
+        std::env::args().collect::<Vec<_>>()[1..]
+            .iter()
+            .filter(|a| *a != "--bench")
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     let mut report = json!({"command": command.trim()});
 

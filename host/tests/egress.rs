@@ -412,19 +412,12 @@ async fn a_slow_endpoint_should_time_out_within_the_deadline_and_leave_a_neighbo
     )
     .await;
     probe(&host, "quick", json!({"grants": grant, "selector": {"matchLabels": {"who": "quick"}}})).await;
-    let labelled = |name: &str, who: &str, spec: Value| {
-        serde_json::from_value::<kube::api::DynamicObject>(json!({
-            "apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
-            "metadata": {"name": name, "labels": {"who": who}}, "spec": spec
-        }))
-        .unwrap()
-    };
-    let slow = labelled("s1", "slow", json!({"calls": [{"url": echo.url("/slow")}, {"url": echo.url("/echo")}]}));
+    let slow = labelled_thing("s1", "slow", json!({"calls": [{"url": echo.url("/slow")}, {"url": echo.url("/echo")}]}));
     host.things().patch("s1", &PatchParams::apply("test").force(), &Patch::Apply(&slow)).await.unwrap();
     let started = std::time::Instant::now();
     // The neighbour: ten Things, each reconciled once, while s1 waits.
     for i in 0..10 {
-        let quick = labelled(&format!("q{i}"), "quick", json!({"calls": [{"url": echo.url("/echo")}]}));
+        let quick = labelled_thing(&format!("q{i}"), "quick", json!({"calls": [{"url": echo.url("/echo")}]}));
         host.things()
             .patch(&format!("q{i}"), &PatchParams::apply("test").force(), &Patch::Apply(&quick))
             .await
@@ -453,7 +446,7 @@ async fn a_slow_endpoint_should_time_out_within_the_deadline_and_leave_a_neighbo
 #[tokio::test]
 async fn calls_waiting_on_egress_should_not_hold_the_hosts_gate_against_a_neighbour() {
     let echo = Echo::start().await;
-    let gate = operon::runtime::GateLimits { memory: 4 * 64 << 20, calls: 4 };
+    let gate = operon::runtime::GateLimits { memory: (4 * 64) << 20, calls: 4 };
     // No CPU budget in the way (it would let the slow calls in one by one:
     // until a call returned, each is charged its whole deadline).
     let pipeline = operon::pipeline::Config {
@@ -467,24 +460,20 @@ async fn calls_waiting_on_egress_should_not_hold_the_hosts_gate_against_a_neighb
     let slow = json!({"grants": grant, "limits": {"timeout": "20s"}, "selector": {"matchLabels": {"who": "slow"}}});
     probe(&host, "slow", slow).await;
     probe(&host, "quick", json!({"grants": grant, "selector": {"matchLabels": {"who": "quick"}}})).await;
-    let labelled = |name: &str, who: &str, spec: Value| {
-        serde_json::from_value::<kube::api::DynamicObject>(json!({
-            "apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
-            "metadata": {"name": name, "labels": {"who": who}}, "spec": spec
-        }))
-        .unwrap()
-    };
     let pp = PatchParams::apply("test").force();
     for i in 0..12 {
-        let slow =
-            labelled(&format!("s{i}"), "slow", json!({"calls": [{"url": echo.url("/slow"), "timeoutMs": 15000}]}));
+        let slow = labelled_thing(
+            &format!("s{i}"),
+            "slow",
+            json!({"calls": [{"url": echo.url("/slow"), "timeoutMs": 15000}]}),
+        );
         host.things().patch(&format!("s{i}"), &pp, &Patch::Apply(&slow)).await.unwrap();
     }
     // Give the slow calls time to be admitted and start waiting.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let started = std::time::Instant::now();
     for i in 0..5 {
-        let quick = labelled(&format!("q{i}"), "quick", json!({"calls": [{"url": echo.url("/echo")}]}));
+        let quick = labelled_thing(&format!("q{i}"), "quick", json!({"calls": [{"url": echo.url("/echo")}]}));
         host.things().patch(&format!("q{i}"), &pp, &Patch::Apply(&quick)).await.unwrap();
     }
     for i in 0..5 {
@@ -780,4 +769,14 @@ async fn dnsrecord_lifecycle(module: &str) {
         let shown = String::from_utf8_lossy(&out).into_owned();
         assert!(report.failed.is_empty() && report.passed >= 5, "{module}'s recording through {language}:\n{shown}");
     }
+}
+
+/// A Thing named `name` with the label `who` (which probe Reconciler
+/// reconciles it) and `spec`.
+fn labelled_thing(name: &str, who: &str, spec: Value) -> kube::api::DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
+        "metadata": {"name": name, "labels": {"who": who}}, "spec": spec
+    }))
+    .unwrap()
 }

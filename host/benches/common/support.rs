@@ -1,7 +1,7 @@
 //! What a benchmark program needs besides its measurement: where the built
 //! guests are, its flags, quantiles, a schemaless test kind, the machine's
-//! load. Included with `#[path]` by `egress.rs` (the older programs keep
-//! their own copies of these few lines).
+//! load. Included with `#[path]` by `egress.rs` and `fleet.rs` (the older
+//! programs keep their own copies of these few lines).
 
 #![allow(dead_code, reason = "each benchmark uses a subset")]
 
