@@ -195,6 +195,113 @@ fn main() {
     );
     println!();
     contract_02(&host_request, median_dur(pooled_v.p50s.iter().copied()));
+    async_calls(&pooled, &host_request, &reader, median_dur(pooled_v.p50s.iter().copied()));
+}
+
+/// What issue 21's item 5 (guest calls on the async workers, wasmtime's
+/// async support with epoch yields, instead of tokio's blocking pool) would
+/// take away from a call and what it would add, measured apart:
+///
+/// - **hand-off**: the pooled call as the host makes it today, from a task
+///   through `spawn_blocking` to a blocking thread and back, against the
+///   same call made on the calling thread;
+/// - **fiber**: a guest function that does nothing, called synchronously
+///   and with `call_async` (a fiber from the pooling allocator's stacks,
+///   entered and left once per call) on engines configured alike.
+fn async_calls(pooled: &Module, request: &Request, reader: &Arc<dyn runtime::ObjectReader>, pooled_p50: Duration) {
+    const N: usize = 2000;
+    let tokio = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let mut inline = Vec::new();
+    let mut handed = Vec::new();
+    for round in 0..=9 {
+        let mut a = Vec::with_capacity(N);
+        let mut b = Vec::with_capacity(N);
+        for _ in 0..N {
+            a.push(wasm_timed(pooled, request, reader));
+            let (module, request, reader) = (pooled.clone(), request.clone(), reader.clone());
+            b.push(tokio.block_on(async move {
+                let started = Instant::now();
+                tokio::task::spawn_blocking(move || {
+                    black_box(module.reconcile(&request, reader).unwrap().unwrap());
+                })
+                .await
+                .unwrap();
+                started.elapsed()
+            }));
+        }
+        if round > 0 {
+            a.sort();
+            b.sort();
+            inline.push(percentile(&a, 0.5));
+            handed.push(percentile(&b, 0.5));
+        }
+    }
+    let handoff = median_dur(handed.iter().zip(&inline).map(|(h, i)| h.saturating_sub(*i)));
+
+    // An engine configured as the host's (pooling allocator, epoch
+    // interruption; async calls need no setting of their own in this
+    // wasmtime), around an empty guest function: one store called
+    // synchronously, one with `call_async`.
+    let mut cfg = wasmtime::Config::new();
+    cfg.epoch_interruption(true)
+        .allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(wasmtime::PoolingAllocationConfig::new()));
+    let engine = wasmtime::Engine::new(&cfg).unwrap();
+    let wat = r#"(module (func (export "f") (param i32) (result i32) local.get 0))"#;
+    let module = wasmtime::Module::new(&engine, wat).unwrap();
+    let mut store = wasmtime::Store::new(&engine, ());
+    store.set_epoch_deadline(u64::MAX / 2);
+    let instance = wasmtime::Instance::new(&mut store, &module, &[]).unwrap();
+    let f = instance.get_typed_func::<i32, i32>(&mut store, "f").unwrap();
+    let mut async_store = wasmtime::Store::new(&engine, ());
+    async_store.epoch_deadline_async_yield_and_update(1 << 20);
+    let (async_f, mut async_store) = tokio.block_on(async move {
+        let instance = wasmtime::Instance::new_async(&mut async_store, &module, &[]).await.unwrap();
+        (instance.get_typed_func::<i32, i32>(&mut async_store, "f").unwrap(), async_store)
+    });
+    let mut sync_p50 = Vec::new();
+    let mut async_p50 = Vec::new();
+    for round in 0..=9 {
+        let mut a = Vec::with_capacity(N);
+        for i in 0..N {
+            let started = Instant::now();
+            black_box(f.call(&mut store, i as i32).unwrap());
+            a.push(started.elapsed());
+        }
+        let b: Vec<Duration> = tokio.block_on(async {
+            let mut b = Vec::with_capacity(N);
+            for i in 0..N {
+                let started = Instant::now();
+                black_box(async_f.call_async(&mut async_store, i as i32).await.unwrap());
+                b.push(started.elapsed());
+            }
+            b
+        });
+        if round > 0 {
+            a.sort();
+            let mut b = b;
+            b.sort();
+            sync_p50.push(percentile(&a, 0.5));
+            async_p50.push(percentile(&b, 0.5));
+        }
+    }
+    let fiber = median_dur(async_p50.iter().zip(&sync_p50).map(|(a, s)| a.saturating_sub(*s)));
+    let share = |d: Duration| 100.0 * d.as_secs_f64() / pooled_p50.as_secs_f64();
+    println!("guest calls off the blocking pool (issue 21 item 5), p50, median of 9 rounds x {N}:");
+    println!(
+        "  pooled call, inline {:>10}; through spawn_blocking {:>10}: hand-off {:>8} ({:.1} % of the call)",
+        us(median_dur(inline.into_iter())),
+        us(median_dur(handed.into_iter())),
+        us(handoff),
+        share(handoff)
+    );
+    println!(
+        "  empty guest function, sync {:>10}; call_async {:>10}: fiber {:>8} ({:.1} % of a pooled call)",
+        us(median_dur(sync_p50.into_iter())),
+        us(median_dur(async_p50.into_iter())),
+        us(fiber),
+        share(fiber)
+    );
+    println!();
 }
 
 /// What contract 0.2's request costs the host over 0.1's for the same

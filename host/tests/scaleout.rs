@@ -7,6 +7,9 @@
 //! The in-process test beside it proves the fence per Reconciler: a replica
 //! whose Lease of one Reconciler is taken stops writing for that one and
 //! keeps writing for the others.
+//!
+//! And a replica that cannot serve a Reconciler (it cannot get the module)
+//! hands its Lease to one that can.
 
 mod common;
 
@@ -40,7 +43,7 @@ struct Replica {
 }
 
 impl Replica {
-    fn start(lease_ns: &str, label: &str, artifacts: &std::path::Path) -> Replica {
+    fn start(lease_ns: &str, label: &str, artifacts: &std::path::Path, extra: &[&str]) -> Replica {
         let port = free_port();
         let log =
             std::fs::File::create(std::env::temp_dir().join(format!("operon-scaleout-{label}-{port}.log"))).unwrap();
@@ -52,6 +55,7 @@ impl Replica {
             .args(["--reconciler-selector", &format!("operon.dev/test={label}")])
             .args(["--metrics-bind-address", &format!("127.0.0.1:{port}"), "--metrics-secure=false"])
             .args(["--health-probe-bind-address", "0"])
+            .args(extra)
             .env("KUBECONFIG", plane().kubeconfig_path())
             .env("XDG_CACHE_HOME", artifacts)
             .env("RUST_LOG", "info")
@@ -136,7 +140,7 @@ async fn three_replicas_share_thirty_reconcilers_and_take_over_a_killed_ones() {
         namespaces.push(ns);
     }
     let artifacts = tempfile::tempdir().unwrap();
-    let mut replicas: Vec<Replica> = (0..3).map(|_| Replica::start(&lease_ns, &label, artifacts.path())).collect();
+    let mut replicas: Vec<Replica> = (0..3).map(|_| Replica::start(&lease_ns, &label, artifacts.path(), &[])).collect();
 
     // Every Reconciler led by exactly one replica (a Lease has one holder),
     // all three replicas leading some, and every Thing reconciled.
@@ -191,6 +195,61 @@ async fn three_replicas_share_thirty_reconcilers_and_take_over_a_killed_ones() {
             }
         }
         Some(())
+    })
+    .await;
+}
+
+/// A replica that cannot get a Reconciler's module (here: a `path` source,
+/// refused by a replica started without `--allow-module-paths`) reports it
+/// while it is alone, and hands the Reconciler's Lease to a replica that can
+/// serve it once one is live. Without the hand-over the first replica would
+/// hold the Lease for ever and nobody would reconcile.
+#[tokio::test]
+async fn a_replica_that_cannot_get_the_module_hands_the_reconciler_to_one_that_can() {
+    let client = plane().client().await;
+    let lease_ns = operon_envtest::create_namespace(&client, "handover").await.unwrap();
+    let label = lease_ns.clone();
+    let ns = operon_envtest::create_namespace(&client, "handover-work").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("stamp.wasm");
+    std::fs::write(&file, guest("stamp-v1")).unwrap();
+    let r: reconciler::crd::Reconciler = serde_json::from_value(json!({
+        "apiVersion": "operon.dev/v1alpha1", "kind": "Reconciler",
+        "metadata": {"name": "stamp", "labels": {"operon.dev/test": label}},
+        "spec": {"module": {"path": file.to_str().unwrap()}, "grants": {
+            "for": [{"group": "example.operon.dev", "kind": "Thing"}], "owns": [{"group": "", "kind": "ConfigMap"}]}}
+    }))
+    .unwrap();
+    let reconcilers = Api::<reconciler::crd::Reconciler>::namespaced(client.clone(), &ns);
+    reconcilers.create(&PostParams::default(), &r).await.unwrap();
+    let t: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
+        "metadata": {"name": "t"}, "spec": {"value": 1}}))
+    .unwrap();
+    things(&client, &ns).create(&PostParams::default(), &t).await.unwrap();
+    let artifacts = tempfile::tempdir().unwrap();
+
+    // Alone, the replica that cannot serve still leads, and says why.
+    let _refusing = Replica::start(&lease_ns, &label, artifacts.path(), &[]);
+    let first = eventually("the refusing replica leads and reports", Duration::from_secs(60), || async {
+        let r = reconcilers.get("stamp").await.ok()?;
+        let ready = r.status?.conditions.into_iter().find(|c| c.type_ == "Ready")?;
+        let holder = holders(&client, &lease_ns).await.into_values().next()?;
+        (ready.status == "False" && ready.message.contains("--allow-module-paths")).then_some(holder)
+    })
+    .await;
+
+    // A replica that can serve it joins: the Reconciler moves to it.
+    let _serving = Replica::start(&lease_ns, &label, artifacts.path(), &["--allow-module-paths"]);
+    eventually("the Thing reconciled by the replica that can serve", Duration::from_secs(90), || async {
+        stamped_value(&client, &ns).await.filter(|v| *v == json!(1))
+    })
+    .await;
+    let now = holders(&client, &lease_ns).await;
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_ne!(now.values().next(), Some(&first), "the Lease moved");
+    eventually("Ready", Duration::from_secs(30), || async {
+        let r = reconcilers.get("stamp").await.ok()?;
+        r.status?.conditions.into_iter().find(|c| c.type_ == "Ready" && c.status == "True").map(|_| ())
     })
     .await;
 }

@@ -54,11 +54,31 @@ pub(super) struct Elector<L> {
     pub(super) held: Option<Lease>,
     /// Whether taking a free or expired Lease is allowed now.
     pub(super) gate: Option<std::sync::Arc<Shards>>,
+    /// Whether this replica can do the unit's work (`None`: always). One
+    /// that cannot leaves the Lease to one that can (see [`Elector::lead`]).
+    pub(super) able: Option<watch::Receiver<bool>>,
+    /// Since when no Lease exists, as we saw it (for the deferral of a
+    /// replica that cannot serve).
+    pub(super) absent_since: Option<Instant>,
+    /// Consecutive hand-overs for want of ability: each holds twice as
+    /// long before the next, so replicas that all cannot serve pass the
+    /// Lease around ever more slowly.
+    pub(super) yields: u32,
 }
+
+/// The annotation a replica that cannot serve a unit leaves on the Lease it
+/// hands over, valued with its identity: the others take that Lease whatever
+/// their share (it is work nobody else is doing).
+pub const YIELDED_ANNOTATION: &str = "operon.dev/yielded-by";
+
+/// Most consecutive doublings of the hold of a replica that cannot serve.
+const MAX_YIELD_DOUBLINGS: u32 = 4;
 
 /// How [`Elector::lead`] ended.
 pub(super) enum Ended {
     SteppedDown,
+    /// This replica cannot serve the unit and another replica is live.
+    Yielded,
     Shutdown,
 }
 
@@ -73,7 +93,34 @@ pub(super) enum Outcome {
 
 impl<L: Leases> Elector<L> {
     pub(super) fn new(leases: L, config: Config) -> Self {
-        Self { leases, config, leading: watch::Sender::new(false), observed: None, held: None, gate: None }
+        Self {
+            leases,
+            config,
+            leading: watch::Sender::new(false),
+            observed: None,
+            held: None,
+            gate: None,
+            able: None,
+            absent_since: None,
+            yields: 0,
+        }
+    }
+
+    /// Whether this replica can do the unit's work now.
+    fn can_serve(&self) -> bool {
+        self.able.as_ref().is_none_or(|a| *a.borrow())
+    }
+
+    /// Whether another replica may be live to take a Lease we hand over
+    /// (unknown without a gate: assumed).
+    fn others_live(&self) -> bool {
+        self.gate.as_ref().is_none_or(|g| g.replicas() > 1)
+    }
+
+    /// How long a replica that cannot serve holds the Lease before it hands
+    /// it over: a lease duration, doubled by each consecutive hand-over.
+    fn hold_while_unable(&self) -> Duration {
+        self.config.lease_duration * 2u32.pow(self.yields.min(MAX_YIELD_DOUBLINGS))
     }
 
     pub(super) async fn run(mut self, shutdown: impl Future<Output = ()>) {
@@ -84,7 +131,7 @@ impl<L: Leases> Elector<L> {
             let Some(renewed_at) = self.stand_by(shutdown.as_mut()).await else {
                 // A leader that stepped down may still hold the Lease on the
                 // server; the release only succeeds if so.
-                self.release().await;
+                self.release(false).await;
                 return;
             };
             self.leading.send_replace(true);
@@ -94,10 +141,18 @@ impl<L: Leases> Elector<L> {
             if let Some(g) = &self.gate {
                 g.released();
             }
-            if let Ended::Shutdown = ended {
-                info!(%lease, "shutting down; no longer leading");
-                self.release().await;
-                return;
+            match ended {
+                Ended::Shutdown => {
+                    info!(%lease, "shutting down; no longer leading");
+                    self.release(false).await;
+                    return;
+                }
+                Ended::Yielded => {
+                    info!(%lease, "this replica cannot serve it; handing the lease to one that can");
+                    self.yields = self.yields.saturating_add(1);
+                    self.release(true).await;
+                }
+                Ended::SteppedDown => {}
             }
         }
     }
@@ -142,7 +197,20 @@ impl<L: Leases> Elector<L> {
         mut shutdown: Pin<&mut F>,
     ) -> Ended {
         let lease = self.config.lease();
+        let mut unable_since: Option<Instant> = None;
         loop {
+            // Unable to serve for a hold, with another replica live: hand
+            // over (nobody else able, the Lease comes back after a deferral;
+            // see `try_acquire_or_renew`).
+            if self.can_serve() {
+                unable_since = None;
+                self.yields = 0;
+            } else {
+                let since = *unable_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= self.hold_while_unable() && self.others_live() {
+                    return Ended::Yielded;
+                }
+            }
             let deadline = renewed_at + self.config.renew_deadline;
             let wake = (Instant::now() + self.config.retry_period).min(deadline);
             tokio::select! {
@@ -211,11 +279,38 @@ impl<L: Leases> Elector<L> {
         if let Action::Wait { holder, .. } = action {
             return Ok(Outcome::Following { holder: Some(holder) });
         }
+        let held_by_other =
+            self.observed.as_ref().is_some_and(|o| o.spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty()));
+        // A replica that cannot serve takes a free or expired Lease only once
+        // it has stayed so for another lease duration: long enough for any
+        // replica that can serve (retrying every retry period) to take it
+        // first. Then it takes it, so that someone reports the unit's state.
+        if !self.can_serve() {
+            let free_since = match &self.observed {
+                None => *self.absent_since.get_or_insert(now),
+                Some(o) if held_by_other => o.at + self.config.lease_duration,
+                Some(o) => o.at,
+            };
+            if now.saturating_duration_since(free_since) < self.config.lease_duration {
+                debug!(lease = %self.config.lease(), "free, but this replica cannot serve it; leaving it to one that can");
+                return Ok(Outcome::Following { holder: None });
+            }
+        }
+        if current.is_some() {
+            self.absent_since = None;
+        }
         // The share applies to free Leases (new, or released on a clean
         // shutdown); one whose holder stopped renewing is taken at once, so
-        // a crashed replica's work moves within a lease duration.
-        let expired =
-            self.observed.as_ref().is_some_and(|o| o.spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty()));
+        // a crashed replica's work moves within a lease duration, and so is
+        // one handed over by a replica that cannot serve it.
+        let yielded = current.as_ref().is_some_and(|l| {
+            l.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(YIELDED_ANNOTATION))
+                .is_some_and(|by| *by != self.config.identity)
+        });
+        let expired = held_by_other || yielded;
         // A slot of the share is taken before the write (and given back if
         // it fails), so electors of one replica racing for free Leases never
         // take more than the share between them.
@@ -254,7 +349,10 @@ impl<L: Leases> Elector<L> {
             }
             // Keeps the metadata we read, resourceVersion included: that is
             // what makes the take-over conditional.
-            Some(lease) => {
+            Some(mut lease) => {
+                if let Some(a) = lease.metadata.annotations.as_mut() {
+                    a.remove(YIELDED_ANNOTATION);
+                }
                 let lease = Lease { spec: Some(spec), ..lease };
                 ("update", self.leases.update(&self.config.name, &lease).await)
             }
@@ -285,12 +383,19 @@ impl<L: Leases> Elector<L> {
     }
 
     /// Hands the Lease over, if our last write still stands, so a standby
-    /// need not wait for it to expire.
-    pub(super) async fn release(&mut self) {
-        let Some(held) = self.held.take() else {
+    /// need not wait for it to expire; `yielded` marks it as handed over by
+    /// a replica that cannot serve it ([`YIELDED_ANNOTATION`]).
+    pub(super) async fn release(&mut self, yielded: bool) {
+        let Some(mut held) = self.held.take() else {
             return;
         };
         let lease_name = self.config.lease();
+        if yielded {
+            held.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(YIELDED_ANNOTATION.to_string(), self.config.identity.clone());
+        }
         let lease = Lease { spec: Some(released_spec(held.spec.as_ref(), Timestamp::now())), ..held };
         let after = self.config.renew_deadline;
         match tokio::time::timeout(after, self.leases.update(&self.config.name, &lease)).await {

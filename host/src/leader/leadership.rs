@@ -40,6 +40,10 @@ struct Unit {
     lease: String,
     leading: watch::Receiver<bool>,
     election: Mutex<Option<Election>>,
+    /// Whether this replica can do the unit's work (its module fetched and
+    /// loaded here): one that cannot leaves a Lease of its own to one that
+    /// can ([`LeaderElector::with_ability`]).
+    able: watch::Sender<bool>,
     mode: Mode,
 }
 
@@ -84,6 +88,7 @@ impl Leadership {
                 lease,
                 leading,
                 election: Mutex::new(election),
+                able: watch::Sender::new(true),
                 mode: mode.clone(),
             }),
         }
@@ -100,7 +105,7 @@ impl Leadership {
         }
         let config = leader::Config { name: leader::lease_name(&config.name, &self.unit.name), ..config.clone() };
         let elector = match LeaderElector::new(client.clone(), config.clone()) {
-            Ok(e) => e.with_gate(shards.clone()),
+            Ok(e) => e.with_gate(shards.clone()).with_ability(self.unit.able.subscribe()),
             Err(e) => {
                 tracing::error!(unit = %self.unit.name, error = %e, "cannot elect a leader for this unit");
                 return;
@@ -167,6 +172,14 @@ impl Leadership {
         if let Some(election) = self.unit.election.lock().unwrap_or_else(|p| p.into_inner()).take() {
             election.stop.send_replace(Some(true));
         }
+    }
+
+    /// Say whether this replica can do the unit's work now. With a Lease of
+    /// its own, a replica that cannot (its module source unreachable from
+    /// here, say) hands the Lease to one that can, and takes a free one only
+    /// when nobody able did; without, nothing changes.
+    pub fn set_able(&self, able: bool) {
+        self.unit.able.send_if_modified(|now| std::mem::replace(now, able) != able);
     }
 
     /// The unit's name.

@@ -30,6 +30,7 @@ mod fence;
 mod leadership;
 mod shards;
 
+pub use elector::YIELDED_ANNOTATION;
 use elector::*;
 pub use fence::{Fence, NotLeading};
 pub use leadership::Leadership;
@@ -297,6 +298,18 @@ impl LeaderElector {
     /// over replicas ([`Shards`]).
     pub fn with_gate(mut self, gate: std::sync::Arc<Shards>) -> Self {
         self.elector.gate = Some(gate);
+        self
+    }
+
+    /// Whether this replica can do the Lease's work, as it changes. While
+    /// it cannot, it takes a free or expired Lease only after the others
+    /// had a lease duration to take it, and hands a Lease it holds over
+    /// (marked [`YIELDED_ANNOTATION`], so the others take it whatever their
+    /// share) after a lease duration, doubled at each consecutive hand-over
+    /// — unless no other replica is live. Someone always leads, so someone
+    /// reports the unit's state; one that can serve leads when there is one.
+    pub fn with_ability(mut self, able: watch::Receiver<bool>) -> Self {
+        self.elector.able = Some(able);
         self
     }
 

@@ -36,6 +36,8 @@ pub struct Shards {
     /// Leases held, and free ones being taken right now.
     held: AtomicUsize,
     cap: AtomicUsize,
+    /// Live replicas at the last count, this one included.
+    replicas: AtomicUsize,
     /// Whether the live replicas were counted once: no Lease is taken
     /// before (a replica starting beside others must not take them all).
     counted: tokio::sync::watch::Sender<bool>,
@@ -46,6 +48,7 @@ impl Default for Shards {
         Shards {
             held: AtomicUsize::new(0),
             cap: AtomicUsize::new(usize::MAX),
+            replicas: AtomicUsize::new(0),
             counted: tokio::sync::watch::Sender::new(false),
         }
     }
@@ -92,10 +95,17 @@ impl Shards {
         self.cap.load(Ordering::SeqCst)
     }
 
+    /// Live replicas at the last count, this one included (0 before the
+    /// first).
+    pub fn replicas(&self) -> usize {
+        self.replicas.load(Ordering::SeqCst)
+    }
+
     /// Set the cap from the number of controllers and live replicas.
     pub fn set_share(&self, controllers: usize, replicas: usize) {
         let cap = controllers.div_ceil(replicas.max(1)).max(1);
         self.cap.store(cap, Ordering::SeqCst);
+        self.replicas.store(replicas, Ordering::SeqCst);
         self.counted.send_replace(true);
     }
 }

@@ -399,3 +399,115 @@ async fn a_shutdown_while_standing_by_should_leave_the_lease_alone() {
     assert!(a.leads());
     assert_eq!(fake.lease().spec.unwrap().holder_identity, before.spec.unwrap().holder_identity);
 }
+
+// --- A replica that cannot serve the unit ---
+
+/// An elector told whether it can serve through `able`, sharing out
+/// Leases with `gate` if given.
+fn start_able(leases: Fake, identity: &str, able: watch::Receiver<bool>, gate: Option<Arc<Shards>>) -> Candidate {
+    let mut elector = Elector::new(leases, config(identity));
+    elector.able = Some(able);
+    elector.gate = gate;
+    let leading = elector.leading.subscribe();
+    let (stop, stopped) = oneshot::channel();
+    let task = tokio::spawn(elector.run(async move {
+        let _ = stopped.await;
+    }));
+    Candidate { leading, task, stop: Some(stop) }
+}
+
+fn yielded_by(lease: &Lease) -> Option<String> {
+    lease.metadata.annotations.as_ref()?.get(YIELDED_ANNOTATION).cloned()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_that_cannot_serve_should_hand_the_lease_to_a_standby_that_can() {
+    let fake = Fake::default();
+    let (able, rx) = watch::channel(true);
+    let mut a = start_able(fake.client(), "a", rx, None);
+    a.until(true).await;
+    let mut b = start(fake.client(), "b");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let unable_at = Instant::now();
+    able.send_replace(false);
+
+    let stepped_down = tokio::time::timeout(LEASE * 4, a.until(false)).await.expect("a handed the lease over");
+    let held = stepped_down - unable_at;
+    assert!(held >= LEASE && held <= LEASE + RETRY, "held {held:?} after it could not serve");
+    let b_leads = b.until(true).await;
+    assert!(b_leads <= stepped_down + RETRY, "b took {:?}", b_leads - stepped_down);
+    assert_eq!(yielded_by(&fake.lease()), None, "the taker clears the mark");
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(b.leads() && !a.leads(), "the one that can serve keeps it");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_free_lease_should_go_to_the_replica_that_can_serve() {
+    let fake = Fake::default();
+    let (_able, rx) = watch::channel(false);
+    let a = start_able(fake.client(), "a", rx, None);
+    // a looks first and leaves it; b creates it at its first look.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut b = start(fake.client(), "b");
+    tokio::time::timeout(RETRY, b.until(true)).await.expect("b creates it at once");
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(b.leads() && !a.leads());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_that_cannot_serve_should_still_lead_when_nobody_can() {
+    let fake = Fake::default();
+    let started = Instant::now();
+    let (_able, rx) = watch::channel(false);
+    let mut a = start_able(fake.client(), "a", rx, None);
+    // Deferred by a lease duration (someone reports the unit's state).
+    let leads = tokio::time::timeout(LEASE * 4, a.until(true)).await.expect("a leads");
+    assert!(leads - started >= LEASE && leads - started <= LEASE + RETRY, "led after {:?}", leads - started);
+    // Handed over (another replica might be live), marked, and taken back
+    // after a deferral; the next hold is twice as long.
+    let first_hand_over = tokio::time::timeout(LEASE * 4, a.until(false)).await.expect("a hands it over");
+    assert_eq!(yielded_by(&fake.lease()).as_deref(), Some("a"));
+    let back = a.until(true).await;
+    assert!(back - first_hand_over >= LEASE && back - first_hand_over <= LEASE + RETRY);
+    let second_hand_over = a.until(false).await;
+    assert!(second_hand_over - back >= 2 * LEASE, "held {:?} the second time", second_hand_over - back);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lone_replica_that_cannot_serve_should_keep_its_lease() {
+    let fake = Fake::default();
+    let shards = Arc::new(Shards::default());
+    shards.set_share(1, 1);
+    let (_able, rx) = watch::channel(false);
+    let mut a = start_able(fake.client(), "a", rx, Some(shards));
+    a.until(true).await;
+    for _ in 0..200 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(a.leads(), "no other replica is live: nobody to hand it to");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lease_handed_over_should_be_taken_whatever_the_share() {
+    let fake = Fake::default();
+    let (able, rx) = watch::channel(true);
+    let mut a = start_able(fake.client(), "a", rx, None);
+    a.until(true).await;
+    // b already holds its share (one Lease of two, two replicas).
+    let shards = Arc::new(Shards::default());
+    shards.set_share(2, 2);
+    shards.acquired();
+    let (_b_able, b_rx) = watch::channel(true);
+    let mut b = start_able(fake.client(), "b", b_rx, Some(shards.clone()));
+    tokio::time::sleep(RETRY * 3).await;
+    assert!(!b.leads(), "a holds it");
+    able.send_replace(false);
+    let stepped_down = tokio::time::timeout(LEASE * 4, a.until(false)).await.expect("a hands it over");
+    let b_leads = tokio::time::timeout(LEASE, b.until(true)).await.expect("b takes it beyond its share");
+    assert!(b_leads <= stepped_down + RETRY);
+    assert_eq!(shards.held(), 2);
+}

@@ -159,6 +159,11 @@ impl Lifecycle {
             live: &live,
         });
         tracing::debug!(plugin = %key, ?plan, "lifecycle plan");
+        // Nothing to serve here because this replica cannot get it (the
+        // source unreachable or refused from here, a rollback version it
+        // lacks): the unit's Lease goes to a replica that can, if any.
+        let stuck_here = matches!(facts.source, Source::Unavailable(_) | Source::Refused(_)) || restore_unavailable;
+        leadership.set_able(plan.serve.is_some() || live.serving.is_some() || !stuck_here);
         let outcome = self
             .execute(key, &name, &plugin, &leadership, &observed, derived.as_ref().ok(), &facts, &plan, durable)
             .await;
