@@ -237,6 +237,31 @@ fn async_calls(pooled: &Module, request: &Request, reader: &Arc<dyn runtime::Obj
         }
     }
     let handoff = median_dur(handed.iter().zip(&inline).map(|(h, i)| h.saturating_sub(*i)));
+    // The same call from a task on a worker, through `block_in_place` (the
+    // worker's other tasks handed to another thread, the call made on this
+    // one).
+    let mut in_place = Vec::new();
+    for round in 0..=9 {
+        let (module, request, reader) = (pooled.clone(), request.clone(), reader.clone());
+        let mut c: Vec<Duration> = tokio
+            .block_on(tokio.spawn(async move {
+                let mut c = Vec::with_capacity(N);
+                for _ in 0..N {
+                    let started = Instant::now();
+                    tokio::task::block_in_place(|| {
+                        black_box(module.reconcile(&request, reader.clone()).unwrap().unwrap())
+                    });
+                    c.push(started.elapsed());
+                }
+                c
+            }))
+            .unwrap();
+        if round > 0 {
+            c.sort();
+            in_place.push(percentile(&c, 0.5));
+        }
+    }
+    let in_place_cost = median_dur(in_place.iter().zip(&inline).map(|(h, i)| h.saturating_sub(*i)));
 
     // An engine configured as the host's (pooling allocator, epoch
     // interruption; async calls need no setting of their own in this
@@ -293,6 +318,12 @@ fn async_calls(pooled: &Module, request: &Request, reader: &Arc<dyn runtime::Obj
         us(median_dur(handed.into_iter())),
         us(handoff),
         share(handoff)
+    );
+    println!(
+        "  pooled call from a worker through block_in_place {:>10}: hand-off {:>8} ({:.1} % of the call)",
+        us(median_dur(in_place.into_iter())),
+        us(in_place_cost),
+        share(in_place_cost)
     );
     println!(
         "  empty guest function, sync {:>10}; call_async {:>10}: fiber {:>8} ({:.1} % of a pooled call)",
