@@ -259,7 +259,11 @@ struct Candidate {
 }
 
 fn start(leases: Fake, identity: &str) -> Candidate {
-    let elector = Elector::new(leases, config(identity));
+    run(Elector::new(leases, config(identity)))
+}
+
+/// Run `elector` until its candidate's `stop` is sent.
+fn run(elector: Elector<Fake>) -> Candidate {
     let leading = elector.leading.subscribe();
     let (stop, stopped) = oneshot::channel();
     let task = tokio::spawn(elector.run(async move {
@@ -408,12 +412,7 @@ fn start_able(leases: Fake, identity: &str, able: watch::Receiver<bool>, gate: O
     let mut elector = Elector::new(leases, config(identity));
     elector.able = Some(able);
     elector.gate = gate;
-    let leading = elector.leading.subscribe();
-    let (stop, stopped) = oneshot::channel();
-    let task = tokio::spawn(elector.run(async move {
-        let _ = stopped.await;
-    }));
-    Candidate { leading, task, stop: Some(stop) }
+    run(elector)
 }
 
 fn yielded_by(lease: &Lease) -> Option<String> {
