@@ -79,6 +79,9 @@ pub(super) enum Ended {
     SteppedDown,
     /// This replica cannot serve the unit and another replica is live.
     Yielded,
+    /// This replica holds more than its share; the Lease was counted as
+    /// released already ([`Shards::try_shed`]).
+    Shed,
     Shutdown,
 }
 
@@ -138,7 +141,7 @@ impl<L: Leases> Elector<L> {
             info!(%lease, identity = %self.config.identity, "became leader");
             let ended = self.lead(renewed_at, shutdown.as_mut()).await;
             self.leading.send_replace(false);
-            if let Some(g) = &self.gate {
+            if let (Some(g), false) = (&self.gate, matches!(ended, Ended::Shed)) {
                 g.released();
             }
             match ended {
@@ -151,6 +154,10 @@ impl<L: Leases> Elector<L> {
                     info!(%lease, "this replica cannot serve it; handing the lease to one that can");
                     self.yields = self.yields.saturating_add(1);
                     self.release(true).await;
+                }
+                Ended::Shed => {
+                    info!(%lease, "this replica holds more than its share of leases; handing this one over");
+                    self.release(false).await;
                 }
                 Ended::SteppedDown => {}
             }
@@ -198,6 +205,7 @@ impl<L: Leases> Elector<L> {
     ) -> Ended {
         let lease = self.config.lease();
         let mut unable_since: Option<Instant> = None;
+        let mut over_share_since: Option<Instant> = None;
         loop {
             // Unable to serve for a hold, with another replica live: hand
             // over (nobody else able, the Lease comes back after a deferral;
@@ -210,6 +218,16 @@ impl<L: Leases> Elector<L> {
                 if since.elapsed() >= self.hold_while_unable() && self.others_live() {
                     return Ended::Yielded;
                 }
+            }
+            // More than this replica's share for a lease duration: give
+            // up the excess (the claims are atomic over its electors).
+            if self.gate.as_ref().is_some_and(|g| g.over_share()) {
+                let since = *over_share_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= self.config.lease_duration && self.gate.as_ref().is_some_and(|g| g.try_shed()) {
+                    return Ended::Shed;
+                }
+            } else {
+                over_share_since = None;
             }
             let deadline = renewed_at + self.config.renew_deadline;
             let wake = (Instant::now() + self.config.retry_period).min(deadline);

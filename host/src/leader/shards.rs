@@ -10,7 +10,12 @@
 //! whose holder stopped renewing is taken regardless, by whichever survivor
 //! tries first, so a crashed replica's controllers move within one lease
 //! duration plus one retry period (and end up split between the survivors
-//! roughly evenly, as their retries interleave).
+//! roughly evenly, as their retries interleave). A replica that holds more
+//! than its share for a lease duration — the share shrank as replicas
+//! joined, or replicas that started together each counted too few — hands
+//! the excess over, and the others take it. (An excess that lasts less, as
+//! when survivors take a crashed replica's expired Leases before its
+//! membership has aged out of the count, is kept.)
 //!
 //! # Caveats
 //! Liveness is judged from `renewTime` against this replica's clock (bounded
@@ -78,6 +83,20 @@ impl Shards {
     /// This replica started leading one more controller.
     pub fn acquired(&self) {
         self.held.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Whether this replica holds more Leases than its share.
+    pub fn over_share(&self) -> bool {
+        self.held.load(Ordering::SeqCst) > self.cap.load(Ordering::SeqCst)
+    }
+
+    /// Claim one held Lease to give up, if this replica holds more than its
+    /// share (the share shrank: replicas joined, or it counted too few at
+    /// its start). Atomic, so the electors of one replica shed only the
+    /// excess between them; the claim counts the Lease as released.
+    pub fn try_shed(&self) -> bool {
+        let cap = self.cap.load(Ordering::SeqCst);
+        self.held.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |h| (h > cap).then(|| h - 1)).is_ok()
     }
 
     /// This replica stopped leading one controller.

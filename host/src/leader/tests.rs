@@ -510,3 +510,49 @@ async fn a_lease_handed_over_should_be_taken_whatever_the_share() {
     assert!(b_leads <= stepped_down + RETRY);
     assert_eq!(shards.held(), 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_over_its_share_should_hand_the_excess_to_one_under_it() {
+    // Two Leases; replica a counted itself alone and took both.
+    let (one, two) = (Fake::default(), Fake::default());
+    let a_shards = Arc::new(Shards::default());
+    a_shards.set_share(2, 1);
+    let (_able, rx) = watch::channel(true);
+    let mut a1 = start_able(one.client(), "a", rx.clone(), Some(a_shards.clone()));
+    let mut a2 = start_able(two.client(), "a", rx.clone(), Some(a_shards.clone()));
+    a1.until(true).await;
+    a2.until(true).await;
+    // b joins; both count two replicas: a share of one each.
+    let b_shards = Arc::new(Shards::default());
+    b_shards.set_share(2, 2);
+    a_shards.set_share(2, 2);
+    let joined = Instant::now();
+    let mut b1 = start_able(one.client(), "b", rx.clone(), Some(b_shards.clone()));
+    let mut b2 = start_able(two.client(), "b", rx.clone(), Some(b_shards.clone()));
+    let handed = tokio::time::timeout(LEASE * 3, async {
+        tokio::select! {
+            at = a1.until(false) => at,
+            at = a2.until(false) => at,
+        }
+    })
+    .await
+    .expect("a hands its excess over");
+    assert!(handed - joined >= LEASE, "kept for a lease duration first: {:?}", handed - joined);
+    tokio::time::timeout(RETRY * 2, async {
+        tokio::select! {
+            _ = b1.until(true) => {},
+            _ = b2.until(true) => {},
+        }
+    })
+    .await
+    .expect("b takes it");
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            (a1.leads() as u8 + a2.leads() as u8, b1.leads() as u8 + b2.leads() as u8),
+            (1, 1),
+            "one each, and it stays so"
+        );
+    }
+    assert_eq!((a_shards.held(), b_shards.held()), (1, 1));
+}
