@@ -303,7 +303,8 @@ impl<L: Leases> Elector<L> {
         // it has stayed so for another lease duration: long enough for any
         // replica that can serve (retrying every retry period) to take it
         // first. Then it takes it, so that someone reports the unit's state.
-        if !self.can_serve() {
+        // Alone, it takes it at once.
+        if !self.can_serve() && self.others_live() {
             let free_since = match &self.observed {
                 None => *self.absent_since.get_or_insert(now),
                 Some(o) if held_by_other => o.at + self.config.lease_duration,
