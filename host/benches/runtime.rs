@@ -204,10 +204,11 @@ fn main() {
 ///
 /// - **hand-off**: the pooled call as the host makes it today, from a task
 ///   through `spawn_blocking` to a blocking thread and back, against the
-///   same call made on the calling thread;
+///   same call made on the calling thread, and from a task through
+///   `block_in_place`;
 /// - **fiber**: a guest function that does nothing, called synchronously
-///   and with `call_async` (a fiber from the pooling allocator's stacks,
-///   entered and left once per call) on engines configured alike.
+///   and with `call_async` (a fiber, entered and left once per call) on one
+///   engine configured as the host's.
 fn async_calls(pooled: &Module, request: &Request, reader: &Arc<dyn runtime::ObjectReader>, pooled_p50: Duration) {
     const N: usize = 2000;
     let tokio = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -230,10 +231,8 @@ fn async_calls(pooled: &Module, request: &Request, reader: &Arc<dyn runtime::Obj
             }));
         }
         if round > 0 {
-            a.sort();
-            b.sort();
-            inline.push(percentile(&a, 0.5));
-            handed.push(percentile(&b, 0.5));
+            inline.push(p50(a));
+            handed.push(p50(b));
         }
     }
     let handoff = median_dur(handed.iter().zip(&inline).map(|(h, i)| h.saturating_sub(*i)));
@@ -243,7 +242,7 @@ fn async_calls(pooled: &Module, request: &Request, reader: &Arc<dyn runtime::Obj
     let mut in_place = Vec::new();
     for round in 0..=9 {
         let (module, request, reader) = (pooled.clone(), request.clone(), reader.clone());
-        let mut c: Vec<Duration> = tokio
+        let c: Vec<Duration> = tokio
             .block_on(tokio.spawn(async move {
                 let mut c = Vec::with_capacity(N);
                 for _ in 0..N {
@@ -257,8 +256,7 @@ fn async_calls(pooled: &Module, request: &Request, reader: &Arc<dyn runtime::Obj
             }))
             .unwrap();
         if round > 0 {
-            c.sort();
-            in_place.push(percentile(&c, 0.5));
+            in_place.push(p50(c));
         }
     }
     let in_place_cost = median_dur(in_place.iter().zip(&inline).map(|(h, i)| h.saturating_sub(*i)));
@@ -302,11 +300,8 @@ fn async_calls(pooled: &Module, request: &Request, reader: &Arc<dyn runtime::Obj
             b
         });
         if round > 0 {
-            a.sort();
-            let mut b = b;
-            b.sort();
-            sync_p50.push(percentile(&a, 0.5));
-            async_p50.push(percentile(&b, 0.5));
+            sync_p50.push(p50(a));
+            async_p50.push(p50(b));
         }
     }
     let fiber = median_dur(async_p50.iter().zip(&sync_p50).map(|(a, s)| a.saturating_sub(*s)));
@@ -382,6 +377,12 @@ fn contract_02(request: &Request, pooled: Duration) {
         us(median_dur(rating.into_iter()))
     );
     println!();
+}
+
+/// The median of one round's timed calls.
+fn p50(mut calls: Vec<Duration>) -> Duration {
+    calls.sort();
+    percentile(&calls, 0.5)
 }
 
 fn verdict(met: bool) -> &'static str {
