@@ -80,7 +80,7 @@ pub fn run(args: &[&str]) -> Result<()> {
     }
     eprintln!("xtask: tests and the operon binary built in {:.1?}", step.elapsed());
 
-    // The language suites, before `cargo test` (about 25 s together, mostly
+    // The language suites, before `cargo test` (13 s together on 2 cores, mostly
     // one thread): installs touch the examples' directories, which the guest
     // tests build too, and none of them shares the CPU with the
     // timing-sensitive suites.
