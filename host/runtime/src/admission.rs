@@ -77,10 +77,9 @@ impl Admitted {
         let inner = &self.module.inner;
         let loaded = self.module.loaded()?;
         let scope = CallScope::new(reader, Some(inner.manifest.clone()));
-        let answer = loaded
-            .worlds
-            .validate(&inner.calls, &mut self.pass, scope, deadline, review)
-            .ok_or_else(no_admission)??;
+        let call =
+            loaded.worlds.validate(&inner.calls, &mut self.pass, scope, deadline, review).ok_or_else(no_admission)?;
+        let answer = super::call::block_on(call)?;
         let max = inner.calls.limits.max_output;
         match answer {
             Ok(warnings) => {
@@ -108,8 +107,9 @@ impl Admitted {
         let inner = &self.module.inner;
         let loaded = self.module.loaded()?;
         let scope = CallScope::new(reader, Some(inner.manifest.clone()));
-        let answer =
-            loaded.worlds.mutate(&inner.calls, &mut self.pass, scope, deadline, review).ok_or_else(no_admission)??;
+        let call =
+            loaded.worlds.mutate(&inner.calls, &mut self.pass, scope, deadline, review).ok_or_else(no_admission)?;
+        let answer = super::call::block_on(call)?;
         let max = inner.calls.limits.max_output;
         match answer {
             Ok(None) => Ok(Ok(None)),

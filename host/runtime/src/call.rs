@@ -3,8 +3,16 @@
 //! one, or a fresh one from the pre-linked template) → arm the deadline →
 //! call → flush its output → record its memory → classify what went wrong
 //! → give a clean instance back, keeping the reservation of the memory it
-//! holds. `reconcile`, `manifest`, `validate` and `mutate` all go through
-//! [`Slot::call`], so every call is bounded the same way.
+//! holds. `reconcile`, `manifest`, `validate`, `mutate` and `convert` all go
+//! through [`Slot::begin`] and [`Slot::finish`], so every call is bounded the
+//! same way.
+//!
+//! Calls are async (wasmtime's fibers): a guest runs on the task that
+//! awaits it and yields to the executor at every epoch tick, so a long
+//! guest holds a worker for one tick at a time, and a guest waiting on the
+//! host (an outbound HTTP call) holds no thread at all. The deadline is
+//! checked at each tick: past it, the guest traps as it did when calls were
+//! blocking. Callers without an executor use [`block_on`].
 
 use super::error::CallError;
 use super::gate::{Gate, Pass};
@@ -12,10 +20,11 @@ use super::guest::{CallScope, State};
 use super::limits::{InstancePolicy, Limits};
 use super::pool::Pool;
 use super::stdio::GuestLog;
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
-use wasmtime::Store;
+use std::time::{Duration, Instant};
+use wasmtime::{Store, UpdateDeadline};
 
 /// The bindings of one world of the contract (the reconciler world, or the
 /// one with admission), instantiable from its pre-linked template.
@@ -23,7 +32,7 @@ pub(crate) trait World: Sized + Send + 'static {
     /// The pre-linked template.
     type Pre: Send + Sync;
     /// A new instance in `store`.
-    fn instantiate(pre: &Self::Pre, store: &mut Store<State>) -> wasmtime::Result<Self>;
+    fn instantiate(pre: &Self::Pre, store: &mut Store<State>) -> impl Future<Output = wasmtime::Result<Self>> + Send;
 }
 
 /// An instance ready for calls, with the store that owns it.
@@ -32,10 +41,24 @@ pub(crate) struct Instance<W> {
     bindings: W,
 }
 
+/// A call under way ([`Slot::begin`]): its instance, armed with the
+/// call's deadline, holding the call's pass. Dropped unfinished (the call
+/// cancelled), the instance and the pass go with it.
+pub(crate) struct Running<W> {
+    instance: Instance<W>,
+    limits: Limits,
+}
+
+impl<W> Running<W> {
+    /// The bindings to call, and their store.
+    pub fn parts(&mut self) -> (&W, &mut Store<State>) {
+        (&self.instance.bindings, &mut self.instance.store)
+    }
+}
+
 /// What every call of one module shares.
 pub(crate) struct Calls {
     pub engine: wasmtime::Engine,
-    pub epoch_tick: Duration,
     pub limits: Limits,
     pub uses_wasi: bool,
     /// Where the guests' WASI stdout and stderr go (rate-limited).
@@ -65,30 +88,29 @@ impl<W: World> Slot<W> {
         Slot { pre, pool }
     }
 
-    /// Call `f` on an instance, with `scope` as what the guest may read,
+    /// Begin a call: an instance with `scope` as what the guest may read,
     /// under the module's limits and at most `deadline` (`None`: the
     /// module's timeout), admitted by `pass` (at least the module's memory
-    /// limit reserved).
-    ///
-    /// Blocks the calling thread for at most the deadline.
+    /// limit reserved), which rides with the instance until
+    /// [`Slot::finish`].
     ///
     /// # Errors
-    /// [`CallError`] when the instance cannot be created, or the guest
-    /// traps, runs out of time or memory.
-    pub fn call<R>(
+    /// [`CallError`] when the instance cannot be created (its start
+    /// functions trap or run out of time or memory).
+    pub async fn begin(
         &self,
         calls: &Calls,
         pass: &mut Pass,
         scope: Option<CallScope>,
         deadline: Option<Duration>,
-        f: impl FnOnce(&W, &mut Store<State>) -> wasmtime::Result<R>,
-    ) -> Result<R, CallError> {
+    ) -> Result<Running<W>, CallError> {
         let limits = match deadline {
             Some(d) if d < calls.limits.timeout => Limits { timeout: d, ..calls.limits.clone() },
             _ => calls.limits.clone(),
         };
+        let ends = Instant::now() + limits.timeout;
         let scope = scope.map(|mut s| {
-            s.deadline = Some(std::time::Instant::now() + limits.timeout);
+            s.deadline = Some(ends);
             s
         });
         let mut instance = match self.pool.as_ref().and_then(Pool::take) {
@@ -96,14 +118,30 @@ impl<W: World> Slot<W> {
                 i.store.data_mut().scope = scope;
                 i
             }
-            None => self.instantiate(calls, scope, &limits)?,
+            None => self.instantiate(calls, scope, &limits, ends).await?,
         };
-        arm_deadline(&mut instance.store, calls.epoch_tick, limits.timeout);
+        arm_deadline(&mut instance.store, ends);
         instance.store.data_mut().begin_call();
         // The pass rides with the store during the call, so a guest waiting
         // on the host can lend it back (`State::guest_fetch`).
         instance.store.data_mut().gate = Some((std::mem::replace(pass, Pass::empty()), calls.gate.clone()));
-        let result = f(&instance.bindings, &mut instance.store);
+        Ok(Running { instance, limits })
+    }
+
+    /// End a call begun with [`Slot::begin`]: the pass back in `pass`, the
+    /// output flushed, the memory recorded, `result` classified, and a
+    /// clean instance back in the pool.
+    ///
+    /// # Errors
+    /// [`CallError`] when the guest trapped, ran out of time or memory.
+    pub fn finish<R>(
+        &self,
+        calls: &Calls,
+        pass: &mut Pass,
+        running: Running<W>,
+        result: wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
+        let Running { mut instance, limits } = running;
         if let Some((held, _)) = instance.store.data_mut().gate.take() {
             *pass = held;
         }
@@ -124,21 +162,47 @@ impl<W: World> Slot<W> {
         result
     }
 
-    fn instantiate(&self, calls: &Calls, scope: Option<CallScope>, limits: &Limits) -> Result<Instance<W>, CallError> {
+    async fn instantiate(
+        &self,
+        calls: &Calls,
+        scope: Option<CallScope>,
+        limits: &Limits,
+        ends: Instant,
+    ) -> Result<Instance<W>, CallError> {
         let state = State::new(limits.memory, scope, &calls.stdio, calls.uses_wasi);
         let mut store = Store::new(&calls.engine, state);
         store.limiter(|s| &mut s.limiter);
         store.set_hostcall_fuel(limits.max_output.saturating_add(CROSSING_MARGIN));
         // Instantiation runs guest start functions: bound it like a call.
-        arm_deadline(&mut store, calls.epoch_tick, limits.timeout);
-        let bindings = W::instantiate(&self.pre, &mut store).map_err(|e| super::module::classify(e, &store, limits))?;
+        arm_deadline(&mut store, ends);
+        let bindings =
+            W::instantiate(&self.pre, &mut store).await.map_err(|e| super::module::classify(e, &store, limits))?;
         Ok(Instance { store, bindings })
     }
 }
 
-/// Interrupt the store's guest once `timeout` has passed (epoch ticks).
-fn arm_deadline(store: &mut Store<State>, tick: Duration, timeout: Duration) {
-    let ticks = timeout.as_nanos().div_ceil(tick.as_nanos().max(1)) as u64;
-    store.set_epoch_deadline(ticks.max(1) + 1);
-    store.epoch_deadline_trap();
+/// At every epoch tick, yield to the executor; past `ends`, interrupt the
+/// guest (a timeout).
+fn arm_deadline(store: &mut Store<State>, ends: Instant) {
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        Ok(if Instant::now() >= ends { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(1) })
+    });
+}
+
+/// Run a guest call to its end on this thread, for callers that are not
+/// async (tools, tests, webhooks on their own threads): inside a
+/// multi-threaded tokio runtime it blocks in place (WASI's clocks and the
+/// egress need the runtime's drivers), elsewhere it polls on this thread.
+pub fn block_on<F: Future>(f: F) -> F::Output {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(|| h.block_on(f))
+        }
+        Ok(h) => {
+            let _entered = h.enter();
+            futures::executor::block_on(f)
+        }
+        Err(_) => wasmtime_wasi::runtime::in_tokio(f),
+    }
 }

@@ -61,8 +61,11 @@ impl Admitted {
         let texts: Vec<String> = objects.iter().map(Value::to_string).collect();
         // Conversion is pure: it reads nothing.
         let scope = CallScope::new(Arc::new(NoObjects), Some(inner.manifest.clone()));
-        let answer = slot.call(&inner.calls, &mut self.pass, Some(scope), Some(deadline), |b, store| {
-            super::guest::v0_2::convert(b, store, &texts, desired_api_version)
+        let answer = super::call::block_on(async {
+            let mut running = slot.begin(&inner.calls, &mut self.pass, Some(scope), Some(deadline)).await?;
+            let (b, store) = running.parts();
+            let result = super::guest::v0_2::convert(b, store, &texts, desired_api_version).await;
+            slot.finish(&inner.calls, &mut self.pass, running, result)
         })?;
         let max = inner.calls.limits.max_output;
         match answer {

@@ -199,10 +199,18 @@ impl Gate {
     /// what cannot be had by then stays given back, and the pass then
     /// reserves less — the caller caps the guest's growth at
     /// [`Pass::reserved`], so the host's budget always holds.
-    pub(crate) fn take_back(&self, pass: &mut Pass, lent: Lent, within: Duration) {
+    ///
+    /// Awaited by the guest's call: a tokio timer between tries where there
+    /// is a runtime, else a sleep on this thread.
+    pub(crate) async fn take_back(&self, pass: &mut Pass, lent: Lent, within: Duration) {
         let until = std::time::Instant::now() + within;
-        let wait = || {
-            std::thread::sleep(Duration::from_millis(5).min(until.saturating_duration_since(std::time::Instant::now())))
+        let wait = || async {
+            let pause = Duration::from_millis(5).min(until.saturating_duration_since(std::time::Instant::now()));
+            if tokio::runtime::Handle::try_current().is_ok() {
+                tokio::time::sleep(pause).await;
+            } else {
+                std::thread::sleep(pause);
+            }
         };
         if lent.slot
             && let Some(calls) = &self.inner.calls
@@ -215,7 +223,7 @@ impl Gate {
                 if std::time::Instant::now() >= until {
                     break;
                 }
-                wait();
+                wait().await;
             }
         }
         if lent.mib > 0
@@ -233,7 +241,7 @@ impl Gate {
                 if std::time::Instant::now() >= until {
                     break;
                 }
-                wait();
+                wait().await;
             }
         }
     }
@@ -400,12 +408,12 @@ mod tests {
         assert!(!gate.would_admit(64 * MIB));
         // Taking back while the neighbour holds the slot and the memory:
         // bounded, and what could not be had stays given back.
-        gate.take_back(&mut waiting, lent, Duration::from_millis(30));
+        futures::executor::block_on(gate.take_back(&mut waiting, lent, Duration::from_millis(30)));
         assert_eq!(waiting.reserved(), 3 * MIB, "no memory to take back while the neighbour runs");
         drop((neighbour, waiting));
         let mut again = gate.admit_blocking(64 * MIB);
         let lent = again.lend(MIB);
-        gate.take_back(&mut again, lent, Duration::from_secs(1));
+        futures::executor::block_on(gate.take_back(&mut again, lent, Duration::from_secs(1)));
         assert_eq!(again.reserved(), 64 * MIB, "all taken back when free");
         let usage = Usage { memory_reserved: 64 * MIB, memory_limit: 100 * MIB, calls_in_flight: 1, calls_limit: 1 };
         assert_eq!(gate.usage(), usage);

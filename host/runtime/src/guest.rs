@@ -7,6 +7,8 @@
 use super::stdio::{GuestLog, GuestStream, Said, Stream};
 use crate::contract::egress::{HttpError, HttpRequest, HttpResponse};
 use crate::contract::{self as host_types, Denial, Gvk, Manifest, Request, Review};
+use futures::future::BoxFuture;
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Instant;
@@ -38,10 +40,13 @@ pub(crate) trait Contract: Send + Sync + 'static {
         pre: wasmtime::component::InstancePre<State>,
     ) -> wasmtime::Result<<Self::Admission as super::call::World>::Pre>;
     /// Call `manifest`.
-    fn manifest(b: &Self::Reconciler, store: &mut Store<State>) -> wasmtime::Result<Manifest>;
+    fn manifest(
+        b: &Self::Reconciler,
+        store: &mut Store<State>,
+    ) -> impl Future<Output = wasmtime::Result<Manifest>> + Send;
     /// The request in this version's form, made before the call (outside
     /// its deadline).
-    type Request: Send;
+    type Request: Send + Sync;
     /// Convert a request.
     fn request(r: &Request) -> Self::Request;
     /// Call `reconcile`: the outcome's raw parts, or the guest's failure.
@@ -49,19 +54,19 @@ pub(crate) trait Contract: Send + Sync + 'static {
         b: &Self::Reconciler,
         store: &mut Store<State>,
         r: &Self::Request,
-    ) -> wasmtime::Result<Result<RawOutcome, RawFailure>>;
+    ) -> impl Future<Output = wasmtime::Result<Result<RawOutcome, RawFailure>>> + Send;
     /// Call `validate`.
     fn validate(
         b: &Self::Admission,
         store: &mut Store<State>,
         r: &Review,
-    ) -> wasmtime::Result<Result<Vec<String>, Denial>>;
+    ) -> impl Future<Output = wasmtime::Result<Result<Vec<String>, Denial>>> + Send;
     /// Call `mutate`.
     fn mutate(
         b: &Self::Admission,
         store: &mut Store<State>,
         r: &Review,
-    ) -> wasmtime::Result<Result<Option<String>, Denial>>;
+    ) -> impl Future<Output = wasmtime::Result<Result<Option<String>, Denial>>> + Send;
 }
 
 /// An outcome as it crossed, before the host checks it (sizes, JSON,
@@ -191,38 +196,38 @@ macro_rules! host_import {
 
         impl crate::call::World for Reconciler {
             type Pre = ReconcilerPre<crate::guest::State>;
-            fn instantiate(
+            async fn instantiate(
                 pre: &Self::Pre,
                 store: &mut wasmtime::Store<crate::guest::State>,
             ) -> wasmtime::Result<Self> {
-                pre.instantiate(store)
+                pre.instantiate_async(store).await
             }
         }
 
         impl crate::call::World for admission_world::ReconcilerWithAdmission {
             type Pre = admission_world::ReconcilerWithAdmissionPre<crate::guest::State>;
-            fn instantiate(
+            async fn instantiate(
                 pre: &Self::Pre,
                 store: &mut wasmtime::Store<crate::guest::State>,
             ) -> wasmtime::Result<Self> {
-                pre.instantiate(store)
+                pre.instantiate_async(store).await
             }
         }
 
-        fn validate(
+        async fn validate(
             b: &admission_world::ReconcilerWithAdmission,
             store: &mut wasmtime::Store<crate::guest::State>,
             r: &crate::contract::Review,
         ) -> wasmtime::Result<Result<Vec<String>, crate::contract::Denial>> {
-            Ok(b.operon_reconciler_admission().call_validate(store, &review(r))?.map_err(denial))
+            Ok(b.operon_reconciler_admission().call_validate(store, &review(r)).await?.map_err(denial))
         }
 
-        fn mutate(
+        async fn mutate(
             b: &admission_world::ReconcilerWithAdmission,
             store: &mut wasmtime::Store<crate::guest::State>,
             r: &crate::contract::Review,
         ) -> wasmtime::Result<Result<Option<String>, crate::contract::Denial>> {
-            Ok(b.operon_reconciler_admission().call_mutate(store, &review(r))?.map_err(denial))
+            Ok(b.operon_reconciler_admission().call_mutate(store, &review(r)).await?.map_err(denial))
         }
     };
 }
@@ -336,16 +341,17 @@ pub const READ_BUDGET_SPENT: &str = "host.get/host.list returned more than 64 Mi
 /// one itself.
 pub trait Egress: Send + Sync {
     /// Make one call, answering by `deadline` (what remains of the guest
-    /// call's deadline) at the latest.
+    /// call's deadline) at the latest. Awaited by the guest's call: the
+    /// guest waits, and no thread is held meanwhile.
     ///
     /// # Errors
     /// Why no answer came, for the guest.
-    fn fetch(&self, request: HttpRequest, deadline: Instant) -> Result<HttpResponse, HttpError>;
+    fn fetch(&self, request: HttpRequest, deadline: Instant) -> BoxFuture<'_, Result<HttpResponse, HttpError>>;
 }
 
 impl Egress for crate::contract::egress::Replay {
-    fn fetch(&self, request: HttpRequest, _: Instant) -> Result<HttpResponse, HttpError> {
-        crate::contract::egress::Replay::fetch(self, &request)
+    fn fetch(&self, request: HttpRequest, _: Instant) -> BoxFuture<'_, Result<HttpResponse, HttpError>> {
+        Box::pin(std::future::ready(crate::contract::egress::Replay::fetch(self, &request)))
     }
 }
 
@@ -353,9 +359,15 @@ impl Egress for crate::contract::egress::Replay {
 /// admission, conversion) and plugins granted none.
 pub struct NoEgress(pub &'static str);
 
+impl NoEgress {
+    fn refuse(&self, request: &HttpRequest) -> HttpError {
+        HttpError::Denied(format!("{}: {}", crate::contract::egress::describe(request), self.0))
+    }
+}
+
 impl Egress for NoEgress {
-    fn fetch(&self, request: HttpRequest, _: Instant) -> Result<HttpResponse, HttpError> {
-        Err(HttpError::Denied(format!("{}: {}", crate::contract::egress::describe(&request), self.0)))
+    fn fetch(&self, request: HttpRequest, _: Instant) -> BoxFuture<'_, Result<HttpResponse, HttpError>> {
+        Box::pin(std::future::ready(Err(self.refuse(&request))))
     }
 }
 
@@ -490,22 +502,20 @@ const NO_EGRESS_HERE: &str = "only reconcile calls may call out (not manifest, a
 
 impl State {
     /// `egress.fetch`: through the call's egress, by its deadline.
-    pub(crate) fn guest_fetch(&mut self, request: HttpRequest) -> Result<HttpResponse, HttpError> {
-        let Some(scope) = self.scope.as_ref() else {
-            return NoEgress(NO_EGRESS_HERE).fetch(request, Instant::now());
+    pub(crate) async fn guest_fetch(&mut self, request: HttpRequest) -> Result<HttpResponse, HttpError> {
+        let Some(egress) = self.scope.as_ref().and_then(|s| s.egress.clone()) else {
+            return Err(NoEgress(NO_EGRESS_HERE).refuse(&request));
         };
-        let Some(egress) = scope.egress.clone() else {
-            return NoEgress(NO_EGRESS_HERE).fetch(request, Instant::now());
-        };
-        let deadline = scope.deadline.unwrap_or_else(|| Instant::now() + std::time::Duration::from_secs(1));
+        let deadline = self.scope.as_ref().and_then(|s| s.deadline);
+        let deadline = deadline.unwrap_or_else(|| Instant::now() + std::time::Duration::from_secs(1));
         // Waiting, the guest runs nothing and cannot grow: its slot and the
         // memory it has not grown to go back to the gate meanwhile, so a
         // slow API holds up no neighbour; taken back (within the deadline)
         // when it goes on, its growth capped at what it holds again.
         let lent = self.gate.as_mut().map(|(pass, _)| pass.lend(self.limiter.used));
-        let answer = egress.fetch(request, deadline);
+        let answer = egress.fetch(request, deadline).await;
         if let (Some(lent), Some((pass, gate))) = (lent, self.gate.as_mut()) {
-            gate.take_back(pass, lent, deadline.saturating_duration_since(Instant::now()));
+            gate.take_back(pass, lent, deadline.saturating_duration_since(Instant::now())).await;
             if gate.limits().memory != u64::MAX {
                 self.limiter.memory = self.limiter.memory.min(pass.reserved().max(self.limiter.used));
             }
@@ -619,7 +629,7 @@ pub(crate) fn linker(engine: &wasmtime::Engine, with_wasi: bool) -> wasmtime::Re
     v0_1::add_to_linker(&mut linker)?;
     v0_2::add_to_linker(&mut linker)?;
     if with_wasi {
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     }
     Ok(linker)
 }

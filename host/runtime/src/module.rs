@@ -11,6 +11,7 @@ use super::limits::Limits;
 use super::stdio::GuestLog;
 use super::{Runtime, WIT_PACKAGE};
 use crate::contract::{Denial, Failed, Manifest, Outcome, Request, Review, WIT_VERSIONS_RUN};
+use futures::future::BoxFuture;
 use serde::Serialize;
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -123,33 +124,33 @@ impl Loaded {
 /// contract version it speaks, called through the one call path.
 pub(super) trait Worlds: Send + Sync {
     /// Call `manifest`.
-    fn manifest(&self, calls: &Calls, pass: &mut Pass) -> Result<Manifest, CallError>;
+    fn manifest<'a>(&'a self, calls: &'a Calls, pass: &'a mut Pass) -> BoxFuture<'a, Result<Manifest, CallError>>;
     /// Call `reconcile`.
-    fn reconcile(
-        &self,
-        calls: &Calls,
-        pass: &mut Pass,
+    fn reconcile<'a>(
+        &'a self,
+        calls: &'a Calls,
+        pass: &'a mut Pass,
         scope: CallScope,
-        request: &Request,
-    ) -> Result<Result<RawOutcome, RawFailure>, CallError>;
+        request: &'a Request,
+    ) -> BoxFuture<'a, Result<Result<RawOutcome, RawFailure>, CallError>>;
     /// Call `validate` (`None`: the module has no admission world).
-    fn validate(
-        &self,
-        calls: &Calls,
-        pass: &mut Pass,
+    fn validate<'a>(
+        &'a self,
+        calls: &'a Calls,
+        pass: &'a mut Pass,
         scope: CallScope,
         deadline: Duration,
-        review: &Review,
-    ) -> Option<Result<Result<Vec<String>, Denial>, CallError>>;
+        review: &'a Review,
+    ) -> Option<BoxFuture<'a, Result<Result<Vec<String>, Denial>, CallError>>>;
     /// Call `mutate` (`None`: the module has no admission world).
-    fn mutate(
-        &self,
-        calls: &Calls,
-        pass: &mut Pass,
+    fn mutate<'a>(
+        &'a self,
+        calls: &'a Calls,
+        pass: &'a mut Pass,
         scope: CallScope,
         deadline: Duration,
-        review: &Review,
-    ) -> Option<Result<Result<Option<String>, Denial>, CallError>>;
+        review: &'a Review,
+    ) -> Option<BoxFuture<'a, Result<Result<Option<String>, Denial>, CallError>>>;
 }
 
 struct Slots<C: Contract> {
@@ -176,46 +177,66 @@ impl<C: Contract> Slots<C> {
 }
 
 impl<C: Contract> Worlds for Slots<C> {
-    fn manifest(&self, calls: &Calls, pass: &mut Pass) -> Result<Manifest, CallError> {
-        self.reconciler.call(calls, pass, None, None, |b, store| C::manifest(b, store))
+    fn manifest<'a>(&'a self, calls: &'a Calls, pass: &'a mut Pass) -> BoxFuture<'a, Result<Manifest, CallError>> {
+        Box::pin(async move {
+            let mut running = self.reconciler.begin(calls, pass, None, None).await?;
+            let (b, store) = running.parts();
+            let result = C::manifest(b, store).await;
+            self.reconciler.finish(calls, pass, running, result)
+        })
     }
 
-    fn reconcile(
-        &self,
-        calls: &Calls,
-        pass: &mut Pass,
+    fn reconcile<'a>(
+        &'a self,
+        calls: &'a Calls,
+        pass: &'a mut Pass,
         mut scope: CallScope,
-        request: &Request,
-    ) -> Result<Result<RawOutcome, RawFailure>, CallError> {
-        if C::CLOCK {
-            scope.now = Some(request.now);
-        }
-        let request = C::request(request);
-        self.reconciler.call(calls, pass, Some(scope), None, |b, store| C::reconcile(b, store, &request))
+        request: &'a Request,
+    ) -> BoxFuture<'a, Result<Result<RawOutcome, RawFailure>, CallError>> {
+        Box::pin(async move {
+            if C::CLOCK {
+                scope.now = Some(request.now);
+            }
+            let request = C::request(request);
+            let mut running = self.reconciler.begin(calls, pass, Some(scope), None).await?;
+            let (b, store) = running.parts();
+            let result = C::reconcile(b, store, &request).await;
+            self.reconciler.finish(calls, pass, running, result)
+        })
     }
 
-    fn validate(
-        &self,
-        calls: &Calls,
-        pass: &mut Pass,
+    fn validate<'a>(
+        &'a self,
+        calls: &'a Calls,
+        pass: &'a mut Pass,
         scope: CallScope,
         deadline: Duration,
-        review: &Review,
-    ) -> Option<Result<Result<Vec<String>, Denial>, CallError>> {
+        review: &'a Review,
+    ) -> Option<BoxFuture<'a, Result<Result<Vec<String>, Denial>, CallError>>> {
         let slot = self.admission.as_ref()?;
-        Some(slot.call(calls, pass, Some(scope), Some(deadline), |b, store| C::validate(b, store, review)))
+        Some(Box::pin(async move {
+            let mut running = slot.begin(calls, pass, Some(scope), Some(deadline)).await?;
+            let (b, store) = running.parts();
+            let result = C::validate(b, store, review).await;
+            slot.finish(calls, pass, running, result)
+        }))
     }
 
-    fn mutate(
-        &self,
-        calls: &Calls,
-        pass: &mut Pass,
+    fn mutate<'a>(
+        &'a self,
+        calls: &'a Calls,
+        pass: &'a mut Pass,
         scope: CallScope,
         deadline: Duration,
-        review: &Review,
-    ) -> Option<Result<Result<Option<String>, Denial>, CallError>> {
+        review: &'a Review,
+    ) -> Option<BoxFuture<'a, Result<Result<Option<String>, Denial>, CallError>>> {
         let slot = self.admission.as_ref()?;
-        Some(slot.call(calls, pass, Some(scope), Some(deadline), |b, store| C::mutate(b, store, review)))
+        Some(Box::pin(async move {
+            let mut running = slot.begin(calls, pass, Some(scope), Some(deadline)).await?;
+            let (b, store) = running.parts();
+            let result = C::mutate(b, store, review).await;
+            slot.finish(calls, pass, running, result)
+        }))
     }
 }
 
@@ -276,7 +297,6 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
         last_reload_us: AtomicU64::new(0),
         calls: Calls {
             engine: runtime.engine().clone(),
-            epoch_tick: runtime.config().epoch_tick,
             limits,
             uses_wasi,
             stdio,
@@ -290,10 +310,11 @@ pub(super) fn load(runtime: &Runtime, bytes: &[u8], limits: Limits) -> Result<Mo
     // a trap in a start function) is a world mismatch.
     let mut pass = module.calls.gate.admit_blocking(module.calls.limits.memory);
     let worlds = module.loaded.read().unwrap_or_else(|p| p.into_inner()).clone().expect("loaded at load");
-    let manifest: Manifest = worlds.worlds.manifest(&module.calls, &mut pass).map_err(|e| match e {
-        CallError::Instantiate(e) => LoadError::Link(e),
-        e => LoadError::Manifest(Box::new(e)),
-    })?;
+    let manifest: Manifest =
+        super::call::block_on(worlds.worlds.manifest(&module.calls, &mut pass)).map_err(|e| match e {
+            CallError::Instantiate(e) => LoadError::Link(e),
+            e => LoadError::Manifest(Box::new(e)),
+        })?;
     manifest.validate().map_err(LoadError::InvalidManifest)?;
     drop(worlds);
     let mut module = module;
@@ -472,7 +493,7 @@ impl Module {
         reader: Arc<dyn ObjectReader>,
         egress: Option<Arc<dyn super::Egress>>,
     ) -> Result<Result<Outcome, Failed>, CallError> {
-        self.admit_blocking().reconcile_with(request, reader, egress)
+        super::call::block_on(async { self.admit().await.reconcile_async(request, reader, egress).await })
     }
 }
 
@@ -504,8 +525,8 @@ impl Shortage {
 }
 
 /// A module admitted by the host's gate: one call of it may run, holding
-/// the gate's pass until it returns. `Send`: admitted on a worker, called on
-/// a blocking thread.
+/// the gate's pass until it returns. `Send`: admitted on one thread, it may
+/// be called on another.
 pub struct Admitted {
     pub(super) module: Module,
     pub(super) pass: Pass,
@@ -529,17 +550,34 @@ impl Admitted {
     /// [`Admitted::reconcile`] with outbound HTTP through `egress` (`None`
     /// refuses every call). The time the guest waits on it counts against
     /// the call's deadline.
+    ///
+    /// Blocks the calling thread for at most the module's timeout
+    /// ([`Admitted::reconcile_async`] does not).
     pub fn reconcile_with(
+        self,
+        request: &Request,
+        reader: Arc<dyn ObjectReader>,
+        egress: Option<Arc<dyn super::Egress>>,
+    ) -> Result<Result<Outcome, Failed>, CallError> {
+        super::call::block_on(self.reconcile_async(request, reader, egress))
+    }
+
+    /// [`Admitted::reconcile_with`] on the task that awaits it: the guest
+    /// runs on this task's thread and yields at every epoch tick, and while
+    /// it waits on `egress` it holds no thread. Dropped before it ends, the
+    /// call is cancelled (its instance is not reused).
+    pub async fn reconcile_async(
         mut self,
         request: &Request,
         reader: Arc<dyn ObjectReader>,
         egress: Option<Arc<dyn super::Egress>>,
     ) -> Result<Result<Outcome, Failed>, CallError> {
-        let inner = &self.module.inner;
-        let loaded = self.module.loaded()?;
+        let module = self.module.clone();
+        let inner = &module.inner;
+        let loaded = module.loaded()?;
         let scope = CallScope::new(reader, Some(inner.manifest.clone())).with_egress(egress);
         let max = inner.calls.limits.max_output;
-        match loaded.worlds.reconcile(&inner.calls, &mut self.pass, scope, request)? {
+        match loaded.worlds.reconcile(&inner.calls, &mut self.pass, scope, request).await? {
             Ok(outcome) => convert_outcome(outcome, max, request.now).map(Ok),
             Err(RawFailure { failure, status, observed_generation }) => {
                 check_size(failure.message().len() + status.as_ref().map_or(0, String::len), max)?;

@@ -190,14 +190,14 @@ impl Credentials {
     }
 
     /// The header `name` sets, read from its Secret (kept [`SECRET_TTL`]).
-    /// Blocks the calling thread on `handle` while it reads.
+    /// Awaits the read (the guest's call waits, holding no thread).
     ///
     /// # Errors
     /// The Secret or key is missing or unreadable (the message names them,
     /// never the value).
-    pub fn apply(&self, name: &str, handle: &tokio::runtime::Handle) -> Result<Applied, String> {
+    pub async fn apply(&self, name: &str) -> Result<Applied, String> {
         let c = self.by_name.get(name).ok_or_else(|| format!("no credential {name:?}"))?;
-        let value = self.value(c, handle)?;
+        let value = self.value(c).await?;
         let text = String::from_utf8(value.clone())
             .map_err(|_| format!("credential {name:?}: the Secret's value is not UTF-8 text"))?;
         let text = text.trim_end_matches(['\r', '\n']).to_string();
@@ -225,7 +225,7 @@ impl Credentials {
         Ok(Applied { header, value, secrets })
     }
 
-    fn value(&self, c: &Compiled, handle: &tokio::runtime::Handle) -> Result<Vec<u8>, String> {
+    async fn value(&self, c: &Compiled) -> Result<Vec<u8>, String> {
         let key = format!("{}/{}/{}", c.namespace, c.spec.secret_ref.name, c.spec.secret_ref.key);
         if let Some((at, value)) = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key)
             && at.elapsed() < SECRET_TTL
@@ -236,8 +236,7 @@ impl Credentials {
         let client = self.client.clone().ok_or_else(|| format!("{where_}: this host reads no Secrets"))?;
         let api: kube::Api<Secret> = kube::Api::namespaced(client, &c.namespace);
         let name = c.spec.secret_ref.name.clone();
-        let read =
-            handle.block_on(async move { tokio::time::timeout(Duration::from_secs(5), api.get_opt(&name)).await });
+        let read = tokio::time::timeout(Duration::from_secs(5), api.get_opt(&name)).await;
         let secret = match read {
             Err(_) => return Err(format!("{where_}: not read within 5 s")),
             Ok(Err(e)) => return Err(format!("{where_}: cannot be read by the plugin ({e})")),

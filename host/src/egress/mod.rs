@@ -35,6 +35,7 @@ use reqwest::Url;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 /// Headers only the host sets.
 pub const FORBIDDEN_HEADERS: &[&str] = &[
@@ -161,14 +162,12 @@ pub struct Policy {
     settings: Arc<Settings>,
     client: reqwest::Client,
     metrics: Arc<Metrics>,
-    handle: tokio::runtime::Handle,
 }
 
 impl Policy {
-    /// A controller's policy; call from inside the runtime (it keeps its
-    /// handle, to wait on calls from the guest's blocking thread).
+    /// A controller's policy.
     pub fn new(controller: String, settings: Arc<Settings>, metrics: Arc<Metrics>) -> Policy {
-        Policy { controller, settings, client: shared_client(), metrics, handle: tokio::runtime::Handle::current() }
+        Policy { controller, settings, client: shared_client(), metrics }
     }
 
     /// One reconcile's egress, sending only while `fence` is open: a
@@ -211,7 +210,7 @@ impl Call {
         self.refused.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
-    fn answer(&self, request: HttpRequest, deadline: Instant) -> (String, Result<HttpResponse, HttpError>) {
+    async fn answer(&self, request: HttpRequest, deadline: Instant) -> (String, Result<HttpResponse, HttpError>) {
         let p = &self.policy;
         let made = self.made.fetch_add(1, Ordering::Relaxed) + 1;
         if made > p.settings.bounds.max_calls {
@@ -279,13 +278,13 @@ impl Call {
         let mut url = url;
         let mut credential = request.credential.clone();
         for hop in 0..=p.settings.bounds.max_redirects {
-            match self.check(&method, &url, credential.as_deref(), hop == 0) {
+            match self.check(&method, &url, credential.as_deref(), hop == 0).await {
                 Ok(grant) if hop == 0 => shown = grant,
                 Ok(_) => {}
                 Err(e) => return (shown, Err(e)),
             }
             let applied = match &credential {
-                Some(name) => match p.settings.credentials.apply(name, &p.handle) {
+                Some(name) => match p.settings.credentials.apply(name).await {
                     Ok(a) => Some(a),
                     Err(why) => return (shown, Err(HttpError::Denied(why))),
                 },
@@ -313,15 +312,9 @@ impl Call {
             if left.is_zero() {
                 return (shown, Err(HttpError::Timeout("no time left in the reconcile's deadline".into())));
             }
-            let answer = p.handle.block_on(send(
-                &p.client,
-                method.clone(),
-                url.clone(),
-                sent,
-                body.clone(),
-                left,
-                p.settings.bounds.max_response,
-            ));
+            let answer =
+                send(&p.client, method.clone(), url.clone(), sent, body.clone(), left, p.settings.bounds.max_response)
+                    .await;
             let response = match answer {
                 Ok(r) => r,
                 Err(e) => return (shown, Err(redact_error(e, &secrets))),
@@ -381,7 +374,7 @@ impl Call {
     }
 
     /// The checks before anything is sent to `url`.
-    fn check(
+    async fn check(
         &self,
         method: &reqwest::Method,
         url: &Url,
@@ -403,9 +396,8 @@ impl Call {
             // The answer the connection will get is checked again by
             // `PublicOnly`; this one gives the guest a clear refusal.
             let port = url.port_or_known_default().unwrap_or(443);
-            let lookup = p.handle.block_on(async {
-                tokio::time::timeout(Duration::from_secs(5), tokio::net::lookup_host((name.as_str(), port))).await
-            });
+            let lookup =
+                tokio::time::timeout(Duration::from_secs(5), tokio::net::lookup_host((name.as_str(), port))).await;
             match lookup {
                 Ok(Ok(addresses)) => {
                     let addresses: Vec<_> = addresses.collect();
@@ -424,12 +416,26 @@ impl Call {
 }
 
 impl crate::runtime::Egress for Call {
-    fn fetch(&self, request: HttpRequest, deadline: Instant) -> Result<HttpResponse, HttpError> {
-        let started = Instant::now();
+    fn fetch(
+        &self,
+        request: HttpRequest,
+        deadline: Instant,
+    ) -> futures::future::BoxFuture<'_, Result<HttpResponse, HttpError>> {
         let span =
             tracing::info_span!("egress", method = %request.method, url = %request.url, status = tracing::field::Empty);
-        let _entered = span.enter();
-        let (host, answer) = self.answer(request.clone(), deadline);
+        Box::pin(self.fetch_in(request, deadline, span.clone()).instrument(span))
+    }
+}
+
+impl Call {
+    async fn fetch_in(
+        &self,
+        request: HttpRequest,
+        deadline: Instant,
+        span: tracing::Span,
+    ) -> Result<HttpResponse, HttpError> {
+        let started = Instant::now();
+        let (host, answer) = self.answer(request.clone(), deadline).await;
         let elapsed = started.elapsed();
         *self.waited.lock().unwrap_or_else(std::sync::PoisonError::into_inner) += elapsed;
         let code = match &answer {
@@ -562,7 +568,7 @@ mod tests {
         leading.send(false).unwrap();
         let request = HttpRequest::get(format!("http://127.0.0.1:{port}/"));
         let deadline = Instant::now() + Duration::from_secs(2);
-        let answer = tokio::task::spawn_blocking(move || call.fetch(request, deadline)).await.unwrap();
+        let answer = call.fetch(request, deadline).await;
         assert!(matches!(&answer, Err(HttpError::Denied(m)) if m.contains("not leading ns/c")), "{answer:?}");
         assert!(listener.accept().is_err(), "a connection was made");
     }

@@ -1,5 +1,6 @@
 //! The guest call of one reconcile: the module (and a shadow candidate)
-//! called off the async workers, with the reads, the outbound calls and the
+//! called on the reconcile's task (the guest yields at every epoch tick),
+//! with the reads, the outbound calls and the
 //! CPU budget it is charged; the call recorded when sampled (`--record`),
 //! and refused outbound calls told as an `EgressDenied` event.
 
@@ -8,7 +9,9 @@ use crate::cache::{CachedObject, ObjectKey};
 use crate::contract::{Failed, Outcome, Request};
 use crate::controller::Context;
 use crate::runtime::CallError;
+use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// What a guest call gave: the sandbox's verdict around the guest's own.
@@ -60,49 +63,40 @@ impl Pipeline {
                     Arc::new(c.reads.reader(key.namespace.clone(), &self.config.scope));
                 (c.module, request, reader)
             });
-            let span = tracing::Span::current();
             let admitted = self.admit(&module).await;
             self.metrics.host_usage(module.gate_usage());
-            let egress = egress.clone();
-            let called = tokio::task::spawn_blocking(move || {
-                span.in_scope(|| {
-                    let started = Instant::now();
-                    // The live call's pass goes back before the candidate is
-                    // admitted: a thread never holds one pass while it waits
-                    // for another.
-                    let live_egress = egress.clone().map(|c| c as Arc<dyn crate::runtime::Egress>);
-                    let live = admitted.reconcile_with(&request, reader, live_egress);
+            // The guest runs on this task, yielding at every epoch tick; its
+            // CPU is the time spent in its polls (not its waits for a worker
+            // or on egress), charged even when the reconcile is cancelled.
+            let cpu = GuestCpu::new(tickets);
+            let live_egress = egress.clone().map(|c| c as Arc<dyn crate::runtime::Egress>);
+            let live = cpu.timed(admitted.reconcile_async(&request, reader, live_egress)).await;
+            // The live call's pass went back with it: a task never holds
+            // one pass while it waits for another.
+            let shadow = match shadow {
+                None => None,
+                Some((c, request, reader)) => {
                     // A shadow candidate calls nothing outside: it is
                     // answered from the live version's exchanges.
                     let replay = egress.as_ref().map(|c| {
                         Arc::new(crate::contract::egress::Replay::new(c.exchanges())) as Arc<dyn crate::runtime::Egress>
                     });
-                    let shadow = shadow.map(|(c, request, reader)| {
-                        (c.info().digest.clone(), c.reconcile_with(&request, reader, replay))
-                    });
-                    // Charged here, not by the caller: a call outliving the
-                    // reconcile's deadline still pays. Time waiting on
-                    // egress is not guest CPU.
-                    let waited = egress.as_ref().map_or(Duration::ZERO, |c| c.waited());
-                    for t in tickets {
-                        t.charge(started.elapsed().saturating_sub(waited));
-                    }
-                    (live, shadow)
-                })
-            })
-            .await;
+                    let admitted = c.admit().await;
+                    let answer = cpu.timed(admitted.reconcile_async(&request, reader, replay)).await;
+                    Some((c.info().digest.clone(), answer))
+                }
+            };
+            drop(cpu);
             self.metrics.host_usage(module.gate_usage());
-            called
+            (live, shadow)
         };
         self.metrics.guest_called(&self.name, call_started.elapsed());
-        let call = match call {
-            Err(join) => return Err(Error::Join(join.to_string())),
-            Ok((live, shadow)) => {
-                if let Some((digest, answer)) = shadow {
-                    self.compare_shadow(key, &digest, &live, &answer);
-                }
-                live
+        let call = {
+            let (live, shadow) = call;
+            if let Some((digest, answer)) = shadow {
+                self.compare_shadow(key, &digest, &live, &answer);
             }
+            live
         };
         if let Some((recorder, request)) = &recording {
             let read = remembered.as_ref().map(|r| r.taken()).unwrap_or_default();
@@ -118,5 +112,40 @@ impl Pipeline {
             self.applier.event(parent, true, "EgressDenied", &message, fence).await;
         }
         Ok(call)
+    }
+}
+
+/// A reconcile's guest CPU: the time spent inside the polls of its guest
+/// calls, charged to the budget's tickets when dropped (a cancelled
+/// reconcile pays for what its guest ran).
+struct GuestCpu {
+    tickets: Vec<budget::Ticket>,
+    nanos: AtomicU64,
+}
+
+impl GuestCpu {
+    fn new(tickets: Vec<budget::Ticket>) -> GuestCpu {
+        GuestCpu { tickets, nanos: AtomicU64::new(0) }
+    }
+
+    /// Await `call`, adding the time of each of its polls.
+    async fn timed<F: Future>(&self, call: F) -> F::Output {
+        let mut call = std::pin::pin!(call);
+        std::future::poll_fn(|cx| {
+            let started = Instant::now();
+            let polled = call.as_mut().poll(cx);
+            self.nanos.fetch_add(u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
+            polled
+        })
+        .await
+    }
+}
+
+impl Drop for GuestCpu {
+    fn drop(&mut self) {
+        let used = Duration::from_nanos(self.nanos.load(Ordering::Relaxed));
+        for t in self.tickets.drain(..) {
+            t.charge(used);
+        }
     }
 }

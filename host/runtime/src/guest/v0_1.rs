@@ -9,6 +9,7 @@ use wasmtime::component::InstancePre;
 wasmtime::component::bindgen!({
     path: "../../wit/0.1/reconciler.wit",
     world: "reconciler",
+    exports: { default: async },
 });
 
 /// The world with `validate` and `mutate` beside `reconcile`: bindings of
@@ -17,6 +18,7 @@ pub(crate) mod admission_world {
     wasmtime::component::bindgen!({
         path: "../../wit/0.1/reconciler.wit",
         world: "reconciler-with-admission",
+        exports: { default: async },
         with: {
             "operon:reconciler/types": super::operon::reconciler::types,
             "operon:reconciler/host": super::operon::reconciler::host,
@@ -46,8 +48,8 @@ impl Contract for V0_1 {
         admission_world::ReconcilerWithAdmissionPre::new(pre)
     }
 
-    fn manifest(b: &Reconciler, store: &mut Store<State>) -> wasmtime::Result<Manifest> {
-        Ok(manifest(b.operon_reconciler_guest().call_manifest(store)?))
+    async fn manifest(b: &Reconciler, store: &mut Store<State>) -> wasmtime::Result<Manifest> {
+        Ok(manifest(b.operon_reconciler_guest().call_manifest(store).await?))
     }
 
     fn request(r: &Request) -> wit::Request {
@@ -64,12 +66,12 @@ impl Contract for V0_1 {
         }
     }
 
-    fn reconcile(
+    async fn reconcile(
         b: &Reconciler,
         store: &mut Store<State>,
         r: &wit::Request,
     ) -> wasmtime::Result<Result<RawOutcome, RawFailure>> {
-        Ok(match b.operon_reconciler_guest().call_reconcile(store, r)? {
+        Ok(match b.operon_reconciler_guest().call_reconcile(store, r).await? {
             Ok(o) => Ok(RawOutcome {
                 desired: o.desired,
                 status: o.status,
@@ -90,20 +92,20 @@ impl Contract for V0_1 {
         })
     }
 
-    fn validate(
+    async fn validate(
         b: &admission_world::ReconcilerWithAdmission,
         store: &mut Store<State>,
         r: &Review,
     ) -> wasmtime::Result<Result<Vec<String>, Denial>> {
-        validate(b, store, r)
+        validate(b, store, r).await
     }
 
-    fn mutate(
+    async fn mutate(
         b: &admission_world::ReconcilerWithAdmission,
         store: &mut Store<State>,
         r: &Review,
     ) -> wasmtime::Result<Result<Option<String>, Denial>> {
-        mutate(b, store, r)
+        mutate(b, store, r).await
     }
 }
 

@@ -10,9 +10,13 @@ use crate::contract::{
 use wasmtime::Store;
 use wasmtime::component::InstancePre;
 
+// Exports are called async (the guest yields at epoch ticks); of the
+// imports only `egress.fetch` awaits (reads answer from memory).
 wasmtime::component::bindgen!({
     path: "../../wit/reconciler.wit",
     world: "reconciler",
+    imports: { "operon:reconciler/egress.fetch": async },
+    exports: { default: async },
 });
 
 /// The world with `validate` and `mutate` beside `reconcile`.
@@ -20,6 +24,7 @@ pub(crate) mod admission_world {
     wasmtime::component::bindgen!({
         path: "../../wit/reconciler.wit",
         world: "reconciler-with-admission",
+        exports: { default: async },
         with: {
             "operon:reconciler/types": super::operon::reconciler::types,
             "operon:reconciler/host": super::operon::reconciler::host,
@@ -33,6 +38,7 @@ pub(crate) mod conversion_world {
     wasmtime::component::bindgen!({
         path: "../../wit/reconciler.wit",
         world: "reconciler-with-conversion",
+        exports: { default: async },
         with: {
             "operon:reconciler/types": super::operon::reconciler::types,
             "operon:reconciler/host": super::operon::reconciler::host,
@@ -43,19 +49,19 @@ pub(crate) mod conversion_world {
 
 impl super::super::call::World for conversion_world::ReconcilerWithConversion {
     type Pre = conversion_world::ReconcilerWithConversionPre<State>;
-    fn instantiate(pre: &Self::Pre, store: &mut Store<State>) -> wasmtime::Result<Self> {
-        pre.instantiate(store)
+    async fn instantiate(pre: &Self::Pre, store: &mut Store<State>) -> wasmtime::Result<Self> {
+        pre.instantiate_async(store).await
     }
 }
 
 /// Call `convert`.
-pub(crate) fn convert(
+pub(crate) async fn convert(
     b: &conversion_world::ReconcilerWithConversion,
     store: &mut Store<State>,
     objects: &[String],
     desired_api_version: &str,
 ) -> wasmtime::Result<Result<Vec<String>, String>> {
-    b.operon_reconciler_conversion().call_convert(store, objects, desired_api_version)
+    b.operon_reconciler_conversion().call_convert(store, objects, desired_api_version).await
 }
 
 use admission_world::exports::operon::reconciler::admission;
@@ -66,7 +72,7 @@ use self::operon::reconciler::egress as wit_egress;
 use crate::contract::egress::{HttpError, HttpRequest, HttpResponse};
 
 impl wit_egress::Host for State {
-    fn fetch(&mut self, r: wit_egress::HttpRequest) -> Result<wit_egress::HttpResponse, wit_egress::HttpError> {
+    async fn fetch(&mut self, r: wit_egress::HttpRequest) -> Result<wit_egress::HttpResponse, wit_egress::HttpError> {
         let request = HttpRequest {
             method: r.method,
             url: r.url,
@@ -75,7 +81,7 @@ impl wit_egress::Host for State {
             credential: r.credential,
             timeout_ms: r.timeout_ms,
         };
-        match self.guest_fetch(request) {
+        match self.guest_fetch(request).await {
             Ok(HttpResponse { status, headers, body }) => Ok(wit_egress::HttpResponse { status, headers, body }),
             Err(e) => Err(match e {
                 HttpError::Denied(m) => wit_egress::HttpError::Denied(m),
@@ -109,8 +115,8 @@ impl Contract for V0_2 {
         admission_world::ReconcilerWithAdmissionPre::new(pre)
     }
 
-    fn manifest(b: &Reconciler, store: &mut Store<State>) -> wasmtime::Result<Manifest> {
-        Ok(manifest(b.operon_reconciler_guest().call_manifest(store)?))
+    async fn manifest(b: &Reconciler, store: &mut Store<State>) -> wasmtime::Result<Manifest> {
+        Ok(manifest(b.operon_reconciler_guest().call_manifest(store).await?))
     }
 
     fn request(r: &Request) -> (wit::Request, Option<i64>) {
@@ -143,12 +149,12 @@ impl Contract for V0_2 {
         (request, r.generation)
     }
 
-    fn reconcile(
+    async fn reconcile(
         b: &Reconciler,
         store: &mut Store<State>,
         (r, generation): &(wit::Request, Option<i64>),
     ) -> wasmtime::Result<Result<RawOutcome, RawFailure>> {
-        Ok(match b.operon_reconciler_guest().call_reconcile(store, r)? {
+        Ok(match b.operon_reconciler_guest().call_reconcile(store, r).await? {
             Ok(o) => Ok(RawOutcome {
                 desired: o.desired,
                 status: o.status,
@@ -176,20 +182,20 @@ impl Contract for V0_2 {
         })
     }
 
-    fn validate(
+    async fn validate(
         b: &admission_world::ReconcilerWithAdmission,
         store: &mut Store<State>,
         r: &Review,
     ) -> wasmtime::Result<Result<Vec<String>, Denial>> {
-        validate(b, store, r)
+        validate(b, store, r).await
     }
 
-    fn mutate(
+    async fn mutate(
         b: &admission_world::ReconcilerWithAdmission,
         store: &mut Store<State>,
         r: &Review,
     ) -> wasmtime::Result<Result<Option<String>, Denial>> {
-        mutate(b, store, r)
+        mutate(b, store, r).await
     }
 }
 
