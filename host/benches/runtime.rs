@@ -199,11 +199,12 @@ fn main() {
 }
 
 /// What issue 21's item 5 (guest calls on the async workers, wasmtime's
-/// async support with epoch yields, instead of tokio's blocking pool) would
-/// take away from a call and what it would add, measured apart:
+/// async support with epoch yields, instead of tokio's blocking pool) took
+/// away from a call and what it added, measured apart:
 ///
-/// - **hand-off**: the pooled call as the host makes it today, from a task
-///   through `spawn_blocking` to a blocking thread and back, against the
+/// - **hand-off**: the pooled call as the host made it before, from a task
+///   through `spawn_blocking` to a blocking thread and back, and as it
+///   makes it now (awaited on the task, admission included), against the
 ///   same call made on the calling thread, and from a task through
 ///   `block_in_place`;
 /// - **fiber**: a guest function that does nothing, called synchronously
@@ -214,28 +215,45 @@ fn async_calls(pooled: &Module, request: &Request, reader: &Arc<dyn runtime::Obj
     let tokio = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let mut inline = Vec::new();
     let mut handed = Vec::new();
+    let mut awaited = Vec::new();
     for round in 0..=9 {
         let mut a = Vec::with_capacity(N);
         let mut b = Vec::with_capacity(N);
+        let mut c = Vec::with_capacity(N);
         for _ in 0..N {
             a.push(wasm_timed(pooled, request, reader));
-            let (module, request, reader) = (pooled.clone(), request.clone(), reader.clone());
+            // Before: the host handed each call to the blocking pool.
+            let (module, request_, reader_) = (pooled.clone(), request.clone(), reader.clone());
             b.push(tokio.block_on(async move {
                 let started = Instant::now();
                 tokio::task::spawn_blocking(move || {
-                    black_box(module.reconcile(&request, reader).unwrap().unwrap());
+                    black_box(module.reconcile(&request_, reader_).unwrap().unwrap());
                 })
                 .await
                 .unwrap();
                 started.elapsed()
             }));
+            // Now: the host awaits the call on the reconcile's task.
+            let (module, request_, reader_) = (pooled.clone(), request.clone(), reader.clone());
+            c.push(
+                tokio
+                    .block_on(tokio.spawn(async move {
+                        let started = Instant::now();
+                        let admitted = module.admit().await;
+                        black_box(admitted.reconcile_async(&request_, reader_, None).await.unwrap().unwrap());
+                        started.elapsed()
+                    }))
+                    .unwrap(),
+            );
         }
         if round > 0 {
             inline.push(p50(a));
             handed.push(p50(b));
+            awaited.push(p50(c));
         }
     }
     let handoff = median_dur(handed.iter().zip(&inline).map(|(h, i)| h.saturating_sub(*i)));
+    let on_task = median_dur(awaited.iter().zip(&inline).map(|(h, i)| h.saturating_sub(*i)));
     // The same call from a task on a worker, through `block_in_place` (the
     // worker's other tasks handed to another thread, the call made on this
     // one).
@@ -308,11 +326,17 @@ fn async_calls(pooled: &Module, request: &Request, reader: &Arc<dyn runtime::Obj
     let share = |d: Duration| 100.0 * d.as_secs_f64() / pooled_p50.as_secs_f64();
     println!("guest calls off the blocking pool (issue 21 item 5), p50, median of 9 rounds x {N}:");
     println!(
-        "  pooled call, inline {:>10}; through spawn_blocking {:>10}: hand-off {:>8} ({:.1} % of the call)",
+        "  pooled call, inline {:>10}; before, through spawn_blocking {:>10}: hand-off {:>8} ({:.1} % of the call)",
         us(median_dur(inline.into_iter())),
         us(median_dur(handed.into_iter())),
         us(handoff),
         share(handoff)
+    );
+    println!(
+        "  now, awaited on the reconcile's task {:>10}: over inline {:>8} ({:.1} % of the call; admission included)",
+        us(median_dur(awaited.into_iter())),
+        us(on_task),
+        share(on_task)
     );
     println!(
         "  pooled call from a worker through block_in_place {:>10}: hand-off {:>8} ({:.1} % of the call)",

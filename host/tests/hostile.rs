@@ -289,7 +289,11 @@ async fn two_tenants_share_the_host_and_the_greedy_one_waits_for_its_share() {
     h.stop().await;
 }
 
-#[tokio::test]
+// On a runtime of two workers, as `operon run` has on two cores: guests run
+// on the workers (yielding at every epoch tick), so on the test's default
+// runtime of one thread the two loops would share a core, each charged
+// half of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_infinite_loop_is_cut_off_at_its_deadline_while_the_neighbour_keeps_up() {
     let h = Host::start("loop").await;
     h.neighbours(1).await;

@@ -515,3 +515,93 @@ fn a_module_the_cache_cannot_give_back_is_never_unloaded() {
     assert!(module.is_loaded());
     assert_webapp_works(&module);
 }
+
+/// An egress that answers no call until `expected` calls wait on it at
+/// once: only guests whose waits hold no thread can all get there.
+struct Gathering {
+    expected: usize,
+    arrived: std::sync::atomic::AtomicUsize,
+    all_here: tokio::sync::Notify,
+}
+
+impl runtime::Egress for Gathering {
+    fn fetch(
+        &self,
+        _: operon::contract::egress::HttpRequest,
+        _: Instant,
+    ) -> futures::future::BoxFuture<
+        '_,
+        Result<operon::contract::egress::HttpResponse, operon::contract::egress::HttpError>,
+    > {
+        Box::pin(async move {
+            let waiting = self.all_here.notified();
+            if self.arrived.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 >= self.expected {
+                self.all_here.notify_waiters();
+            } else {
+                waiting.await;
+            }
+            Ok(operon::contract::egress::HttpResponse { status: 200, headers: Vec::new(), body: b"ok".to_vec() })
+        })
+    }
+}
+
+/// Guest calls are awaited, not run on threads of their own: on a runtime
+/// of one thread, eight guests each waiting on an outbound call are all in
+/// flight at once (a call that held the thread while it waited would keep
+/// the others from starting, and every call would time out).
+#[test]
+fn guests_waiting_on_egress_should_hold_no_thread() {
+    let rt = runtime();
+    let probe =
+        rt.load(&guest("egress-probe"), Limits { timeout: Duration::from_secs(10), ..Limits::default() }).unwrap();
+    let one_thread = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let egress = Arc::new(Gathering {
+        expected: 8,
+        arrived: std::sync::atomic::AtomicUsize::new(0),
+        all_here: tokio::sync::Notify::new(),
+    });
+    let thing = request(serde_json::json!({"apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
+        "metadata": {"name": "t", "namespace": "default", "uid": "u"},
+        "spec": {"calls": [{"url": "https://api.example.com/"}]}}));
+    let answers = one_thread.block_on(futures::future::join_all((0..8).map(|_| {
+        let (probe, thing, egress) = (probe.clone(), thing.clone(), egress.clone());
+        async move {
+            let egress: Arc<dyn runtime::Egress> = egress;
+            probe.admit().await.reconcile_async(&thing, Arc::new(NoObjects), Some(egress)).await
+        }
+    })));
+    for answer in answers {
+        let outcome = answer.expect("sandbox").expect("reconcile");
+        let status = outcome.status.expect("a status");
+        assert_eq!(status["results"][0]["status"], 200, "{status}");
+    }
+}
+
+/// A guest that loops yields its thread at every epoch tick: on a runtime
+/// of one thread, a well-behaved call made beside it ends long before the
+/// looping one is stopped at its deadline.
+#[test]
+fn a_looping_guest_should_yield_its_thread_to_a_call_beside_it() {
+    let rt = runtime();
+    let looping = load(&rt, "misbehave-loop").unwrap();
+    let good = load(&rt, "rust-webapp").unwrap();
+    let one_thread = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let ended = std::sync::Mutex::new(Vec::new());
+    one_thread.block_on(async {
+        let spin = async {
+            let answer = looping.admit().await.reconcile_async(&thing(), Arc::new(NoObjects), None).await;
+            assert!(matches!(answer, Err(CallError::Timeout { .. })), "{answer:?}");
+            ended.lock().unwrap().push("looping");
+        };
+        let work = async {
+            // Let the looping guest start first.
+            tokio::task::yield_now().await;
+            let webapp = request(webapp("shop", 2, true));
+            let answer = good.admit().await.reconcile_async(&webapp, Arc::new(NoObjects), None).await;
+            assert!(matches!(answer, Ok(Ok(_))), "{answer:?}");
+            ended.lock().unwrap().push("well-behaved");
+        };
+        futures::join!(spin, work);
+    });
+    assert_eq!(*ended.lock().unwrap(), ["well-behaved", "looping"]);
+}

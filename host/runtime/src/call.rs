@@ -191,18 +191,16 @@ fn arm_deadline(store: &mut Store<State>, ends: Instant) {
 }
 
 /// Run a guest call to its end on this thread, for callers that are not
-/// async (tools, tests, webhooks on their own threads): inside a
-/// multi-threaded tokio runtime it blocks in place (WASI's clocks and the
-/// egress need the runtime's drivers), elsewhere it polls on this thread.
+/// async (tools, tests, webhooks on their own threads). Polled here, with a
+/// tokio runtime entered (the caller's, or wasmtime-wasi's ambient one) so
+/// WASI's clocks have their timers; on a worker of a multi-threaded
+/// runtime, in place (its other tasks move to another thread meanwhile).
 pub fn block_on<F: Future>(f: F) -> F::Output {
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(|| h.block_on(f))
+            tokio::task::block_in_place(|| futures::executor::block_on(f))
         }
-        Ok(h) => {
-            let _entered = h.enter();
-            futures::executor::block_on(f)
-        }
-        Err(_) => wasmtime_wasi::runtime::in_tokio(f),
+        Ok(_) => futures::executor::block_on(f),
+        Err(_) => wasmtime_wasi::runtime::with_ambient_tokio_runtime(|| futures::executor::block_on(f)),
     }
 }

@@ -251,6 +251,9 @@ fn build_engine(config: &Config) -> wasmtime::Result<wasmtime::Engine> {
         // Keep a few slots warm per module so `fresh` instances reuse
         // already-mapped memory.
         .max_unused_warm_slots(64)
+        // A call runs on a fiber of its own (async calls), and each call
+        // holds an instance: as many stacks as instances.
+        .total_stacks(slots)
         // Reset a freed slot by rewriting the pages the last call touched
         // instead of discarding them, so the next instance does not take a
         // page fault on every page it uses. With the kernel's pagemap scan
