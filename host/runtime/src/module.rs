@@ -119,6 +119,10 @@ impl Loaded {
     }
 }
 
+/// An admission call under way: the sandbox's verdict around the guest's
+/// answer or denial.
+type Reviewing<'a, T> = BoxFuture<'a, Result<Result<T, Denial>, CallError>>;
+
 /// The worlds of one module — the reconciler world, and the admission
 /// world when the module exports `validate`/`mutate` — of whichever
 /// contract version it speaks, called through the one call path.
@@ -141,7 +145,7 @@ pub(super) trait Worlds: Send + Sync {
         scope: CallScope,
         deadline: Duration,
         review: &'a Review,
-    ) -> Option<BoxFuture<'a, Result<Result<Vec<String>, Denial>, CallError>>>;
+    ) -> Option<Reviewing<'a, Vec<String>>>;
     /// Call `mutate` (`None`: the module has no admission world).
     fn mutate<'a>(
         &'a self,
@@ -150,7 +154,7 @@ pub(super) trait Worlds: Send + Sync {
         scope: CallScope,
         deadline: Duration,
         review: &'a Review,
-    ) -> Option<BoxFuture<'a, Result<Result<Option<String>, Denial>, CallError>>>;
+    ) -> Option<Reviewing<'a, Option<String>>>;
 }
 
 struct Slots<C: Contract> {
@@ -212,7 +216,7 @@ impl<C: Contract> Worlds for Slots<C> {
         scope: CallScope,
         deadline: Duration,
         review: &'a Review,
-    ) -> Option<BoxFuture<'a, Result<Result<Vec<String>, Denial>, CallError>>> {
+    ) -> Option<Reviewing<'a, Vec<String>>> {
         let slot = self.admission.as_ref()?;
         Some(Box::pin(async move {
             let mut running = slot.begin(calls, pass, Some(scope), Some(deadline)).await?;
@@ -229,7 +233,7 @@ impl<C: Contract> Worlds for Slots<C> {
         scope: CallScope,
         deadline: Duration,
         review: &'a Review,
-    ) -> Option<BoxFuture<'a, Result<Result<Option<String>, Denial>, CallError>>> {
+    ) -> Option<Reviewing<'a, Option<String>>> {
         let slot = self.admission.as_ref()?;
         Some(Box::pin(async move {
             let mut running = slot.begin(calls, pass, Some(scope), Some(deadline)).await?;
