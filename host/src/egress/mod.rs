@@ -2,7 +2,7 @@
 //! makes each call a guest asks for, within the Reconciler's grants.
 //!
 //! One [`Policy`] per controller (its grants, credentials and bounds), one
-//! [`Call`] per reconcile (its budget of calls, the time it waited, the
+//! [`Call`] per reconcile (its budget of calls, the
 //! exchanges it made — for a recording and for a shadow candidate's
 //! replay). The order of checks, before anything is sent: the call budget,
 //! the method and URL, the grants ([`grants::Rules`]), the credential and
@@ -177,29 +177,22 @@ impl Policy {
             policy: self.clone(),
             fence,
             made: AtomicU32::new(0),
-            waited: Mutex::new(Duration::ZERO),
             exchanges: Mutex::new(Vec::new()),
             refused: Mutex::new(Vec::new()),
         })
     }
 }
 
-/// One reconcile's egress: what it made and waited.
+/// One reconcile's egress: the calls it made and their answers.
 pub struct Call {
     policy: Arc<Policy>,
     fence: crate::leader::Fence,
     made: AtomicU32,
-    waited: Mutex<Duration>,
     exchanges: Mutex<Vec<Exchange>>,
     refused: Mutex<Vec<String>>,
 }
 
 impl Call {
-    /// How long the guest waited on its calls (not guest CPU time).
-    pub fn waited(&self) -> Duration {
-        *self.waited.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
     /// The calls made and their answers (credentials never in them).
     pub fn exchanges(&self) -> Vec<Exchange> {
         self.exchanges.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
@@ -437,7 +430,6 @@ impl Call {
         let started = Instant::now();
         let (host, answer) = self.answer(request.clone(), deadline).await;
         let elapsed = started.elapsed();
-        *self.waited.lock().unwrap_or_else(std::sync::PoisonError::into_inner) += elapsed;
         let code = match &answer {
             Ok(r) => r.status.to_string(),
             Err(e) => e.kind().to_string(),

@@ -95,9 +95,6 @@ pub enum Error {
     /// Adding or removing the finalizer failed.
     #[error("finalizer: {0}")]
     Finalizer(#[source] apply::Error),
-    /// The guest call's thread did not complete (it panicked).
-    #[error("guest call did not complete: {0}")]
-    Join(String),
 }
 
 impl Error {
