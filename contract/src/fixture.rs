@@ -605,7 +605,13 @@ fn to_write(kind: Kind, actual: &Value) -> Value {
 ///
 /// When the file cannot be written.
 pub fn write_expected(kind: Kind, path: &Path, actual: &Value) -> Result<(), Error> {
-    std::fs::write(path, to_yaml(&to_write(kind, actual))).map_err(Error::io(path))
+    std::fs::write(path, expected_to_yaml(kind, actual)).map_err(Error::io(path))
+}
+
+/// The text [`write_expected`] writes: `actual` as an expected file of
+/// `kind` holds it.
+pub fn expected_to_yaml(kind: Kind, actual: &Value) -> String {
+    to_yaml(&to_write(kind, actual))
 }
 
 /// How a run compares with its expected file.

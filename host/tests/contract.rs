@@ -10,6 +10,8 @@
 mod common;
 #[path = "common/plugins.rs"]
 mod plugins;
+#[path = "common/serve.rs"]
+mod serve;
 
 use common::{eventually, guest, thing_crd};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -28,6 +30,7 @@ fn plane() -> &'static operon_envtest::ControlPlane {
         operon_envtest::Options::default()
             .crd(thing_crd())
             .crd(gadget_crd())
+            .crd(survey_crd())
             .crd(Reconciler::crd())
             .crd(ClusterReconciler::crd())
     })
@@ -49,6 +52,21 @@ fn gadget_crd() -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextension
             "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
             "conversion": {"strategy": "None"},
             "versions": [version("v1beta1", true), version("v1", false)]}
+    }))
+    .unwrap()
+}
+
+/// `Survey`: a cluster-scoped kind the `surveyor` guest reconciles.
+fn survey_crd() -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "surveys.example.operon.dev"},
+        "spec": {"group": "example.operon.dev", "scope": "Cluster",
+            "names": {"plural": "surveys", "singular": "survey", "kind": "Survey"},
+            "versions": [{"name": "v1alpha1", "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}
     }))
     .unwrap()
 }
@@ -448,14 +466,37 @@ async fn an_annotation_selector_picks_the_parents_and_releases_one_that_leaves()
     host.stop().await;
 }
 
+/// The tests that point the Gadget CRD's conversion take turns: one CRD,
+/// one converter.
+static GADGET_CRD: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A ClusterReconciler spec of the `converter` guest granted conversion:
+/// the module served over HTTP on loopback (a ClusterReconciler has no
+/// namespace for a ConfigMap).
+async fn converter_spec() -> Value {
+    let bytes = guest("converter");
+    let url = serve::serve_module(bytes.clone()).await;
+    let sha = operon::runtime::digest(&bytes).trim_start_matches("sha256:").to_string();
+    json!({"module": {"url": {"href": url, "sha256": sha}},
+        "grants": {"for": [{"group": "example.operon.dev", "kind": "Gadget"}], "namespaces": ["*"], "conversion": true}})
+}
+
+/// Where the Gadget CRD's conversion points: the path of its webhook.
+async fn gadget_conversion(client: &kube::Client) -> Option<String> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crd = Api::<CustomResourceDefinition>::all(client.clone()).get("gadgets.example.operon.dev").await.ok()?;
+    let url = crd.spec.conversion?.webhook?.client_config?.url?;
+    Some(url.split_once("/convert/").map_or(url.clone(), |(_, p)| p.to_string()))
+}
+
 #[tokio::test]
 async fn a_plugin_granted_conversion_serves_its_crds_versions_and_gives_the_crd_back() {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::{ApiResource, GroupVersionKind, PostParams};
+    let _turn = GADGET_CRD.lock().await;
     let host = Host::start_serving_webhooks(plane(), "contract-convert").await;
-    host.module_config_map("converter", &guest("converter")).await;
-    let grants = json!({"for": [{"group": "example.operon.dev", "kind": "Gadget"}], "conversion": true});
-    host.reconciler("converter", json!({"module": config_map_module("converter"), "grants": grants})).await;
+    let name = format!("{}-converter", host.ns);
+    host.cluster_reconciler(&name, converter_spec().await).await;
     let crds: Api<CustomResourceDefinition> = Api::all(host.client.clone());
     eventually("the CRD's conversion pointed at the plugin", WAIT, || async {
         let crd = crds.get("gadgets.example.operon.dev").await.ok()?;
@@ -491,8 +532,8 @@ async fn a_plugin_granted_conversion_serves_its_crds_versions_and_gives_the_crd_
     assert!(err.contains("could not convert") && err.contains("trapped"), "{err}");
     beta.delete("bomb", &Default::default()).await.unwrap();
 
-    // The Reconciler goes: the CRD gets its own settings back.
-    host.reconcilers().delete("converter", &Default::default()).await.unwrap();
+    // The ClusterReconciler goes: the CRD gets its own settings back.
+    Api::<ClusterReconciler>::all(host.client.clone()).delete(&name, &Default::default()).await.unwrap();
     eventually("the CRD's conversion given back", WAIT, || async {
         let crd = crds.get("gadgets.example.operon.dev").await.ok()?;
         let annotated = crd.metadata.annotations.unwrap_or_default().contains_key("operon.dev/conversion-before");
@@ -500,5 +541,240 @@ async fn a_plugin_granted_conversion_serves_its_crds_versions_and_gives_the_crd_
         (conversion.strategy == "None" && conversion.webhook.is_none() && !annotated).then_some(())
     })
     .await;
+    host.stop().await;
+}
+
+/// Conversion is a cluster-wide power: the API server refuses it on a
+/// namespaced Reconciler and on a ClusterReconciler that does not cover
+/// every namespace, naming the field.
+#[tokio::test]
+async fn a_tenant_may_not_take_a_crds_conversion() {
+    let client = plane().client().await;
+    let ns = operon_envtest::create_namespace(&client, "contract-convert-tenant").await.unwrap();
+    let grants = json!({"for": [{"group": "example.operon.dev", "kind": "Gadget"}], "conversion": true});
+    let r: Reconciler = serde_json::from_value(json!({"apiVersion": "operon.dev/v1alpha1", "kind": "Reconciler",
+        "metadata": {"name": "converter", "namespace": ns},
+        "spec": {"module": config_map_module("converter"), "grants": grants}}))
+    .unwrap();
+    let refused = Api::<Reconciler>::namespaced(client.clone(), &ns)
+        .create(&Default::default(), &r)
+        .await
+        .expect_err("a namespaced Reconciler granted conversion was accepted");
+    assert!(refused.to_string().contains("spec.grants.conversion is for ClusterReconcilers"), "{refused}");
+    let mut spec = converter_spec().await;
+    spec["grants"]["namespaces"] = json!([ns]);
+    let c: ClusterReconciler = serde_json::from_value(json!({"apiVersion": "operon.dev/v1alpha1",
+        "kind": "ClusterReconciler", "metadata": {"name": format!("{ns}-converter")}, "spec": spec}))
+    .unwrap();
+    let refused = Api::<ClusterReconciler>::all(client)
+        .create(&Default::default(), &c)
+        .await
+        .expect_err("a ClusterReconciler of one namespace granted conversion was accepted");
+    assert!(refused.to_string().contains("spec.grants.conversion needs spec.grants.namespaces"), "{refused}");
+}
+
+/// One converter per CRD, decided from the CRD's record: a second plugin
+/// on another replica is refused (it does not flip the CRD to itself), its
+/// clean-up leaves the holder's webhook in place, and a host whose
+/// operator does not allow the CRD never points it.
+#[tokio::test]
+async fn two_replicas_never_take_a_crds_conversion_from_each_other() {
+    use k8s_openapi::api::events::v1::Event;
+    let _turn = GADGET_CRD.lock().await;
+    let a = Host::start_serving_webhooks(plane(), "contract-convert-a").await;
+    let b = Host::start_serving_webhooks(plane(), "contract-convert-b").await;
+    let (first, second) = (format!("{}-converter", a.ns), format!("{}-converter", b.ns));
+    a.cluster_reconciler(&first, converter_spec().await).await;
+    let holder = format!("c.{first}");
+    eventually("the CRD's conversion pointed at the first plugin", WAIT, || async {
+        (gadget_conversion(&a.client).await? == holder).then_some(())
+    })
+    .await;
+
+    b.cluster_reconciler(&second, converter_spec().await).await;
+    let events: Api<Event> = Api::namespaced(b.client.clone(), "default");
+    let refusal = eventually("the second plugin refused the CRD's conversion", WAIT, || async {
+        let now = gadget_conversion(&a.client).await;
+        assert_eq!(now.as_deref(), Some(holder.as_str()), "the second replica took the CRD's conversion");
+        events.list(&Default::default()).await.ok()?.items.into_iter().find_map(|e| {
+            (e.regarding.as_ref()?.name.as_deref() == Some(second.as_str())
+                && e.reason.as_deref() == Some("ConversionRefused"))
+            .then(|| e.note.unwrap_or_default())
+        })
+    })
+    .await;
+    assert!(refusal.contains(&format!("converted by plugin {holder}")), "{refusal}");
+
+    // The refused plugin goes: the holder's webhook stays.
+    Api::<ClusterReconciler>::all(b.client.clone()).delete(&second, &Default::default()).await.unwrap();
+    for _ in 0..30 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = gadget_conversion(&a.client).await;
+        assert_eq!(now.as_deref(), Some(holder.as_str()), "the refused plugin's clean-up took the holder's webhook");
+    }
+
+    Api::<ClusterReconciler>::all(a.client.clone()).delete(&first, &Default::default()).await.unwrap();
+    eventually("the CRD's conversion given back", WAIT, || async {
+        gadget_conversion(&a.client).await.is_none().then_some(())
+    })
+    .await;
+    a.stop().await;
+    b.stop().await;
+
+    // A host whose operator does not allow the CRD never points it.
+    let c = Host::start_serving_webhooks_with(plane(), "contract-convert-c", Default::default()).await;
+    let third = format!("{}-converter", c.ns);
+    c.cluster_reconciler(&third, converter_spec().await).await;
+    let refusal = eventually("the plugin refused a CRD the host does not allow", WAIT, || async {
+        events.list(&Default::default()).await.ok()?.items.into_iter().find_map(|e| {
+            (e.regarding.as_ref()?.name.as_deref() == Some(third.as_str())
+                && e.reason.as_deref() == Some("ConversionRefused"))
+            .then(|| e.note.unwrap_or_default())
+        })
+    })
+    .await;
+    assert!(refusal.contains("--conversion-allow gadgets.example.operon.dev"), "{refusal}");
+    assert_eq!(gadget_conversion(&c.client).await, None, "pointed without the operator's leave");
+    Api::<ClusterReconciler>::all(c.client.clone()).delete(&third, &Default::default()).await.unwrap();
+    c.stop().await;
+}
+
+/// A ClusterReconciler spec of a guest served over HTTP on loopback.
+async fn served(guest_name: &str, grants: Value) -> Value {
+    let bytes = guest(guest_name);
+    let url = serve::serve_module(bytes.clone()).await;
+    let sha = operon::runtime::digest(&bytes).trim_start_matches("sha256:").to_string();
+    json!({"module": {"url": {"href": url, "sha256": sha}}, "grants": grants})
+}
+
+/// The `namespace/name` of every related object a Survey's guest was
+/// handed, once it reconciled.
+async fn surveyed(client: &kube::Client, name: &str) -> Option<Vec<String>> {
+    use kube::api::{ApiResource, GroupVersionKind};
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.operon.dev", "v1alpha1", "Survey"));
+    let survey = Api::<DynamicObject>::all_with(client.clone(), &ar).get_opt(name).await.ok()??;
+    let related = survey.data["status"]["related"].as_array()?;
+    Some(related.iter().filter_map(|r| r.as_str().map(str::to_string)).collect())
+}
+
+async fn survey(client: &kube::Client, name: &str, spec: Value) {
+    use kube::api::{ApiResource, GroupVersionKind};
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.operon.dev", "v1alpha1", "Survey"));
+    let s: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.operon.dev/v1alpha1",
+        "kind": "Survey", "metadata": {"name": name}, "spec": spec}))
+    .unwrap();
+    Api::<DynamicObject>::all_with(client.clone(), &ar)
+        .patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&s))
+        .await
+        .unwrap();
+}
+
+async fn labelled_config_map(client: &kube::Client, ns: &str, name: &str, labels: Value, data: &str) {
+    let cm: ConfigMap = serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": labels}, "data": {"v": data}}))
+    .unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    api.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&cm)).await.unwrap();
+}
+
+/// What a guest is handed through its watches is what it may read: a
+/// cluster-scoped parent's selector and reference reach only the
+/// ClusterReconciler's granted namespaces, never the others'.
+#[tokio::test]
+async fn a_cluster_scoped_parents_watches_stay_within_the_granted_namespaces() {
+    let host = Host::start_on(plane(), "contract-reach", false).await;
+    let other = operon_envtest::create_namespace(&host.client, "contract-reach-other").await.unwrap();
+    let label = json!({"survey": host.ns});
+    labelled_config_map(&host.client, &host.ns, "granted", label.clone(), "a").await;
+    labelled_config_map(&host.client, &other, "not-granted", label.clone(), "password").await;
+    let grants = json!({"for": [{"group": "example.operon.dev", "kind": "Survey"}],
+        "reads": [{"group": "", "kind": "ConfigMap"}], "namespaces": [host.ns], "clusterScoped": true});
+    let name = format!("{}-surveyor", host.ns);
+    host.cluster_reconciler(&name, served("surveyor", grants).await).await;
+    let parent = format!("{}-everything", host.ns);
+    survey(&host.client, &parent, json!({"selector": {"matchLabels": label}, "configRef": format!("{other}/not-granted")}))
+        .await;
+    let related = eventually("the Survey reconciled", WAIT, || surveyed(&host.client, &parent)).await;
+    assert_eq!(related, vec![format!("{}/granted", host.ns)], "handed objects of a namespace it was not granted");
+    Api::<ClusterReconciler>::all(host.client.clone()).delete(&name, &Default::default()).await.unwrap();
+    host.stop().await;
+}
+
+/// A namespaced parent's reference stays in its namespace unless the
+/// ClusterReconciler's grants let references cross between its
+/// namespaces: a parent's author must not have the plugin read another
+/// namespace's objects for them.
+#[tokio::test]
+async fn a_reference_crosses_namespaces_only_where_the_grants_allow() {
+    let host = Host::start_on(plane(), "contract-cross", false).await;
+    let other = operon_envtest::create_namespace(&host.client, "contract-cross-other").await.unwrap();
+    labelled_config_map(&host.client, &other, "shared-settings", json!({}), "b").await;
+    labelled_config_map(&host.client, &host.ns, "own-settings", json!({}), "a").await;
+    let mut grants = grants();
+    grants["namespaces"] = json!([host.ns, other]);
+    grants["reads"] = json!([{"group": "", "kind": "ConfigMap"}]);
+    let name = format!("{}-clockwork", host.ns);
+    let mut spec = served("clockwork", grants.clone()).await;
+    spec["selector"] = json!({"matchLabels": {"contract": "v2"}});
+    host.cluster_reconciler(&name, spec.clone()).await;
+    thing(&host, "across", json!({"configRef": format!("{other}/shared-settings")})).await;
+    thing(&host, "within", json!({"configRef": "own-settings"})).await;
+    let related = |n: &'static str| {
+        let host = &host;
+        async move {
+            let s = status(host, n).await?;
+            (s["count"].as_u64()? > 0).then(|| s["related"].clone())
+        }
+    };
+    assert_eq!(eventually("within reconciled", WAIT, || related("within")).await, json!(["own-settings"]));
+    assert_eq!(
+        eventually("across reconciled", WAIT, || related("across")).await,
+        json!([]),
+        "a reference crossed into another namespace without the grant"
+    );
+    // The grant opts in.
+    spec["grants"]["crossNamespaceReferences"] = json!(true);
+    host.cluster_reconciler(&name, spec).await;
+    eventually("across handed the other namespace's object", WAIT, || async {
+        (related("across").await? == json!(["shared-settings"])).then_some(())
+    })
+    .await;
+    Api::<ClusterReconciler>::all(host.client.clone()).delete(&name, &Default::default()).await.unwrap();
+    host.stop().await;
+}
+
+/// The related objects of one request are bounded like the guest's reads:
+/// past the bound the guest is not called, and the parent says why.
+#[tokio::test]
+async fn related_objects_past_the_read_budget_fail_the_reconcile_with_a_reason() {
+    use k8s_openapi::api::events::v1::Event;
+    let pipeline = operon::pipeline::Config {
+        controller: operon::controller::Config { max_concurrent_reconciles: 4, ..Default::default() },
+        max_related_bytes: 8 << 10,
+        ..Default::default()
+    };
+    let host = Host::start_configured(plane(), "contract-bound", false, pipeline).await;
+    let label = json!({"bound": host.ns});
+    for i in 0..4 {
+        labelled_config_map(&host.client, &host.ns, &format!("big-{i}"), label.clone(), &"x".repeat(3000)).await;
+    }
+    let grants = json!({"for": [{"group": "example.operon.dev", "kind": "Survey"}],
+        "reads": [{"group": "", "kind": "ConfigMap"}], "namespaces": [host.ns], "clusterScoped": true});
+    let name = format!("{}-surveyor", host.ns);
+    host.cluster_reconciler(&name, served("surveyor", grants).await).await;
+    let parent = format!("{}-big", host.ns);
+    survey(&host.client, &parent, json!({"selector": {"matchLabels": label}})).await;
+    let events: Api<Event> = Api::namespaced(host.client.clone(), "default");
+    let note = eventually("a RelatedTooLarge event on the Survey", WAIT, || async {
+        events.list(&Default::default()).await.ok()?.items.into_iter().find_map(|e| {
+            (e.regarding.as_ref()?.name.as_deref() == Some(parent.as_str())
+                && e.reason.as_deref() == Some("RelatedTooLarge"))
+            .then(|| e.note.unwrap_or_default())
+        })
+    })
+    .await;
+    assert!(note.contains("more than 8192 bytes") && note.contains("narrow"), "{note}");
+    assert_eq!(surveyed(&host.client, &parent).await, None, "the guest was called with a truncated request");
+    Api::<ClusterReconciler>::all(host.client.clone()).delete(&name, &Default::default()).await.unwrap();
     host.stop().await;
 }

@@ -41,7 +41,7 @@ fn plane() -> &'static operon_envtest::ControlPlane {
 fn intruder_grants(adopt: bool) -> Value {
     json!({
         "for": [{"group": "example.operon.dev", "kind": "Thing"}],
-        "owns": [{"group": "", "kind": "ConfigMap"}],
+        "owns": [{"group": "", "kind": "ConfigMap"}, {"group": "", "kind": "Secret"}],
         "reads": [{"group": "", "kind": "Namespace"}],
         "adopt": adopt,
     })
@@ -178,6 +178,91 @@ async fn a_plugin_cannot_adopt_or_rewrite_another_plugins_module() {
     assert_eq!(cm.binary_data.unwrap()["module.wasm"], ByteString(v1.clone()));
     let r = host.reconcilers().get("victim").await.unwrap();
     assert_eq!(r.status.unwrap().digest.as_deref(), Some(v1_digest.as_str()));
+    host.stop().await;
+}
+
+/// A Secret another Reconciler names as a credential is the host's to
+/// send out for that plugin: no plugin adopts or rewrites it, even with
+/// `adopt` and the Secret kind granted.
+#[tokio::test]
+async fn a_plugin_cannot_adopt_or_rewrite_another_plugins_credential() {
+    use k8s_openapi::api::core::v1::Secret;
+    let host = Host::start_on(plane(), "ten-credential", false).await;
+    let secrets: Api<Secret> = Api::namespaced(host.client.clone(), &host.ns);
+    let original: Secret = serde_json::from_value(json!({"metadata": {"name": "victim-api"},
+        "stringData": {"key": "the-victims-key"}}))
+    .unwrap();
+    secrets.create(&PostParams::default(), &original).await.unwrap();
+    host.module_config_map("victim-module", &guest("stamp-v1")).await;
+    let victims = json!({"matchLabels": {"tenant": "victim"}});
+    host.reconciler(
+        "victim",
+        json!({"module": config_map_module("victim-module"), "grants": stamp_grants(), "selector": victims,
+            "serviceAccountName": "victim",
+            "credentials": [{"name": "api", "secretRef": {"name": "victim-api", "key": "key"}, "use": "bearer",
+                "hosts": ["api.example.com"]}]}),
+    )
+    .await;
+    host.module_config_map("intruder", &guest("intruder")).await;
+    let others = json!({"matchExpressions": [{"key": "tenant", "operator": "DoesNotExist"}]});
+    host.reconciler(
+        "attacker",
+        json!({"module": config_map_module("intruder"), "grants": intruder_grants(true), "selector": others}),
+    )
+    .await;
+    let forged = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "victim-api"},
+        "stringData": {"key": "the-attackers-key"}});
+    thing_with(&host, &host.ns, "swap", json!({"mode": "echo", "desired": [forged], "value": 1})).await;
+    let refusal = eventually("the rewrite refused", WAIT, || async {
+        host.events("swap").await.into_iter().find(|(_, note)| note.contains("victim-api"))
+    })
+    .await;
+    assert!(refusal.1.contains("holds credential \"api\" of Reconciler"), "{refusal:?}");
+    let kept = secrets.get("victim-api").await.unwrap();
+    assert!(kept.metadata.owner_references.unwrap_or_default().is_empty(), "the credential's Secret was adopted");
+    assert_eq!(kept.data.unwrap()["key"], ByteString(b"the-victims-key".to_vec()), "the credential was rewritten");
+    host.stop().await;
+}
+
+/// A recording (`--record`) of a plugin that writes a Secret holds no
+/// value of it, is readable by the host's user only, and lives in the
+/// plugin's own directory: recordings become committed fixtures.
+#[tokio::test]
+async fn a_recording_holds_no_secret_a_plugin_wrote_or_read() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let recordings = tempfile::tempdir().unwrap();
+    let pipeline = operon::pipeline::Config {
+        controller: operon::controller::Config { max_concurrent_reconciles: 4, ..Default::default() },
+        record: Some(std::sync::Arc::new(operon::pipeline::record::Recorder::new(recordings.path().to_path_buf(), 1))),
+        ..Default::default()
+    };
+    let host = Host::start_configured(plane(), "ten-record", false, pipeline).await;
+    host.module_config_map("intruder", &guest("intruder")).await;
+    host.reconciler("generator", json!({"module": config_map_module("intruder"), "grants": intruder_grants(false)}))
+        .await;
+    const PASSWORD: &str = "generated-password-0f9e8d";
+    let generated = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db-password"},
+        "stringData": {"password": PASSWORD}});
+    thing_with(&host, &host.ns, "db", json!({"mode": "echo", "desired": [generated], "value": 1})).await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(host.client.clone(), &host.ns);
+    eventually("the Secret written", WAIT, || async { secrets.get_opt("db-password").await.ok()? }).await;
+    // Reconciled again: the Secret is now a child in the request too.
+    thing_with(&host, &host.ns, "db", json!({"mode": "echo", "desired": [generated], "value": 2})).await;
+    let dir = recordings.path().join(format!("{}_generator", host.ns));
+    let files = eventually("recordings of both reconciles", WAIT, || async {
+        let files: Vec<std::path::PathBuf> = std::fs::read_dir(&dir).ok()?.filter_map(|e| Some(e.ok()?.path())).collect();
+        let with_child = files.iter().any(|f| std::fs::read_to_string(f).is_ok_and(|t| t.contains("db-password") && t.contains("children:")));
+        (files.len() >= 4 && with_child).then_some(files)
+    })
+    .await;
+    use base64::Engine as _;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(PASSWORD);
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        assert!(!text.contains(PASSWORD) && !text.contains(&encoded), "{} holds the password:\n{text}", f.display());
+        assert_eq!(std::fs::metadata(f).unwrap().permissions().mode() & 0o777, 0o600, "{}", f.display());
+    }
+    assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
     host.stop().await;
 }
 

@@ -143,6 +143,10 @@ pub struct RunArgs {
     /// selector (`app=shop,tier in (web)`).
     #[arg(long, value_name = "SELECTOR", requires = "record")]
     pub record_selector: Option<String>,
+    /// With --record: the most disk one controller's recordings take, as a
+    /// quantity (`64Mi`); past it the oldest recordings are removed.
+    #[arg(long, value_name = "SIZE", default_value = "64Mi", value_parser = quantity, requires = "record")]
+    pub record_max_size: u64,
     /// Only Reconcilers whose labels match this selector (several Operon
     /// installations sharing a cluster).
     #[arg(long)]
@@ -357,6 +361,13 @@ pub struct RunArgs {
     /// with --webhook-max-concurrent.
     #[arg(long, default_value_t = crate::webhook::Config::DEFAULT_MAX_CONCURRENT_PER_PLUGIN)]
     pub webhook_max_concurrent_per_plugin: usize,
+    /// CustomResourceDefinitions whose conversion a ClusterReconciler
+    /// granted conversion may take (`gadgets.example.com`, `*.example.com`
+    /// for every CRD of a group, `*` for all; comma-separated or repeated).
+    /// None by default: a CRD's conversion runs for every object of its
+    /// kind, in every namespace.
+    #[arg(long, value_name = "CRDS", value_delimiter = ',')]
+    pub conversion_allow: Vec<String>,
     #[command(flatten)]
     pub limits: LimitArgs,
 }

@@ -116,7 +116,8 @@ fn manager_config(args: &RunArgs) -> anyhow::Result<manager::Config> {
         record: match &args.record {
             None => None,
             Some(dir) => {
-                let mut recorder = pipeline::record::Recorder::new(dir.clone(), args.record_every);
+                let mut recorder =
+                    pipeline::record::Recorder::new(dir.clone(), args.record_every).max_bytes(args.record_max_size);
                 if let Some(s) = &args.record_selector {
                     let selector = crate::contract::Selector::parse(s)
                         .map_err(|e| anyhow::anyhow!("--record-selector {s:?}: {e}"))?;
@@ -153,6 +154,7 @@ fn webhook_config(args: &RunArgs, bind: SocketAddr) -> anyhow::Result<webhook::C
         endpoint,
         max_concurrent: args.webhook_max_concurrent.max(1),
         max_concurrent_per_plugin: args.webhook_max_concurrent_per_plugin.max(1),
+        conversion_allowed: webhook::ConversionAllowed::parse(&args.conversion_allow)?,
     })
 }
 

@@ -57,7 +57,19 @@ impl Pipeline {
                 } else {
                     let children = c.reads.children(parent);
                     let rates = !parent::speaks_0_1(&c.module);
-                    c.reads.request(parent, &children, finalizing, ctx.attempt, &self.config.scope, rates)
+                    // A candidate whose reads pass the bound is compared
+                    // on nothing: its request is the live one's.
+                    c.reads
+                        .request(
+                            parent,
+                            &children,
+                            finalizing,
+                            ctx.attempt,
+                            &self.config.scope,
+                            rates,
+                            self.config.max_related_bytes,
+                        )
+                        .unwrap_or_else(|_| request.clone())
                 };
                 let reader: Arc<dyn crate::runtime::ObjectReader> =
                     Arc::new(c.reads.reader(key.namespace.clone(), &self.config.scope));

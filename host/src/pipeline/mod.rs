@@ -38,6 +38,7 @@ use crate::controller::{self, Action, Context, Controller, Reconcile, Retry};
 use crate::leader::Fence;
 use crate::metrics::{ApplyOperation, GuestErrorKind, Metrics};
 use crate::runtime::{CallError, Module};
+pub use request::{MAX_RELATED_BYTES, RelatedTooLarge};
 use request::ReadSet;
 use std::collections::HashSet;
 use std::future::Future;
@@ -95,6 +96,10 @@ pub enum Error {
     /// Adding or removing the finalizer failed.
     #[error("finalizer: {0}")]
     Finalizer(#[source] apply::Error),
+    /// The parent's related objects pass what one request may carry; the
+    /// guest is not called.
+    #[error(transparent)]
+    RelatedTooLarge(#[from] RelatedTooLarge),
 }
 
 impl Error {
@@ -342,7 +347,21 @@ impl Pipeline {
 
         let children = active.reads.children(&parent);
         let rates = !parent::speaks_0_1(&active.module);
-        let request = active.reads.request(&parent, &children, finalizing, ctx.attempt, &self.config.scope, rates);
+        let request = match active.reads.request(
+            &parent,
+            &children,
+            finalizing,
+            ctx.attempt,
+            &self.config.scope,
+            rates,
+            self.config.max_related_bytes,
+        ) {
+            Ok(r) => r,
+            Err(e) => {
+                self.applier.event(&parent, true, "RelatedTooLarge", &e.to_string(), fence).await;
+                return Err(e.into());
+            }
+        };
         let call = self.call_guest(active, candidate, key, &parent, request, finalizing, ctx, tickets).await?;
         let module = &active.module;
         let outcome = match call {

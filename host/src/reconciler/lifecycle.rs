@@ -68,7 +68,8 @@ struct Plugin {
     /// The conversion registration (module digest, leading), while
     /// registered; and the last refusal told.
     conversion: Option<String>,
-    conversion_refused: Option<String>,
+    /// Why the conversion was last refused, and when to ask again.
+    conversion_refused: Option<(String, std::time::Instant)>,
     problem: Option<(Reason, String)>,
     /// Decisions of this replica not yet seen in the status. Only a step of
     /// this plugin writes it (one at a time): it clears what it wrote once

@@ -45,6 +45,7 @@ mod review;
 mod server;
 mod threads;
 
+pub use conversion::{Allowed as ConversionAllowed, BadAllowed as BadConversionAllowed, CONVERTED_BY};
 pub use endpoint::{BadEndpoint, Endpoint};
 pub use handler::Answer;
 pub use registration::Registration;
@@ -116,6 +117,30 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// The host's operator does not let plugins convert this CRD.
+    #[error(
+        "plugin {plugin}: this host does not point the conversion of CustomResourceDefinition {crd} at plugins; \
+         its operator allows it with --conversion-allow {crd} (the chart's conversion.allow)"
+    )]
+    ConversionNotAllowed {
+        /// The plugin.
+        plugin: String,
+        /// The CRD's name.
+        crd: String,
+    },
+    /// Another plugin converts the CRD, as the CRD's record says.
+    #[error(
+        "plugin {plugin}: CustomResourceDefinition {crd} is converted by plugin {holder} (its {CONVERTED_BY} \
+         annotation): one converter per CRD; grant conversion to one ClusterReconciler of a kind"
+    )]
+    ConversionHeld {
+        /// The plugin refused.
+        plugin: String,
+        /// The CRD's name.
+        crd: String,
+        /// The plugin the CRD's record names.
+        holder: String,
+    },
     /// The API server does not serve the plugin's kind (yet).
     #[error("plugin {plugin}: the API server does not serve {kind} (is its CRD installed?)")]
     Discovery {
@@ -133,7 +158,7 @@ pub enum Error {
          CRD, and may operon's ServiceAccount get and patch customresourcedefinitions?)"
     )]
     Crd {
-        /// `pointing` or `restoring`.
+        /// `reading`, `pointing` or `restoring`.
         action: &'static str,
         /// The CRD's name.
         name: String,
@@ -250,6 +275,9 @@ pub struct Config {
     /// (`--webhook-max-concurrent-per-plugin`), so one tenant's flood
     /// leaves the others their share of the total.
     pub max_concurrent_per_plugin: usize,
+    /// The CRDs whose conversion the host may point at a plugin
+    /// (`--conversion-allow`); none by default.
+    pub conversion_allowed: ConversionAllowed,
 }
 
 impl Config {
@@ -268,6 +296,7 @@ impl Default for Config {
             endpoint: Endpoint::default(),
             max_concurrent: Config::DEFAULT_MAX_CONCURRENT,
             max_concurrent_per_plugin: Config::DEFAULT_MAX_CONCURRENT_PER_PLUGIN,
+            conversion_allowed: ConversionAllowed::default(),
         }
     }
 }
@@ -295,6 +324,8 @@ struct Shared {
     routes: RwLock<HashMap<String, Arc<Route>>>,
     /// Conversion routes, by plugin.
     conversions: RwLock<HashMap<String, conversion::Route>>,
+    /// The CRDs whose conversion plugins may take.
+    conversion_allowed: ConversionAllowed,
     generations: AtomicU64,
     /// Stops the server.
     stop: watch::Sender<bool>,
@@ -335,6 +366,7 @@ impl Webhooks {
                 self_signed: config.cert_dir.is_none(),
                 routes: RwLock::new(HashMap::new()),
                 conversions: RwLock::new(HashMap::new()),
+                conversion_allowed: config.conversion_allowed.clone(),
                 generations: AtomicU64::new(0),
                 stop,
                 writing: tokio::sync::Mutex::new(()),

@@ -41,10 +41,24 @@ impl Host {
     /// [`Host::start_on`], serving webhooks on 127.0.0.1 (a self-signed
     /// certificate; the API server calls `clientConfig.url`).
     pub async fn start_serving_webhooks(plane: &operon_envtest::ControlPlane, prefix: &str) -> Host {
+        // The test kinds' CRDs, as an operator names the ones plugins may
+        // convert.
+        let allowed = operon::webhook::ConversionAllowed::parse(&["*.example.operon.dev".into()]).unwrap();
+        Host::start_serving_webhooks_with(plane, prefix, allowed).await
+    }
+
+    /// [`Host::start_serving_webhooks`], pointing only the CRDs `allowed`
+    /// names at plugins that convert (`--conversion-allow`).
+    pub async fn start_serving_webhooks_with(
+        plane: &operon_envtest::ControlPlane,
+        prefix: &str,
+        allowed: operon::webhook::ConversionAllowed,
+    ) -> Host {
         let webhooks = operon::webhook::Config {
             bind: ([127, 0, 0, 1], 0).into(),
             cert_dir: None,
             endpoint: operon::webhook::Endpoint::Url { host: "127.0.0.1".into(), port: None },
+            conversion_allowed: allowed,
             ..Default::default()
         };
         let pipeline = operon::pipeline::Config {
@@ -179,6 +193,17 @@ impl Host {
         }))
         .unwrap();
         let api: Api<reconciler::crd::Reconciler> = Api::namespaced(self.client.clone(), ns);
+        api.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&r)).await.unwrap();
+    }
+
+    /// A ClusterReconciler, labelled for this host.
+    pub async fn cluster_reconciler(&self, name: &str, spec: Value) {
+        let r: reconciler::crd::ClusterReconciler = serde_json::from_value(json!({
+            "apiVersion": "operon.dev/v1alpha1", "kind": "ClusterReconciler",
+            "metadata": {"name": name, "labels": {"operon.dev/test": self.label}}, "spec": spec
+        }))
+        .unwrap();
+        let api: Api<reconciler::crd::ClusterReconciler> = Api::all(self.client.clone());
         api.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&r)).await.unwrap();
     }
 

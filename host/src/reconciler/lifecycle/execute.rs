@@ -39,7 +39,11 @@ impl Lifecycle {
                 s.limits = file.limits.clone();
                 s.pipeline.namespace = file.namespace.clone();
                 s.pipeline.scope = match &file.namespace {
-                    Some(ns) => crate::pipeline::Scope { namespaces: Some(vec![ns.clone()]), cluster: true },
+                    Some(ns) => crate::pipeline::Scope {
+                        namespaces: Some(vec![ns.clone()]),
+                        cluster: true,
+                        references_across_namespaces: true,
+                    },
                     None => crate::pipeline::Scope::all(),
                 };
                 s.pipeline.grants = crate::pipeline::Grants::default();
