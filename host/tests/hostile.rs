@@ -10,6 +10,9 @@
 //!
 //! Hostile resources: parents with huge specs, names at the length limits,
 //! unexpected fields, and a CRD deleted while its controller runs.
+//!
+//! Outsiders at the host's ports: connections held open and trickled on
+//! the metrics port.
 
 mod common;
 
@@ -691,4 +694,66 @@ fn the_cache_directory_is_created_private_and_its_entries_checked_before_use() {
     let module = rt.load(&guest("requeue-counter"), Limits::default()).unwrap();
     assert!(!module.info().from_cache, "an artifact of another module was loaded");
     assert_eq!(module.manifest().name, "requeue-counter");
+}
+
+// ---------------------------------------------------------------------------
+// Outsiders at the host's ports
+
+/// An outsider who reaches the host's metrics port holds connections open,
+/// sends its headers a byte at a time, and opens more than its share: the
+/// host closes what is over the per-client cap as it comes and cuts the
+/// slow ones off, while a scraper from another address is still answered
+/// and the neighbour keeps converging.
+#[tokio::test]
+async fn an_outsider_holding_and_trickling_connections_cannot_take_the_metrics_port() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = Host::start("outsider-conn").await;
+    host.neighbours(1).await;
+    let addr: std::net::SocketAddr = host.metrics.trim_start_matches("http://").parse().unwrap();
+    let connect_from = |from: [u8; 4]| async move {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind((from, 0).into()).unwrap();
+        socket.connect(addr).await.unwrap()
+    };
+    // Sixteen connections from one address, each trickling its headers.
+    let mut slow = Vec::new();
+    for _ in 0..16 {
+        let mut tcp = connect_from([127, 0, 0, 1]).await;
+        tcp.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+        slow.push(tcp);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // One more from the same address: closed as it comes.
+    let mut over = connect_from([127, 0, 0, 1]).await;
+    let _ = over.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await;
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), over.read_to_end(&mut answer)).await;
+    assert!(answer.is_empty(), "a 17th connection from one address was answered: {}", String::from_utf8_lossy(&answer));
+    // A scraper from elsewhere is answered meanwhile.
+    let mut scraper = connect_from([127, 0, 0, 2]).await;
+    scraper.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), scraper.read_to_end(&mut answer)).await.unwrap().unwrap();
+    assert!(answer.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&answer[..answer.len().min(200)]));
+    // The slow ones are cut off at the header timeout (10 s), whatever they
+    // trickle meanwhile.
+    let started = std::time::Instant::now();
+    for tcp in &mut slow {
+        let mut buf = [0u8; 256];
+        let cut = async {
+            loop {
+                let _ = tcp.write_all(b"X").await;
+                match tokio::time::timeout(Duration::from_millis(500), tcp.read(&mut buf)).await {
+                    Ok(Ok(0) | Err(_)) => return,
+                    _ => {}
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(20), cut)
+            .await
+            .unwrap_or_else(|_| panic!("a trickling connection was still open after {:?}", started.elapsed()));
+    }
+    eprintln!("hostile: 16 trickling connections cut off within {:?}", started.elapsed());
+    host.neighbours_follow(2).await;
+    host.stop().await;
 }

@@ -250,6 +250,10 @@ pub struct Config {
     /// (`--webhook-max-concurrent-per-plugin`), so one tenant's flood
     /// leaves the others their share of the total.
     pub max_concurrent_per_plugin: usize,
+    /// Connections, timeouts and body sizes clients meet
+    /// (`--webhook-max-connections`, `--webhook-max-connections-per-client`;
+    /// the rest [`crate::server::Limits::WEBHOOKS`]).
+    pub limits: crate::server::Limits,
 }
 
 impl Config {
@@ -268,6 +272,7 @@ impl Default for Config {
             endpoint: Endpoint::default(),
             max_concurrent: Config::DEFAULT_MAX_CONCURRENT,
             max_concurrent_per_plugin: Config::DEFAULT_MAX_CONCURRENT_PER_PLUGIN,
+            limits: crate::server::Limits::WEBHOOKS,
         }
     }
 }
@@ -347,6 +352,13 @@ impl Webhooks {
             clients = %config.client_ca.as_ref().map_or("any (no --webhook-client-ca-file)".into(), |p| format!("signed by {}", p.display())),
             "serving admission webhooks"
         );
+        if config.client_ca.is_none() {
+            tracing::warn!(
+                "admission webhook clients are not authenticated: any client that reaches the port may send \
+                 AdmissionReviews. Give --webhook-client-ca-file (the CA of the API server's webhook client \
+                 certificate), or restrict the port with a NetworkPolicy (docs/admission.md)"
+            );
+        }
         let client_ca = match &config.client_ca {
             Some(path) => Some(std::fs::read(path).map_err(|e| {
                 Error::Certificate(format!("--webhook-client-ca-file: reading {}: {e}", path.display()))
@@ -369,7 +381,7 @@ impl Webhooks {
         let shutdown = async move {
             let _ = stopped.wait_for(|s| *s).await;
         };
-        tokio::spawn(server::serve(listener, tls, webhooks.clone(), shutdown));
+        tokio::spawn(server::serve(listener, tls, webhooks.clone(), config.limits, shutdown));
         Ok(webhooks)
     }
 
