@@ -190,7 +190,7 @@ impl Endpoints {
         let router = Router::new()
             .route("/metrics", get(serve_metrics))
             .with_state(metrics.clone())
-            .layer(axum::middleware::from_fn_with_state(authz::Reviewer::new(client), authz::guard));
+            .layer(axum::middleware::from_fn_with_state(authz::Reviewer::new(client, metrics.clone()), authz::guard));
         Ok(Endpoints { name: "metrics", router, tls: Some(tls), limits: Limits::ENDPOINTS, counted: Some(metrics) })
     }
 
