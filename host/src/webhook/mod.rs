@@ -141,6 +141,16 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// This replica no longer leads the plugin when a write was due: the
+    /// replica that does writes it.
+    #[error("plugin {plugin}: not written: {source}")]
+    NotLeading {
+        /// The plugin.
+        plugin: String,
+        /// The lease that was lost.
+        #[source]
+        source: crate::leader::NotLeading,
+    },
     /// A webhook configuration could not be written or deleted.
     #[error(
         "{action} {resource} {name} failed (does operon's ServiceAccount have RBAC for admissionregistration.k8s.io?)"
@@ -156,6 +166,16 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+}
+
+/// Whether unregistering a plugin deletes its configurations.
+#[derive(Debug, Clone, Copy)]
+enum Delete {
+    No,
+    /// While this replica leads the plugin (its fence checked before each).
+    AsLeader,
+    /// Whoever leads (a self-generated certificate nobody else serves).
+    Always,
 }
 
 /// What the API server does when a plugin's guest cannot answer (a trap,
@@ -463,6 +483,8 @@ impl Webhooks {
         }
         if route.registration.leadership.is_leading()
             && let Err(e) = self.apply(&route).await
+            // Leadership lost meanwhile: the replica that leads applies them.
+            && !matches!(e, Error::NotLeading { .. })
         {
             let mut routes = self.routes_mut();
             match previous {
@@ -485,6 +507,7 @@ impl Webhooks {
             &route.plural,
             route.namespaced,
             &target,
+            &route.registration.leadership.fence(),
         )
         .await
     }
@@ -499,9 +522,18 @@ impl Webhooks {
     /// [`Error::Api`] when a configuration cannot be deleted; the routes are
     /// kept then, so nothing is left calling a path that is not served.
     pub async fn unregister(&self, name: &str, delete_configurations: bool) -> Result<(), Error> {
+        let delete = if delete_configurations { Delete::AsLeader } else { Delete::No };
+        self.remove(name, delete).await
+    }
+
+    async fn remove(&self, name: &str, delete: Delete) -> Result<(), Error> {
         let _writing = self.shared.writing.lock().await;
-        if delete_configurations {
-            config::delete(&self.shared.client, name).await?;
+        let fence = self.route(name).map(|r| r.registration.leadership.fence());
+        match delete {
+            Delete::No => {}
+            // Each delete only while this replica still leads the plugin.
+            Delete::AsLeader => config::delete(&self.shared.client, name, fence.as_ref()).await?,
+            Delete::Always => config::delete(&self.shared.client, name, None).await?,
         }
         let Some(route) = self.routes().get(name).cloned() else { return Ok(()) };
         // Kept answering for the grace period, no longer kept configured.
@@ -541,7 +573,7 @@ impl Webhooks {
     pub async fn unregister_all(&self) -> Result<(), Error> {
         let mut first = None;
         for name in self.registered() {
-            if let Err(e) = self.unregister(&name, true).await {
+            if let Err(e) = self.remove(&name, Delete::Always).await {
                 tracing::warn!(plugin = %name, error = %e, "could not remove webhook configurations");
                 first.get_or_insert(e);
             }
