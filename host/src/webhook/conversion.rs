@@ -9,6 +9,7 @@
 use super::handler::{self, Warned};
 use super::{Answer, Error, Webhooks, config};
 use crate::contract::Gvk;
+use crate::leader::Fence;
 use crate::pipeline::ModuleController;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -36,8 +37,10 @@ pub(super) struct Route {
 }
 
 impl Webhooks {
-    /// Serve `POST /convert/<name>` from `controller`'s module and, when
-    /// `leading`, point its `for` CRD's conversion at it.
+    /// Serve `POST /convert/<name>` from `controller`'s module and, with
+    /// `leading` (the fence of the plugin's leadership, while this replica
+    /// leads it), point its `for` CRD's conversion at it: the fence is
+    /// checked again just before the write.
     ///
     /// # Errors
     /// [`Error::NoConversion`] when the module does not export `convert`;
@@ -47,7 +50,7 @@ impl Webhooks {
         &self,
         name: &str,
         controller: ModuleController,
-        leading: bool,
+        leading: Option<&Fence>,
     ) -> Result<String, Error> {
         let module = controller.module();
         if !module.conversion() {
@@ -76,31 +79,32 @@ impl Webhooks {
         );
         let route = Route { controller, crd: crd.clone(), slots, warned: Arc::default() };
         self.conversions_mut().insert(name.to_string(), route);
-        if leading {
-            self.point_crd(name, &crd).await?;
+        if let Some(fence) = leading {
+            self.point_crd(name, &crd, fence).await?;
         }
         tracing::info!(plugin = %name, crd = %crd, "conversion webhook registered");
         Ok(crd)
     }
 
-    /// Stop serving `name`'s conversion; when `leading`, give its CRD its
-    /// own conversion settings back. Returns the kind it converted, if it
-    /// served one.
+    /// Stop serving `name`'s conversion; with `leading` (the fence of the
+    /// plugin's leadership), give its CRD its own conversion settings back,
+    /// the fence checked just before the write. Returns the kind it
+    /// converted, if it served one.
     ///
     /// # Errors
     /// [`Error::Crd`] when the CRD cannot be written (the route is kept, so
     /// the CRD never points at a path that is not served).
-    pub async fn unregister_conversion(&self, name: &str, leading: bool) -> Result<Option<Gvk>, Error> {
+    pub async fn unregister_conversion(&self, name: &str, leading: Option<&Fence>) -> Result<Option<Gvk>, Error> {
         let Some(route) = self.conversions().get(name).cloned() else { return Ok(None) };
-        if leading {
-            self.restore_crd(&route.crd).await?;
+        if let Some(fence) = leading {
+            self.restore_crd(name, &route.crd, fence).await?;
         }
         self.conversions_mut().remove(name);
         tracing::info!(plugin = %name, crd = %route.crd, "conversion webhook unregistered");
         Ok(Some(route.controller.module().manifest().for_kind.clone()))
     }
 
-    async fn point_crd(&self, plugin: &str, crd: &str) -> Result<(), Error> {
+    async fn point_crd(&self, plugin: &str, crd: &str, fence: &Fence) -> Result<(), Error> {
         let api: Api<Crd> = Api::all(self.shared.client.clone());
         let api_error = |source| Error::Crd { action: "pointing", name: crd.into(), source };
         let current = api.get(crd).await.map_err(api_error)?;
@@ -114,11 +118,12 @@ impl Webhooks {
             let before = before.unwrap_or_else(|| json!({"strategy": "None"}));
             patch["metadata"] = json!({"annotations": {BEFORE: before.to_string()}});
         }
+        fence.check().map_err(|source| Error::NotLeading { plugin: plugin.into(), source })?;
         api.patch(crd, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(api_error)?;
         Ok(())
     }
 
-    async fn restore_crd(&self, crd: &str) -> Result<(), Error> {
+    async fn restore_crd(&self, plugin: &str, crd: &str, fence: &Fence) -> Result<(), Error> {
         let api: Api<Crd> = Api::all(self.shared.client.clone());
         let api_error = |source| Error::Crd { action: "restoring", name: crd.into(), source };
         let current = match api.get_opt(crd).await.map_err(api_error)? {
@@ -134,6 +139,7 @@ impl Webhooks {
             before["webhook"] = Value::Null;
         }
         let patch = json!({"metadata": {"annotations": {BEFORE: null}}, "spec": {"conversion": before}});
+        fence.check().map_err(|source| Error::NotLeading { plugin: plugin.into(), source })?;
         api.patch(crd, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(api_error)?;
         Ok(())
     }

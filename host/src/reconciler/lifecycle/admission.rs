@@ -112,7 +112,10 @@ impl Lifecycle {
                     return Ok(());
                 }
                 let kind = controller.module().manifest().for_kind.clone();
-                match webhooks.register_conversion(&name, controller, leading).await {
+                match webhooks
+                    .register_conversion(&name, controller, leading.then(|| leadership.fence()).as_ref())
+                    .await
+                {
                     Ok(crd) => {
                         self.relist_converted(&kind);
                         let mut p = plugin.lock().unwrap_or_else(|e| e.into_inner());
@@ -150,7 +153,9 @@ impl Lifecycle {
             }
             None => {
                 if registered.is_some() {
-                    let kind = webhooks.unregister_conversion(&name, leading).await.map_err(StepError::Conversion)?;
+                    let fence = leading.then(|| leadership.fence());
+                    let kind =
+                        webhooks.unregister_conversion(&name, fence.as_ref()).await.map_err(StepError::Conversion)?;
                     if let Some(kind) = kind {
                         self.relist_converted(&kind);
                     }
