@@ -17,8 +17,8 @@
 //! - A body of at most [`Limits::max_body`] bytes (413 at once when its
 //!   `Content-Length` says more, as soon as more arrives otherwise), and at
 //!   most [`Limits::max_body_in_flight`] bytes of bodies read at once across
-//!   the listener: a request that cannot get room for its body within the
-//!   body timeout is answered 503.
+//!   the listener: a request waits for room for its body within the body
+//!   timeout (then 408, as a slow body).
 //! - On shutdown: no more accepting; requests in flight get a few seconds.
 //!
 //! A request cut off or refused is answered with `Connection: close`.
@@ -295,8 +295,7 @@ async fn connection<IO>(
 }
 
 /// Read the whole body within the limits before the routes see it: 413
-/// when it is too large, 408 when it comes too slowly, 503 when there is
-/// no room for it in time.
+/// when it is too large, 408 when it (or room for it) comes too slowly.
 async fn read_body(State(bodies): State<Bodies>, request: Request, next: Next) -> Response {
     let Bodies { limits, room, counted } = bodies;
     let (parts, body) = request.into_parts();
