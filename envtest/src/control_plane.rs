@@ -73,6 +73,10 @@ pub struct Options {
     /// only every 30 seconds, so ownerReferences to a kind installed later
     /// take that long to be honoured.
     pub crds: Vec<CustomResourceDefinition>,
+    /// More kube-apiserver flags, after the harness's own (e.g.
+    /// `--admission-control-config-file=…`, for a test of what the API
+    /// server presents to webhooks).
+    pub apiserver_args: Vec<String>,
 }
 
 impl Default for Options {
@@ -85,6 +89,7 @@ impl Default for Options {
             assets: None,
             timeout: Duration::from_secs(90),
             crds: Vec::new(),
+            apiserver_args: Vec::new(),
         }
     }
 }
@@ -110,6 +115,13 @@ impl Options {
     /// These options plus a CRD to install at start; see [`Options::crds`].
     pub fn crd(mut self, crd: CustomResourceDefinition) -> Self {
         self.crds.push(crd);
+        self
+    }
+
+    /// These options plus one kube-apiserver flag; see
+    /// [`Options::apiserver_args`].
+    pub fn apiserver_arg(mut self, arg: impl Into<String>) -> Self {
+        self.apiserver_args.push(arg.into());
         self
     }
 
@@ -358,7 +370,10 @@ impl ControlPlane {
                 // with the event rate on its own, and a watcher that still
                 // falls behind gets 410 Gone and re-lists, which clients must
                 // handle anyway.
-            ],
+            ]
+            .into_iter()
+            .chain(options.apiserver_args.iter().cloned())
+            .collect(),
             Vec::new(),
         )?;
         let config = plane.config();

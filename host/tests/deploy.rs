@@ -275,10 +275,26 @@ async fn helm_chart_with_default_values_passes_server_side_dry_run() {
         "Role operon-leader-election",
         "Deployment operon",
         "Service operon",
+        "NetworkPolicy operon",
+        "FlowSchema operon-leader-election",
     ] {
         assert!(has(&docs, expected), "the chart renders no {expected}: {:?}", kinds(&docs));
     }
     assert!(!docs.iter().any(|d| d["kind"] == "ServiceMonitor"), "the ServiceMonitor is off by default");
+    // The metrics port only from the scrapers' namespace; no webhook port
+    // while webhooks are off; the probes from the node only (listed nowhere).
+    let policy = docs.iter().find(|d| d["kind"] == "NetworkPolicy").unwrap();
+    let ingress = policy["spec"]["ingress"].as_array().unwrap();
+    assert_eq!(ingress.len(), 1, "{policy}");
+    assert_eq!(ingress[0]["ports"][0]["port"], "metrics", "{policy}");
+    assert_eq!(
+        ingress[0]["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"], "monitoring",
+        "{policy}"
+    );
+    let flow = docs.iter().find(|d| d["kind"] == "FlowSchema").unwrap();
+    assert_eq!(flow["spec"]["priorityLevelConfiguration"]["name"], "leader-election", "{flow}");
+    assert_eq!(flow["spec"]["rules"][0]["subjects"][0]["serviceAccount"]["name"], "operon", "{flow}");
+    assert_eq!(flow["spec"]["rules"][0]["resourceRules"][0]["resources"], json!(["leases"]), "{flow}");
     assert!(has(&docs, "ClusterRole operon-metrics-reader"), "{:?}", kinds(&docs));
     let args = deployment_args(&docs);
     for flag in [
@@ -315,8 +331,19 @@ async fn helm_chart_with_webhooks_service_monitor_and_extra_grants_passes_server
         "metrics.certSecretName=operon-metrics-tls,metrics.readers[0].name=prometheus,metrics.readers[0].namespace=monitoring",
         "--set",
         "egressAllow={api.example.com,10.0.0.0/8}",
+        "--set",
+        "networkPolicy.webhookFrom[0].ipBlock.cidr=10.0.0.0/24,webhooks.clientCAKey=client-ca.crt",
     ]));
     assert!(has(&docs, "ServiceMonitor operon"), "{:?}", kinds(&docs));
+    // The webhook port only from the API server's addresses, as given.
+    let policy = docs.iter().find(|d| d["kind"] == "NetworkPolicy").unwrap();
+    let webhook = policy["spec"]["ingress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|rule| rule["ports"][0]["port"] == "webhook")
+        .unwrap_or_else(|| panic!("no rule for the webhook port: {policy}"));
+    assert_eq!(webhook["from"], json!([{"ipBlock": {"cidr": "10.0.0.0/24"}}]), "{policy}");
     let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
     let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
     assert!(args.contains("--egress-allow=api.example.com,10.0.0.0/8"), "{args}");
@@ -336,6 +363,13 @@ async fn helm_chart_with_webhooks_service_monitor_and_extra_grants_passes_server
     let args = deployment_args(&docs);
     assert!(args.iter().any(|a| a == "--webhook-bind-address=:9443"), "{args:?}");
     assert!(args.iter().any(|a| a == "--metrics-cert-path=/metrics-certs"), "{args:?}");
+    for flag in [
+        "--webhook-client-ca-file=/certs/client-ca.crt",
+        "--webhook-max-connections=512",
+        "--webhook-max-connections-per-client=128",
+    ] {
+        assert!(args.iter().any(|a| a == flag), "{flag} missing from {args:?}");
+    }
     let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
     assert_eq!(deployment["spec"]["replicas"], 3);
     let env = &deployment["spec"]["template"]["spec"]["containers"][0]["env"];
@@ -358,6 +392,8 @@ async fn kustomize_base_passes_server_side_dry_run() {
         "ClusterRole operon-plugin-reads",
         "Deployment operon",
         "Service operon",
+        "NetworkPolicy operon",
+        "FlowSchema operon-leader-election",
     ] {
         assert!(has(&docs, expected), "the kustomize base renders no {expected}: {:?}", kinds(&docs));
     }

@@ -10,6 +10,10 @@
 //!
 //! Hostile resources: parents with huge specs, names at the length limits,
 //! unexpected fields, and a CRD deleted while its controller runs.
+//!
+//! Outsiders at the host's ports: connections held open and trickled on
+//! the metrics port, and bearer tokens of an outsider's invention, each
+//! costing the host an API review if nothing bounded them.
 
 mod common;
 
@@ -691,4 +695,162 @@ fn the_cache_directory_is_created_private_and_its_entries_checked_before_use() {
     let module = rt.load(&guest("requeue-counter"), Limits::default()).unwrap();
     assert!(!module.info().from_cache, "an artifact of another module was loaded");
     assert_eq!(module.manifest().name, "requeue-counter");
+}
+
+// ---------------------------------------------------------------------------
+// Outsiders at the host's ports
+
+/// Requests the kube client sends, by path, counted by a layer in its stack.
+#[derive(Clone, Default)]
+struct Sent(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Sent {
+    fn client(&self, config: kube::Config) -> kube::Client {
+        let sent = self.clone();
+        let layer = tower::util::MapRequestLayer::new(move |req: http::Request<kube::client::Body>| {
+            sent.0.lock().unwrap().push(req.uri().path().to_string());
+            req
+        });
+        kube::client::ClientBuilder::try_from(config).unwrap().with_layer(&layer).build()
+    }
+
+    fn ending(&self, suffix: &str) -> usize {
+        self.0.lock().unwrap().iter().filter(|p| p.ends_with(suffix)).count()
+    }
+}
+
+/// An outsider who reaches the metrics port sends bearer tokens of its own
+/// invention, each one new: the host asks the API server at most at its
+/// review rate (a bucket of 20, 5 a second; beyond, 429 without asking),
+/// and the verdict of a real scraper — a ServiceAccount allowed `get
+/// /metrics` — stays cached through the flood.
+#[tokio::test]
+async fn random_bearer_tokens_on_the_metrics_port_cost_at_most_the_review_rate() {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    operon::install_crypto_provider();
+    let admin = plane().client().await;
+    let namespace = operon_envtest::create_namespace(&admin, "scraper").await.unwrap();
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), &namespace);
+    let account: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "prometheus"}})).unwrap();
+    accounts.create(&PostParams::default(), &account).await.unwrap();
+    let role = format!("{namespace}-metrics-reader");
+    for doc in [
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": role},
+            "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": role},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": namespace}]}),
+    ] {
+        let obj: DynamicObject = serde_json::from_value(doc).unwrap();
+        let gvk = GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", obj.types.as_ref().unwrap().kind.as_str());
+        Api::<DynamicObject>::all_with(admin.clone(), &ApiResource::from_gvk(&gvk))
+            .create(&PostParams::default(), &obj)
+            .await
+            .unwrap();
+    }
+    let request: TokenRequest = serde_json::from_value(json!({"spec": {"audiences": []}})).unwrap();
+    let token = accounts
+        .create_token_request("prometheus", &PostParams::default(), &request)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token;
+
+    let sent = Sent::default();
+    let client = sent.client(plane().config());
+    let endpoints =
+        operon::server::Endpoints::secure_metrics(std::sync::Arc::new(operon::metrics::Metrics::new()), client, None)
+            .unwrap();
+    let server = operon::server::Server::bind(([127, 0, 0, 1], 0).into()).await.unwrap();
+    let url = format!("https://{}/metrics", server.local_addr());
+    tokio::spawn(server.serve(endpoints, std::future::pending()));
+    let http = reqwest::Client::builder().tls_danger_accept_invalid_certs(true).build().unwrap();
+    let scrape = |token: String| {
+        let (http, url) = (http.clone(), url.clone());
+        async move { http.get(&url).bearer_auth(token).send().await.unwrap().status().as_u16() }
+    };
+    // The scraper is allowed once RBAC has caught up with the binding.
+    eventually("the scraper to be allowed", WAIT, || async { (scrape(token.clone()).await == 200).then_some(()) })
+        .await;
+
+    let reviews_before = sent.ending("/tokenreviews");
+    let started = std::time::Instant::now();
+    let mut answers = std::collections::BTreeMap::<u16, usize>::new();
+    for i in 0..1000 {
+        *answers.entry(scrape(format!("not-a-token-{i}-{}", i * 7919)).await).or_default() += 1;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let reviews = sent.ending("/tokenreviews") - reviews_before;
+    let allowed = 20.0 + 5.0 * elapsed + 1.0;
+    eprintln!("hostile: 1000 random tokens in {elapsed:.1}s: answers {answers:?}, {reviews} TokenReviews sent");
+    assert!(!answers.contains_key(&200), "a random token was let through: {answers:?}");
+    assert!(reviews as f64 <= allowed, "{reviews} TokenReviews for 1000 random tokens; the rate allows {allowed:.0}");
+    let before = (sent.ending("/tokenreviews"), sent.ending("/subjectaccessreviews"));
+    assert_eq!(scrape(token.clone()).await, 200, "the scraper is still served");
+    assert_eq!(
+        (sent.ending("/tokenreviews"), sent.ending("/subjectaccessreviews")),
+        before,
+        "the scraper's verdict was evicted by the flood and asked again"
+    );
+}
+
+/// An outsider who reaches the host's metrics port holds connections open,
+/// sends its headers a byte at a time, and opens more than its share: the
+/// host closes what is over the per-client cap as it comes and cuts the
+/// slow ones off, while a scraper from another address is still answered
+/// and the neighbour keeps converging.
+#[tokio::test]
+async fn an_outsider_holding_and_trickling_connections_cannot_take_the_metrics_port() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = Host::start("outsider-conn").await;
+    host.neighbours(1).await;
+    let addr: std::net::SocketAddr = host.metrics.trim_start_matches("http://").parse().unwrap();
+    let connect_from = |from: [u8; 4]| async move {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind((from, 0).into()).unwrap();
+        socket.connect(addr).await.unwrap()
+    };
+    // Sixteen connections from one address, each trickling its headers.
+    let mut slow = Vec::new();
+    for _ in 0..16 {
+        let mut tcp = connect_from([127, 0, 0, 1]).await;
+        tcp.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+        slow.push(tcp);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // One more from the same address: closed as it comes.
+    let mut over = connect_from([127, 0, 0, 1]).await;
+    let _ = over.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await;
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), over.read_to_end(&mut answer)).await;
+    assert!(answer.is_empty(), "a 17th connection from one address was answered: {}", String::from_utf8_lossy(&answer));
+    // A scraper from elsewhere is answered meanwhile.
+    let mut scraper = connect_from([127, 0, 0, 2]).await;
+    scraper.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), scraper.read_to_end(&mut answer)).await.unwrap().unwrap();
+    assert!(answer.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&answer[..answer.len().min(200)]));
+    // The slow ones are cut off at the header timeout (10 s), whatever they
+    // trickle meanwhile.
+    let started = std::time::Instant::now();
+    for tcp in &mut slow {
+        let mut buf = [0u8; 256];
+        let cut = async {
+            loop {
+                let _ = tcp.write_all(b"X").await;
+                match tokio::time::timeout(Duration::from_millis(500), tcp.read(&mut buf)).await {
+                    Ok(Ok(0) | Err(_)) => return,
+                    _ => {}
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(20), cut)
+            .await
+            .unwrap_or_else(|_| panic!("a trickling connection was still open after {:?}", started.elapsed()));
+    }
+    eprintln!("hostile: 16 trickling connections cut off within {:?}", started.elapsed());
+    host.neighbours_follow(2).await;
+    host.stop().await;
 }

@@ -1,10 +1,12 @@
-//! The admission server as a tenant's flood or a rotated Secret meets it,
-//! against a real kube-apiserver: calls over the per-plugin or total cap
-//! are refused at once (and the API server applies the webhook's failure
-//! policy), a plugin past its guest CPU budget is refused until it is
-//! repaid, a flood leaves a neighbour's reconciles alone, and a rotated CA
-//! reaches the webhook configurations while the server serves the new
-//! certificate (issue 18, finding 2 and the suspected CA defect).
+//! The admission server as a tenant's flood, a stranger's or a rotated
+//! Secret meets it, against a real kube-apiserver: calls over the
+//! per-plugin or total cap are refused at once (and the API server applies
+//! the webhook's failure policy), a plugin past its admission budget is
+//! refused until it is repaid, a flood leaves a neighbour's reconciles and
+//! the plugin's own alone, a stranger without the API server's client
+//! certificate is cut off at the handshake while legitimate creates go
+//! through, and a rotated CA reaches the webhook configurations while the
+//! server serves the new certificate.
 //!
 //! The plugin is `admission-misbehave` (its `validate` loops when the
 //! object says `admission-test: loop`, and traps otherwise); the neighbour
@@ -59,6 +61,21 @@ impl Plugin {
     /// is half of it, and at most the module's 1 s), and a guest CPU budget
     /// of `guest_cpu` (`0`: none).
     async fn start(prefix: &str, module: &str, config: webhook::Config, timeout: Duration, guest_cpu: f64) -> Plugin {
+        Plugin::start_with(prefix, module, config, timeout, guest_cpu, FailurePolicy::Fail, &[]).await
+    }
+
+    /// [`Plugin::start`], answering per `policy`; with `parents`, the
+    /// plugin's controller runs too, and these WebApps exist before its
+    /// webhooks do.
+    async fn start_with(
+        prefix: &str,
+        module: &str,
+        config: webhook::Config,
+        timeout: Duration,
+        guest_cpu: f64,
+        policy: FailurePolicy,
+        parents: &[&str],
+    ) -> Plugin {
         init_logs();
         let client = plane().client().await;
         let namespace = operon_envtest::create_namespace(&client, prefix).await.unwrap();
@@ -87,12 +104,18 @@ impl Plugin {
         let metrics = mgr.metrics().clone();
         let webhooks = mgr.webhooks().unwrap().clone();
         let leadership = mgr.leadership(controller.name());
+        for name in parents {
+            webapps(&client, &namespace).create(&PostParams::default(), &webapp(name, json!({}))).await.unwrap();
+        }
+        if !parents.is_empty() {
+            mgr.start(controller.clone(), leadership.clone()).unwrap();
+        }
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(mgr.run(async move {
             let _ = stopped.await;
         }));
         let mut plugin = Registration::new(format!("flood-{namespace}"), controller, leadership);
-        plugin.failure_policy = FailurePolicy::Fail;
+        plugin.failure_policy = policy;
         plugin.timeout = timeout;
         plugin.scope_namespace = Some(namespace.clone());
         webhooks.register(plugin.clone()).await.unwrap();
@@ -250,6 +273,48 @@ async fn a_plugin_past_its_cpu_budget_is_refused_until_repaid() {
     // Repaid, calls run again (the trapping call is answered per the
     // failure policy: a 200 with a denial).
     eventually("the debt to be repaid", WAIT, || async { (p.call(false).await.0 == 200).then_some(()) }).await;
+    p.stop().await;
+}
+
+/// A flood of valid AdmissionReviews from a client nobody authenticated
+/// (any pod that reaches the port) spends the plugin's admission budget
+/// only: past it, admission calls are refused fast (429) and counted, and
+/// the plugin's own reconciles neither wait for guest CPU nor slow down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admission_flood_leaves_the_plugins_own_reconciles_unthrottled() {
+    let p = Plugin::start_with(
+        "wh-own",
+        "admission-misbehave",
+        webhook::Config::default(),
+        Duration::from_secs(4),
+        0.25,
+        FailurePolicy::Ignore,
+        &["before-0", "before-1"],
+    )
+    .await;
+    let controller = p.plugin.name.clone();
+    let name = p.plugin.controller.name().to_string();
+    let reconciles = || p.metric("controller_runtime_reconcile_total", &format!("controller=\"{name}\""));
+    eventually("the plugin's first reconciles", WAIT, || async { (reconciles() >= 2.0).then_some(()) }).await;
+    // The flood: looping reviews (each burns the guest's 1 s deadline), four
+    // at once, until the budget refuses them.
+    let mut refused = 0;
+    let started = Instant::now();
+    while refused < 20 && started.elapsed() < WAIT {
+        let calls: Vec<_> = (0..4).map(|_| p.call(true)).collect();
+        refused += futures::future::join_all(calls).await.iter().filter(|(code, _)| *code == 429).count();
+    }
+    assert!(refused >= 20, "the flood of {controller} was never refused");
+    assert!(p.metric("operon_webhook_refused_total", r#"reason="cpu_budget""#) >= 1.0, "refusals are counted");
+    // A new parent: the API server admits it (Ignore), the plugin reconciles it.
+    let before = reconciles();
+    p.webapps().create(&PostParams::default(), &webapp("after", json!({}))).await.unwrap();
+    let waited = Instant::now();
+    eventually("the plugin to reconcile the new WebApp", WAIT, || async { (reconciles() > before).then_some(()) })
+        .await;
+    eprintln!("after the flood ({refused} refused), the new WebApp was reconciled in {:?}", waited.elapsed());
+    let throttled = p.metric("operon_guest_throttled_seconds_total", &format!("controller=\"{name}\""));
+    assert_eq!(throttled, 0.0, "the plugin's reconciles waited {throttled}s for guest CPU the flood spent");
     p.stop().await;
 }
 
@@ -499,5 +564,202 @@ async fn with_a_client_ca_only_clients_it_signed_are_served() {
     assert!(!matches!(&anonymous, Ok(line) if line.starts_with("HTTP/")), "no certificate, yet served: {anonymous:?}");
     let strange = ask(Some((stranger.pem(), stranger_key.serialize_pem()))).await;
     assert!(!matches!(&strange, Ok(line) if line.starts_with("HTTP/")), "an unknown CA, yet served: {strange:?}");
+    webhooks.shut_down();
+}
+
+/// With the API server's webhook client certificate required (an
+/// AdmissionConfiguration whose kubeconfig gives the API server a
+/// certificate, and `--webhook-client-ca-file` its CA), a stranger's flood
+/// of valid AdmissionReviews is cut off at the handshake: the plugin
+/// answers none of them, spends nothing, and the API server's own calls —
+/// legitimate creates of the plugin's kind under `failurePolicy: Fail` —
+/// all go through meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_api_servers_client_certificate_required_a_strangers_flood_denies_no_create() {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+    init_logs();
+    operon::install_crypto_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::default();
+    ca.distinguished_name.push(DnType::CommonName, "apiserver-webhook-client-ca");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    let client_key = KeyPair::generate().unwrap();
+    let mut client = CertificateParams::new(Vec::<String>::new()).unwrap();
+    client.distinguished_name.push(DnType::CommonName, "kube-apiserver-webhook-client");
+    client.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let client_cert = client.signed_by(&client_key, &issuer).unwrap();
+    let path = |name: &str| dir.path().join(name);
+    std::fs::write(path("client-ca.crt"), ca_cert.pem()).unwrap();
+    std::fs::write(path("client.crt"), client_cert.pem()).unwrap();
+    std::fs::write(path("client.key"), client_key.serialize_pem()).unwrap();
+    std::fs::write(
+        path("webhook-kubeconfig.yaml"),
+        format!(
+            "apiVersion: v1\nkind: Config\nusers:\n  - name: '*'\n    user:\n      client-certificate: {}\n      client-key: {}\n",
+            path("client.crt").display(),
+            path("client.key").display()
+        ),
+    )
+    .unwrap();
+    let plugin = |name: &str| {
+        format!(
+            "  - name: {name}\n    configuration:\n      apiVersion: apiserver.config.k8s.io/v1\n      kind: WebhookAdmissionConfiguration\n      kubeConfigFile: {}\n",
+            path("webhook-kubeconfig.yaml").display()
+        )
+    };
+    std::fs::write(
+        path("admission.yaml"),
+        format!(
+            "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n{}{}",
+            plugin("ValidatingAdmissionWebhook"),
+            plugin("MutatingAdmissionWebhook")
+        ),
+    )
+    .unwrap();
+    let options = operon_envtest::Options::default()
+        .crd(webapp_crd())
+        .apiserver_arg(format!("--admission-control-config-file={}", path("admission.yaml").display()));
+    let plane =
+        tokio::task::spawn_blocking(move || operon_envtest::ControlPlane::start(options)).await.unwrap().unwrap();
+    let client = plane.client().await;
+    let namespace = operon_envtest::create_namespace(&client, "wh-mtls").await.unwrap();
+    let runtime = runtime();
+    let module = runtime.load(&guest("rust-webapp"), Limits::default()).unwrap();
+    let config = webhook::Config {
+        bind: ([127, 0, 0, 1], 0).into(),
+        endpoint: webhook::Endpoint::Url { host: "127.0.0.1".into(), port: None },
+        client_ca: Some(path("client-ca.crt")),
+        ..Default::default()
+    };
+    let mgr = Manager::builder(client.clone())
+        .config(manager::Config {
+            pipeline: operon::pipeline::Config { namespace: Some(namespace.clone()), ..Default::default() },
+            server_addr: None,
+            ..Default::default()
+        })
+        .runtime(runtime)
+        .webhooks(config)
+        .build()
+        .await
+        .unwrap();
+    let settings = operon::pipeline::Config { guest_cpu: 0.25, ..Default::default() };
+    let controller = mgr.build_controller(module, settings, None, false);
+    let metrics = mgr.metrics().clone();
+    let webhooks = mgr.webhooks().unwrap().clone();
+    let mut registration = Registration::new(format!("mtls-{namespace}"), controller, mgr.leadership("webapp"));
+    registration.failure_policy = FailurePolicy::Fail;
+    registration.timeout = Duration::from_secs(5);
+    registration.scope_namespace = Some(namespace.clone());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(mgr.run(async move {
+        let _ = stopped.await;
+    }));
+    webhooks.register(registration.clone()).await.unwrap();
+    let path_label = Hook::Validate.path(&registration.name);
+    let answered = || {
+        let text = metrics.encode().unwrap();
+        text.lines()
+            .filter(|l| l.starts_with("controller_runtime_webhook_requests_total") && l.contains(&path_label))
+            .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+            .sum::<f64>()
+    };
+    let api = webapps(&client, &namespace);
+    // The API server presents its certificate: its calls are answered.
+    eventually("the API server to call the webhook with its certificate", WAIT, || async {
+        let before = answered();
+        let _ = dry_run(&api, "probe", json!({})).await;
+        (answered() > before).then_some(())
+    })
+    .await;
+
+    // The stranger: valid reviews, over TLS that trusts the server, without
+    // a client certificate; 16 at once, as fast as it can.
+    let server_ca = webhooks.ca_bundle().unwrap();
+    let addr = webhooks.local_addr();
+    let review = serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "u", "operation": "CREATE", "name": "w", "namespace": namespace,
+            "kind": {"group": "example.operon.dev", "version": "v1alpha1", "kind": "WebApp"},
+            "resource": {"group": "example.operon.dev", "version": "v1alpha1", "resource": "webapps"},
+            "userInfo": {"username": "stranger"},
+            "object": {"apiVersion": "example.operon.dev/v1alpha1", "kind": "WebApp",
+                "metadata": {"name": "w", "namespace": namespace}, "spec": {"image": "nginx"}}}
+    }))
+    .unwrap();
+    let flooding = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let served = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let attempts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let flood: Vec<_> = (0..16)
+        .map(|_| {
+            let (flooding, served, attempts) = (flooding.clone(), served.clone(), attempts.clone());
+            let (server_ca, review, path) = (server_ca.clone(), review.clone(), path_label.clone());
+            tokio::spawn(async move {
+                use rustls::pki_types::pem::PemObject;
+                let mut roots = rustls::RootCertStore::empty();
+                for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&server_ca) {
+                    roots.add(cert.unwrap()).unwrap();
+                }
+                let tls = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
+                let connector = tokio_rustls::TlsConnector::from(Arc::new(tls));
+                while flooding.load(std::sync::atomic::Ordering::Relaxed) {
+                    attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Ok(tcp) = tokio::net::TcpStream::connect(addr).await else { continue };
+                    let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+                    let exchange = async {
+                        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                        let mut stream = connector.connect(name, tcp).await?;
+                        let head = format!(
+                            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                            review.len()
+                        );
+                        stream.write_all(head.as_bytes()).await?;
+                        stream.write_all(&review).await?;
+                        let mut out = Vec::new();
+                        stream.read_to_end(&mut out).await?;
+                        Ok::<_, std::io::Error>(out.starts_with(b"HTTP/1.1"))
+                    };
+                    if let Ok(Ok(true)) = tokio::time::timeout(Duration::from_secs(5), exchange).await {
+                        served.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    // Legitimate creates, through the API server, while the flood runs.
+    let started = Instant::now();
+    let mut denied = Vec::new();
+    for i in 0..20 {
+        if let Err(e) = api.create(&PostParams::default(), &webapp(&format!("legit-{i}"), json!({}))).await {
+            denied.push(e.to_string());
+        }
+    }
+    let creates = started.elapsed();
+    flooding.store(false, std::sync::atomic::Ordering::Relaxed);
+    for f in flood {
+        f.await.unwrap();
+    }
+    let (served, attempts) =
+        (served.load(std::sync::atomic::Ordering::Relaxed), attempts.load(std::sync::atomic::Ordering::Relaxed));
+    let refused = metrics
+        .encode()
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("operon_webhook_refused_total"))
+        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+        .sum::<f64>();
+    eprintln!(
+        "stranger: {attempts} attempts, {served} answered; 20 legitimate creates in {creates:?}, {} denied; {refused} refusals",
+        denied.len()
+    );
+    assert!(attempts > 20, "the flood did not run: {attempts} attempts");
+    assert_eq!(served, 0, "the server answered a client without a certificate");
+    assert!(denied.is_empty(), "legitimate creates were denied under the flood: {denied:?}");
+    assert_eq!(refused, 0.0, "the plugin refused calls: the flood spent its budget");
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(WAIT, task).await;
     webhooks.shut_down();
 }

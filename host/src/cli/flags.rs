@@ -336,8 +336,9 @@ pub struct RunArgs {
     /// A PEM file of the CA that signs the API server's client certificate
     /// for webhooks (the `kubeConfigFile` of its AdmissionConfiguration):
     /// then only clients presenting a certificate it signed are served.
-    /// Without it any client that reaches the webhook port is served;
-    /// restrict the port with a NetworkPolicy.
+    /// Without it any client that reaches the webhook port is served (a
+    /// warning at start says so); restrict the port with a NetworkPolicy
+    /// (docs/admission.md says how on each distribution).
     #[arg(long)]
     pub webhook_client_ca_file: Option<PathBuf>,
     /// How the API server reaches this process directly, as HOST[:PORT]
@@ -368,6 +369,16 @@ pub struct RunArgs {
     /// kind, in every namespace.
     #[arg(long, value_name = "CRDS", value_delimiter = ',')]
     pub conversion_allow: Vec<String>,
+    /// Connections the webhook server keeps open at once; one more is
+    /// closed as it comes (the API server then applies the webhook's
+    /// failurePolicy). Every connection must finish its TLS handshake, send
+    /// its headers (or stay idle) and its body within 10 s each.
+    #[arg(long, default_value_t = crate::server::Limits::WEBHOOKS.max_connections)]
+    pub webhook_max_connections: usize,
+    /// Connections one client address may keep open to the webhook server,
+    /// so one pod that reaches the port cannot take them all.
+    #[arg(long, default_value_t = crate::server::Limits::WEBHOOKS.max_connections_per_client)]
+    pub webhook_max_connections_per_client: usize,
     #[command(flatten)]
     pub limits: LimitArgs,
 }

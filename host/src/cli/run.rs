@@ -155,6 +155,11 @@ fn webhook_config(args: &RunArgs, bind: SocketAddr) -> anyhow::Result<webhook::C
         max_concurrent: args.webhook_max_concurrent.max(1),
         max_concurrent_per_plugin: args.webhook_max_concurrent_per_plugin.max(1),
         conversion_allowed: webhook::ConversionAllowed::parse(&args.conversion_allow)?,
+        limits: crate::server::Limits {
+            max_connections: args.webhook_max_connections.max(1),
+            max_connections_per_client: args.webhook_max_connections_per_client.max(1),
+            ..crate::server::Limits::WEBHOOKS
+        },
     })
 }
 

@@ -144,8 +144,13 @@ pub struct Pipeline {
     cache: Cache,
     applier: Applier,
     metrics: Arc<Metrics>,
-    /// What the guest calls may still spend (`None`: no limit).
+    /// What the reconciles' guest calls may still spend (`None`: no limit).
     budget: Option<Arc<budget::Budget>>,
+    /// What its admission and conversion calls may still spend: a budget
+    /// of the same size, of their own, so that a flood of reviews (which
+    /// anyone who reaches the webhook port may send) is refused without
+    /// making the reconciles wait.
+    admission_budget: Option<Arc<budget::Budget>>,
     /// When a reconcile last waited for a host-wide limit, and which.
     host_limited: Mutex<Option<(Instant, HostLimit)>>,
     /// Held while one of this controller's calls waits at the host's gate:
@@ -192,6 +197,8 @@ pub fn build(
         max_events: config.max_events,
     };
     let budget = budget::Budget::new(config.guest_cpu, config.guest_cpu_burst, module.limits().timeout).map(Arc::new);
+    let admission_budget =
+        budget::Budget::new(config.guest_cpu, config.guest_cpu_burst, module.limits().timeout).map(Arc::new);
     let leaving = parent::Leaving::default();
     let triggers = triggers::triggers(&config, &manifest, &parents, &reads, &leaving);
     let pipeline = Pipeline {
@@ -212,6 +219,7 @@ pub fn build(
         cache: cache.clone(),
         metrics: metrics.clone(),
         budget,
+        admission_budget,
         host_limited: Mutex::new(None),
         at_gate: tokio::sync::Mutex::new(()),
         warned_requeue: Mutex::new(HashSet::new()),

@@ -19,6 +19,7 @@
 use super::handler::{self, Warned};
 use super::{Answer, Error, Webhooks, config};
 use crate::contract::Gvk;
+use crate::leader::Fence;
 use crate::pipeline::ModuleController;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -100,11 +101,13 @@ pub(super) struct Route {
 }
 
 impl Webhooks {
-    /// Serve `POST /convert/<name>` from `controller`'s module and, when
-    /// `leading`, point its `for` CRD's conversion at it — unless the CRD's
+    /// Serve `POST /convert/<name>` from `controller`'s module and, with
+    /// `leading` (the fence of the plugin's leadership, while this replica
+    /// leads it), point its `for` CRD's conversion at it — unless the CRD's
     /// record names another plugin for which `holds` answers true (it
     /// still exists and is granted conversion). A record naming a plugin
-    /// that no longer holds is taken over.
+    /// that no longer holds is taken over. The fence is checked again just
+    /// before the write.
     ///
     /// # Errors
     /// [`Error::NoConversion`] when the module does not export `convert`;
@@ -117,7 +120,7 @@ impl Webhooks {
         &self,
         name: &str,
         controller: ModuleController,
-        leading: bool,
+        leading: Option<&Fence>,
         holds: F,
     ) -> Result<String, Error>
     where
@@ -137,7 +140,7 @@ impl Webhooks {
         if !self.shared.conversion_allowed.permits(&crd) {
             return Err(Error::ConversionNotAllowed { plugin: name.to_string(), crd });
         }
-        let current = if leading {
+        let current = if leading.is_some() {
             let api: Api<Crd> = Api::all(self.shared.client.clone());
             let current = api
                 .get(&crd)
@@ -160,8 +163,8 @@ impl Webhooks {
         );
         let route = Route { controller, crd: crd.clone(), slots, warned: Arc::default() };
         let previous = self.conversions_mut().insert(name.to_string(), route);
-        if let Some(current) = current
-            && let Err(e) = self.point_crd(name, &current).await
+        if let (Some(current), Some(fence)) = (current, leading)
+            && let Err(e) = self.point_crd(name, &current, fence).await
         {
             match previous {
                 Some(previous) => self.conversions_mut().insert(name.to_string(), previous),
@@ -173,18 +176,19 @@ impl Webhooks {
         Ok(crd)
     }
 
-    /// Stop serving `name`'s conversion; when `leading` and the CRD's
-    /// record names it, give the CRD its own conversion settings back (a
-    /// CRD another plugin holds is left as it is). Returns the kind it
+    /// Stop serving `name`'s conversion; with `leading` (the fence of the
+    /// plugin's leadership), and while the CRD's record names it, give the
+    /// CRD its own conversion settings back, the fence checked just before
+    /// the write (a CRD another plugin holds is left as it is). Returns the kind it
     /// converted, if it served one.
     ///
     /// # Errors
     /// [`Error::Crd`] when the CRD cannot be written (the route is kept, so
     /// the CRD never points at a path that is not served).
-    pub async fn unregister_conversion(&self, name: &str, leading: bool) -> Result<Option<Gvk>, Error> {
+    pub async fn unregister_conversion(&self, name: &str, leading: Option<&Fence>) -> Result<Option<Gvk>, Error> {
         let Some(route) = self.conversions().get(name).cloned() else { return Ok(None) };
-        if leading {
-            self.restore_crd(name, &route.crd).await?;
+        if let Some(fence) = leading {
+            self.restore_crd(name, &route.crd, fence).await?;
         }
         self.conversions_mut().remove(name);
         tracing::info!(plugin = %name, crd = %route.crd, "conversion webhook unregistered");
@@ -193,7 +197,7 @@ impl Webhooks {
 
     /// Point `current`'s conversion at `plugin`, recording it, on the
     /// resourceVersion read.
-    async fn point_crd(&self, plugin: &str, current: &Crd) -> Result<(), Error> {
+    async fn point_crd(&self, plugin: &str, current: &Crd, fence: &Fence) -> Result<(), Error> {
         let crd = current.metadata.name.clone().unwrap_or_default();
         let api: Api<Crd> = Api::all(self.shared.client.clone());
         let annotations = current.metadata.annotations.clone().unwrap_or_default();
@@ -210,6 +214,7 @@ impl Webhooks {
                 "webhook": {"conversionReviewVersions": ["v1"], "clientConfig": self.client_config(plugin)},
             }},
         });
+        fence.check().map_err(|source| Error::NotLeading { plugin: plugin.into(), source })?;
         api.patch(&crd, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|source| Error::Crd { action: "pointing", name: crd.clone(), source })?;
@@ -217,7 +222,7 @@ impl Webhooks {
     }
 
     /// Give `crd` its settings from before, if its record names `plugin`.
-    async fn restore_crd(&self, plugin: &str, crd: &str) -> Result<(), Error> {
+    async fn restore_crd(&self, plugin: &str, crd: &str, fence: &Fence) -> Result<(), Error> {
         let api: Api<Crd> = Api::all(self.shared.client.clone());
         let api_error = |source| Error::Crd { action: "restoring", name: crd.into(), source };
         let current = match api.get_opt(crd).await.map_err(api_error)? {
@@ -241,6 +246,7 @@ impl Webhooks {
                 "resourceVersion": current.metadata.resource_version},
             "spec": {"conversion": before},
         });
+        fence.check().map_err(|source| Error::NotLeading { plugin: plugin.into(), source })?;
         api.patch(crd, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(api_error)?;
         Ok(())
     }

@@ -120,7 +120,8 @@ impl Lifecycle {
                 let kind = controller.module().manifest().for_kind.clone();
                 let client = self.manager.client().clone();
                 let holds = move |holder: String| async move { holds_conversion(&client, &holder).await };
-                match webhooks.register_conversion(&name, controller, leading, holds).await {
+                let fence = leading.then(|| leadership.fence());
+                match webhooks.register_conversion(&name, controller, fence.as_ref(), holds).await {
                     Ok(crd) => {
                         self.relist_converted(&kind);
                         let mut p = plugin.lock().unwrap_or_else(|e| e.into_inner());
@@ -163,7 +164,9 @@ impl Lifecycle {
             None => {
                 plugin.lock().unwrap_or_else(|e| e.into_inner()).conversion_refused = None;
                 if registered.is_some() {
-                    let kind = webhooks.unregister_conversion(&name, leading).await.map_err(StepError::Conversion)?;
+                    let fence = leading.then(|| leadership.fence());
+                    let kind =
+                        webhooks.unregister_conversion(&name, fence.as_ref()).await.map_err(StepError::Conversion)?;
                     if let Some(kind) = kind {
                         self.relist_converted(&kind);
                     }
