@@ -751,6 +751,8 @@ async fn related_objects_past_the_read_budget_fail_the_reconcile_with_a_reason()
     let pipeline = operon::pipeline::Config {
         controller: operon::controller::Config { max_concurrent_reconciles: 4, ..Default::default() },
         max_related_bytes: 8 << 10,
+        // The module is served on loopback, which its operator opened.
+        egress_allowed: operon::egress::grants::Allowed::parse(&["*".into(), "127.0.0.1".into()]).unwrap(),
         ..Default::default()
     };
     let host = Host::start_configured(plane(), "contract-bound", false, pipeline).await;

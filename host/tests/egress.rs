@@ -18,6 +18,23 @@ use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(90);
 
+/// What the operator of these tests' hosts opens: every public host, and
+/// loopback, where the tests' servers listen (`--egress-allow
+/// '*,127.0.0.1'`). A Reconciler's grant alone never would.
+fn operator_allows_loopback() -> operon::egress::grants::Allowed {
+    operon::egress::grants::Allowed::parse(&["*".into(), "127.0.0.1".into()]).unwrap()
+}
+
+/// A host whose operator opened loopback (see above).
+async fn loopback_host(prefix: &str) -> plugins::Host {
+    let pipeline = operon::pipeline::Config {
+        controller: operon::controller::Config { max_concurrent_reconciles: 4, ..Default::default() },
+        egress_allowed: operator_allows_loopback(),
+        ..Default::default()
+    };
+    plugins::Host::start_configured(plane(), prefix, false, pipeline).await
+}
+
 fn plane() -> &'static operon_envtest::ControlPlane {
     operon_envtest::shared_with(|| {
         use kube::CustomResourceExt;
@@ -131,12 +148,56 @@ impl Echo {
         async fn big() -> Vec<u8> {
             vec![b'x'; 2 << 20]
         }
+        /// An API that echoes the key it was sent in an error message, and
+        /// answers in whatever form the request asks: gzip, a byte range, a
+        /// UTF-16 charset (`?force=gzip|utf16`: whatever it asks).
+        async fn mirror(State(seen): State<Seen>, headers: HeaderMap, RawQuery(q): RawQuery) -> axum::response::Response {
+            use std::io::Write as _;
+            let lines: Vec<(String, String)> =
+                headers.iter().map(|(k, v)| (k.to_string(), v.to_str().unwrap_or_default().to_string())).collect();
+            seen.lock().unwrap().push(lines);
+            let asks = |h: &str, what: &str| {
+                headers.get(h).and_then(|v| v.to_str().ok()).is_some_and(|v| v.to_ascii_lowercase().contains(what))
+            };
+            let q = q.unwrap_or_default();
+            let key = headers.get("x-api-key").and_then(|v| v.to_str().ok()).unwrap_or_default();
+            let mut body = format!("invalid key: {key}").into_bytes();
+            let mut answer = axum::http::Response::builder();
+            if asks("accept-charset", "utf-16") || q.contains("force=utf16") {
+                body = String::from_utf8(body).unwrap().encode_utf16().flat_map(u16::to_le_bytes).collect();
+                answer = answer.header("content-type", "text/plain; charset=utf-16le");
+            } else {
+                answer = answer.header("content-type", "text/plain; charset=utf-8");
+            }
+            let mut status = 200;
+            if let Some((a, b)) = headers
+                .get("range")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|r| r.strip_prefix("bytes="))
+                .and_then(|r| r.split_once('-'))
+            {
+                let total = body.len();
+                let a: usize = a.parse().unwrap_or(0).min(total - 1);
+                let b: usize = b.parse().unwrap_or(total - 1).min(total - 1);
+                body = body[a..=b].to_vec();
+                status = 206;
+                answer = answer.header("content-range", format!("bytes {a}-{b}/{total}"));
+            }
+            if asks("accept-encoding", "gzip") || q.contains("force=gzip") {
+                let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+                gz.write_all(&body).unwrap();
+                body = gz.finish().unwrap();
+                answer = answer.header("content-encoding", "gzip");
+            }
+            answer.status(status).body(axum::body::Body::from(body)).unwrap()
+        }
         let seen: Seen = Arc::default();
         let app = axum::Router::new()
             .route("/echo", axum::routing::any(echo))
             .route("/redirect", axum::routing::get(redirect))
             .route("/slow", axum::routing::get(slow))
             .route("/big", axum::routing::get(big))
+            .route("/mirror", axum::routing::get(mirror))
             .with_state(seen.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -204,7 +265,7 @@ async fn results(host: &plugins::Host, name: &str, n: usize) -> Value {
 #[tokio::test]
 async fn a_granted_call_should_go_out_and_every_other_be_refused_with_a_reason_and_an_event() {
     let echo = Echo::start().await;
-    let host = plugins::Host::start_on(plane(), "eg-grants", false).await;
+    let host = loopback_host("eg-grants").await;
     let grant =
         json!({"egress": [{"scheme": "http", "host": "127.0.0.1", "port": echo.port, "methods": ["GET", "POST"]}]});
     probe(&host, "probe", json!({"grants": grant})).await;
@@ -268,7 +329,7 @@ async fn a_granted_call_should_go_out_and_every_other_be_refused_with_a_reason_a
 #[tokio::test]
 async fn a_credential_should_reach_its_host_and_never_the_guest_and_rotate_without_a_restart() {
     let echo = Echo::start().await;
-    let host = plugins::Host::start_on(plane(), "eg-cred", false).await;
+    let host = loopback_host("eg-cred").await;
     let key = "k3y-7f1c2e9a-only-the-host-sees-this";
     let secrets: Api<Secret> = Api::namespaced(host.client.clone(), &host.ns);
     let secret = |value: &str| {
@@ -321,6 +382,140 @@ async fn a_credential_should_reach_its_host_and_never_the_guest_and_rotate_witho
     assert!(echo.headers_seen().contains(&format!("x-api-key: {rotated}")), "the rotated key went out");
     assert!(!status.to_string().contains(rotated));
     assert_eq!(status["memoryHits"]["secret"], 0);
+    host.stop().await;
+}
+
+/// A server that echoes the key cannot hand it to the guest in a form
+/// redaction does not read: on a call carrying a credential the host asks
+/// for the identity encoding and drops the guest's `Accept-Encoding`,
+/// `Range` and `Accept-Charset`, and withholds an answer that comes back
+/// compressed, sliced or in another charset anyway. Whatever the guest got,
+/// decoded every way it could (gunzipped, as UTF-16, its slices joined),
+/// holds no key; nor does its memory.
+#[tokio::test]
+async fn a_credential_should_not_come_back_compressed_sliced_or_re_encoded() {
+    let echo = Echo::start().await;
+    let host = loopback_host("eg-encode").await;
+    let key = "k3y-5e1a7c0d-only-the-host-sees-this";
+    let secrets: Api<Secret> = Api::namespaced(host.client.clone(), &host.ns);
+    let secret =
+        serde_json::from_value::<Secret>(json!({"metadata": {"name": "api"}, "stringData": {"key": key}})).unwrap();
+    secrets.patch("api", &PatchParams::apply("test").force(), &Patch::Apply(&secret)).await.unwrap();
+    service_account(&host, "prober", true).await;
+    probe(&host, "probe", json!({
+        "serviceAccountName": "prober",
+        "grants": {"egress": [{"scheme": "http", "host": "127.0.0.1", "port": echo.port}]},
+        "credentials": [{"name": "api", "secretRef": {"name": "api", "key": "key"}, "use": "header",
+                         "header": "X-API-Key", "hosts": ["127.0.0.1"]}],
+    }))
+    .await;
+    let mirror = echo.url("/mirror");
+    let calls = json!([
+        {"url": mirror, "credential": "api", "headers": {"accept-encoding": "gzip"}},
+        {"url": mirror, "credential": "api", "headers": {"range": "bytes=0-24"}},
+        {"url": mirror, "credential": "api", "headers": {"range": "bytes=25-"}},
+        {"url": mirror, "credential": "api", "headers": {"accept-charset": "utf-16"}},
+        {"url": format!("{mirror}?force=gzip"), "credential": "api"},
+        {"url": format!("{mirror}?force=utf16"), "credential": "api"},
+    ]);
+    let utf16: String = key.encode_utf16().flat_map(u16::to_le_bytes).map(char::from).collect();
+    let needles = json!([needle("secret", key), needle("secretUtf16", &utf16), needle("control", &mirror[7..])]);
+    thing(&host, "t1", json!({"calls": calls, "needles": needles})).await;
+    let status = results(&host, "t1", 6).await;
+    let r = status["results"].as_array().unwrap().clone();
+    // Every reading of what came back.
+    let mut readings = Vec::new();
+    let mut joined = Vec::new();
+    for answer in &r {
+        let bytes: Vec<u8> = match (&answer["body"], &answer["bytes"]) {
+            (Value::String(text), _) => text.clone().into_bytes(),
+            (_, Value::Array(b)) => b.iter().map(|x| x.as_u64().unwrap() as u8).collect(),
+            _ => Vec::new(),
+        };
+        joined.extend_from_slice(&bytes);
+        let mut forms = vec![bytes.clone()];
+        let mut gunzipped = Vec::new();
+        if std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut gunzipped).is_ok() {
+            forms.push(gunzipped);
+        }
+        for form in forms {
+            readings.push(String::from_utf8_lossy(&form).into_owned());
+            let pairs: Vec<u16> = form.chunks_exact(2).map(|p| u16::from_le_bytes([p[0], p[1]])).collect();
+            readings.push(String::from_utf16_lossy(&pairs));
+        }
+    }
+    readings.push(String::from_utf8_lossy(&joined).into_owned());
+    readings.push(status.to_string());
+    for reading in &readings {
+        assert!(!reading.contains(key), "the guest could read the key: {reading}");
+    }
+    assert_eq!(r[0]["status"], 200, "{r:?}");
+    assert!(r[0]["body"].as_str().is_some_and(|b| b.contains("[redacted]")), "{r:?}");
+    for withheld in [4, 5] {
+        assert_eq!(r[withheld]["error"], "denied", "{r:?}");
+        assert!(r[withheld]["message"].as_str().unwrap().contains("withheld"), "{r:?}");
+    }
+    assert_eq!(status["memoryHits"]["secret"], 0, "the key is in the guest's memory");
+    assert_eq!(status["memoryHits"]["secretUtf16"], 0, "the key, in UTF-16, is in the guest's memory");
+    assert!(status["memoryHits"]["control"].as_u64().unwrap_or(0) >= 1, "the scan sees nothing: {status}");
+    // What the server was sent: the host's choice of encoding, whole answers.
+    let sent = echo.headers_seen();
+    assert!(sent.iter().filter(|h| h.starts_with("accept-encoding:")).all(|h| h == "accept-encoding: identity"), "{sent:?}");
+    assert!(!sent.iter().any(|h| h.starts_with("range:") || h.starts_with("accept-charset:")), "{sent:?}");
+    host.stop().await;
+}
+
+/// A guest looping on large calls that are refused at once (here: no
+/// grant) holds nothing of them: every crossing counts against the
+/// reconcile's budget and the host-call budget, a refused call keeps no
+/// body, and the guest is told its budget is spent. The host's memory
+/// stays put (the same loop once held every body it sent).
+#[tokio::test]
+async fn a_guest_looping_on_refused_large_calls_should_not_grow_the_hosts_memory() {
+    let host = loopback_host("eg-flood").await;
+    probe(&host, "probe", json!({"limits": {"timeout": "60s"}})).await;
+    let rss = || {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap().to_string();
+        line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() << 10
+    };
+    let before = rss();
+    let most = Arc::new(std::sync::atomic::AtomicU64::new(before));
+    let sampler = {
+        let most = most.clone();
+        tokio::spawn(async move {
+            loop {
+                most.fetch_max(rss(), std::sync::atomic::Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+    // Past the host-call budget (1000), 256 KiB each: 262 MiB if each were kept.
+    let flood = json!({"url": "https://api.example.com/x", "times": 1050, "bodyBytes": 256 << 10});
+    thing(&host, "t1", json!({"flood": flood})).await;
+    let status = eventually("the flood's report", WAIT, || async {
+        let t = host.things().get_opt("t1").await.ok()??;
+        let status = t.data.get("status")?.clone();
+        status["flood"].is_object().then_some(status)
+    })
+    .await;
+    sampler.abort();
+    let grew = most.load(std::sync::atomic::Ordering::Relaxed).saturating_sub(before);
+    eprintln!("flood: the test process grew by {} MiB at most", grew >> 20);
+    let kinds = &status["flood"]["kinds"];
+    assert_eq!(kinds["denied"], 16, "{status}");
+    assert_eq!(kinds["budget"], 1050 - 16, "{status}");
+    let last = status["flood"]["last"].as_str().unwrap();
+    assert!(last.contains("more than 1000 host calls"), "{last}");
+    assert!(grew < 128 << 20, "the host grew by {} MiB on 1050 refused 256 KiB calls", grew >> 20);
+    eventually("a warning event with a complete grant", WAIT, || async {
+        let events = host.events("t1").await;
+        events.into_iter().find(|(reason, note)| {
+            reason == "EgressDenied"
+                && note.contains("grants no egress: add {scheme: https, host: api.example.com, port: 443}")
+        })
+    })
+    .await;
     host.stop().await;
 }
 
@@ -403,7 +598,7 @@ async fn service_account(host: &plugins::Host, name: &str, secrets: bool) {
 #[tokio::test]
 async fn a_slow_endpoint_should_time_out_within_the_deadline_and_leave_a_neighbour_alone() {
     let echo = Echo::start().await;
-    let host = plugins::Host::start_on(plane(), "eg-slow", false).await;
+    let host = loopback_host("eg-slow").await;
     let grant = json!({"egress": [{"scheme": "http", "host": "127.0.0.1", "port": echo.port}]});
     probe(
         &host,
@@ -453,6 +648,7 @@ async fn calls_waiting_on_egress_should_not_hold_the_hosts_gate_against_a_neighb
         controller: operon::controller::Config { max_concurrent_reconciles: 12, ..Default::default() },
         guest_cpu: 0.0,
         guest_cpu_max: 0.0,
+        egress_allowed: operator_allows_loopback(),
         ..Default::default()
     };
     let host = plugins::Host::start_gated(plane(), "eg-gate", pipeline, gate).await;
@@ -494,6 +690,7 @@ async fn a_recorded_reconcile_should_replay_offline_and_fail_on_a_call_it_does_n
     let dir = tempfile::tempdir().unwrap();
     let pipeline = operon::pipeline::Config {
         record: Some(Arc::new(operon::pipeline::record::Recorder::new(dir.path().to_path_buf(), 1))),
+        egress_allowed: operator_allows_loopback(),
         ..Default::default()
     };
     let host = plugins::Host::start_configured(plane(), "eg-record", false, pipeline).await;
@@ -579,7 +776,7 @@ async fn a_recorded_reconcile_should_replay_offline_and_fail_on_a_call_it_does_n
 #[tokio::test]
 async fn a_shadow_candidate_should_be_answered_from_the_live_calls_and_send_none() {
     let echo = Echo::start().await;
-    let host = plugins::Host::start_on(plane(), "eg-shadow", false).await;
+    let host = loopback_host("eg-shadow").await;
     let grant = json!({"egress": [{"scheme": "http", "host": "127.0.0.1", "port": echo.port}]});
     probe(&host, "probe", json!({"grants": grant, "rollout": "shadow"})).await;
     thing(&host, "t1", json!({"calls": [{"url": echo.url("/echo")}], "round": 0})).await;
@@ -629,6 +826,7 @@ async fn dnsrecord_lifecycle(module: &str) {
     let pipeline = operon::pipeline::Config {
         controller: operon::controller::Config { max_concurrent_reconciles: 4, ..Default::default() },
         record: Some(Arc::new(operon::pipeline::record::Recorder::new(recordings.path().to_path_buf(), 1))),
+        egress_allowed: operator_allows_loopback(),
         ..Default::default()
     };
     let host = plugins::Host::start_configured(plane(), &format!("eg-{module}"), true, pipeline).await;

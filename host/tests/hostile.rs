@@ -16,6 +16,8 @@
 //! costing the host an API review if nothing bounded them.
 
 mod common;
+#[path = "common/plugins.rs"]
+mod plugins;
 
 use common::{eventually, free_port, guest, thing_crd, webapp_crd};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -35,7 +37,14 @@ const WAIT: Duration = Duration::from_secs(60);
 const NEIGHBOURS: usize = 10;
 
 fn plane() -> &'static operon_envtest::ControlPlane {
-    operon_envtest::shared_with(|| operon_envtest::Options::default().crd(webapp_crd()).crd(thing_crd()))
+    operon_envtest::shared_with(|| {
+        use kube::CustomResourceExt;
+        operon_envtest::Options::default()
+            .crd(webapp_crd())
+            .crd(thing_crd())
+            .crd(operon::reconciler::crd::Reconciler::crd())
+            .crd(operon::reconciler::crd::ClusterReconciler::crd())
+    })
 }
 
 /// A manager running `hostile` and `rust-webapp` in one namespace.
@@ -497,6 +506,121 @@ async fn a_requeue_storm_is_held_to_the_floor_and_the_requeue_budget() {
     assert!(during <= 45.0, "{during} requeued reconciles in 3 s; the budget allows about 30");
     assert!(during >= 10.0, "{during} requeued reconciles in 3 s; the storm should still be served at the budget");
     h.stop().await;
+}
+
+// ---------------------------------------------------------------------------
+// A hostile tenant's egress: a namespaced Reconciler of the `egress-probe`
+// guest, with the narrowest grants that let it try, on a host with the
+// default flags (`--egress-allow '*'`).
+
+/// A Thing of the tenant's, for its Reconciler `who`.
+async fn tenant_thing(host: &plugins::Host, name: &str, who: &str, spec: Value) {
+    let t: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
+        "metadata": {"name": name, "labels": {"who": who}}, "spec": spec
+    }))
+    .unwrap();
+    host.things().patch(name, &PatchParams::apply("tenant").force(), &Patch::Apply(&t)).await.unwrap();
+}
+
+/// The tenant's Reconciler `name`, for its labelled Things, granting `egress`.
+async fn tenant_reconciler(host: &plugins::Host, name: &str, egress: Value) {
+    host.reconciler(
+        name,
+        json!({
+            "module": plugins::config_map_module("egress-probe"),
+            "grants": {"for": [{"group": "example.operon.dev", "kind": "Thing"}], "egress": egress},
+            "selector": {"matchLabels": {"who": name}},
+            "limits": {"timeout": "10s"},
+        }),
+    )
+    .await;
+}
+
+/// The host's neighbourhood is the operator's to open, not the tenant's: a
+/// grant of loopback or of the metadata range is refused naming the flag,
+/// and nothing reaches the loopback "admin port" beside the host. Within a
+/// narrow grant, an encoded traversal of its path prefix and a
+/// method-override header are refused; a typo'd grant is pointed at; a
+/// Reconciler without grants is told the whole grant to add; and a loop of
+/// refused 256 KiB calls is held to its budget, with a clear error.
+#[tokio::test]
+async fn a_tenant_reaches_nothing_of_the_hosts_neighbourhood_and_exhausts_nothing_through_egress() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let hits = std::sync::Arc::new(AtomicUsize::new(0));
+    let admin = {
+        let hits = hits.clone();
+        axum::Router::new().fallback(move || {
+            hits.fetch_add(1, Ordering::SeqCst);
+            async { "admin" }
+        })
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, admin).await.unwrap() });
+    // The host's default flags: `--egress-allow '*'`, nothing special opened.
+    let pipeline = operon::pipeline::Config {
+        controller: operon::controller::Config { max_concurrent_reconciles: 4, ..Default::default() },
+        ..Default::default()
+    };
+    let host = plugins::Host::start_configured(plane(), "tenant-egress", false, pipeline).await;
+    host.module_config_map("egress-probe", &guest("egress-probe")).await;
+    tenant_reconciler(&host, "loopback", json!([{"scheme": "http", "host": "127.0.0.1", "port": port}])).await;
+    tenant_reconciler(&host, "metadata", json!([{"scheme": "http", "host": "169.254.0.0/16"}])).await;
+    tenant_reconciler(
+        &host,
+        "narrow",
+        json!([{"host": "api.example.com", "methods": ["GET"], "pathPrefix": "/v1/"}, {"host": "api.exmaple.org"}]),
+    )
+    .await;
+    tenant_reconciler(&host, "none", json!([])).await;
+    for (name, flag) in [("loopback", "--egress-allow 127.0.0.1"), ("metadata", "--egress-allow 169.254.0.0/16")] {
+        let refused = eventually(&format!("{name} refused, naming the flag"), WAIT, || async {
+            let (status, _, message) = host.condition(name, "Ready").await?;
+            (status == "False" && message.contains(flag)).then_some(message)
+        })
+        .await;
+        eprintln!("hostile: {name}: {refused}");
+    }
+    let calls = json!([
+        {"url": "https://api.example.com/v1/..%2Fadmin"},
+        {"url": "https://api.example.com/v1/x", "headers": {"x-http-method-override": "DELETE"}},
+        {"url": "https://api.example.org/v1/x"},
+        {"url": format!("http://127.0.0.1:{port}/admin")},
+        {"url": "http://169.254.169.254/latest/meta-data/"},
+    ]);
+    let flood = json!({"url": "https://api.example.com/v1/x", "times": 400, "bodyBytes": 256 << 10});
+    tenant_thing(&host, "n1", "narrow", json!({"calls": calls, "flood": flood})).await;
+    tenant_thing(&host, "z1", "none", json!({"calls": [{"url": format!("http://127.0.0.1:{port}/admin")}]})).await;
+    let report = |name: &'static str| {
+        let host = &host;
+        async move {
+            eventually(&format!("{name}'s report"), WAIT, || async {
+                let t = host.things().get_opt(name).await.ok()??;
+                let status = t.data.get("status")?.clone();
+                status["results"].is_array().then_some(status)
+            })
+            .await
+        }
+    };
+    let n1 = report("n1").await;
+    let r = &n1["results"];
+    let said = |i: usize| format!("{}: {}", r[i]["error"].as_str().unwrap_or("ok"), r[i]["message"].as_str().unwrap_or(""));
+    assert!(said(0).starts_with("denied") && said(0).contains("encoded"), "{}", said(0));
+    assert!(said(1).starts_with("invalid") && said(1).contains("x-http-method-override"), "{}", said(1));
+    assert!(said(2).contains("did you mean grant 1 (api.exmaple.org)"), "{}", said(2));
+    assert!(said(3).starts_with("denied") && said(3).contains("127.0.0.1 is not in spec.grants.egress"), "{}", said(3));
+    assert!(said(4).starts_with("denied"), "{}", said(4));
+    let kinds = &n1["flood"]["kinds"];
+    assert!(kinds["budget"].as_u64().unwrap_or(0) >= 380, "{n1}");
+    let last = n1["flood"]["last"].as_str().unwrap_or_default();
+    assert!(last.contains("refused calls included"), "{last}");
+    let z1 = report("z1").await;
+    let told = z1["results"][0]["message"].as_str().unwrap_or_default().to_string();
+    assert!(told.contains(&format!("add {{scheme: http, host: 127.0.0.1, port: {port}}} to spec.grants.egress")), "{told}");
+    assert!(!told.contains("only reconcile calls"), "{told}");
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "the tenant reached the loopback admin port");
+    host.stop().await;
 }
 
 // ---------------------------------------------------------------------------

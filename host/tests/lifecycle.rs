@@ -98,7 +98,10 @@ impl Replica {
         let (metrics, webhooks) = (free_port(), free_port());
         let log = std::env::temp_dir().join(format!("operon-lifecycle-{ns}-{name}.log"));
         let mut cmd = Command::new(operon_bin());
-        cmd.args(["run", "--reconcilers", "--reconciler-selector", &format!("operon.dev/test={ns}")]).args([
+        cmd.args(["run", "--reconcilers", "--reconciler-selector", &format!("operon.dev/test={ns}")])
+            // The operator opens loopback, where the tests serve modules.
+            .arg("--egress-allow=*,127.0.0.1")
+            .args([
             "--metrics-bind-address",
             &format!("127.0.0.1:{metrics}"),
             "--health-probe-bind-address",

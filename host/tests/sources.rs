@@ -64,7 +64,11 @@ impl Replica {
         let cache = tempfile::tempdir().unwrap();
         let log = std::env::temp_dir().join(format!("operon-sources-{ns}.log"));
         let mut cmd = Command::new(operon_bin());
-        cmd.args(["run", "--reconcilers", "--reconciler-selector", &format!("operon.dev/test={ns}")]).args([
+        cmd.args(["run", "--reconcilers", "--reconciler-selector", &format!("operon.dev/test={ns}")])
+            // The operator opens loopback, where the tests serve modules
+            // (module URLs reach special addresses only where it does).
+            .arg("--egress-allow=*,127.0.0.1")
+            .args([
             "--metrics-bind-address",
             &format!("127.0.0.1:{metrics}"),
             "--health-probe-bind-address",

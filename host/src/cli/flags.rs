@@ -124,12 +124,23 @@ pub struct RunArgs {
     /// (`spec.module.path`): for development only.
     #[arg(long)]
     pub allow_module_paths: bool,
-    /// Hosts any Reconciler may grant its plugin egress to, as grants name
-    /// them (`api.example.com`, `*.example.com`, an address or a CIDR;
-    /// comma-separated or repeated; `*`, the default: any). A Reconciler
-    /// granting more is refused with a condition naming the flag.
+    /// Hosts any Reconciler may grant its plugin egress to, and module URLs
+    /// may be fetched from, as grants name them (`api.example.com`,
+    /// `*.example.com`, an address or a CIDR; comma-separated or repeated).
+    /// `*`, the default, is any public name or address. Loopback,
+    /// link-local (cloud metadata), private, CGNAT and the other special
+    /// ranges (and --cluster-cidrs) are reached only where an address or
+    /// CIDR entry here names them (`*,127.0.0.1,10.96.0.0/12`): a
+    /// Reconciler's grant alone never opens them. A Reconciler granting
+    /// more is refused with a condition naming the flag.
     #[arg(long, value_name = "HOSTS", value_delimiter = ',', default_value = "*")]
     pub egress_allow: Vec<String>,
+    /// The cluster's Pod and Service CIDRs, when they are not in private
+    /// or CGNAT space (which is special already): treated as special, so
+    /// egress and module URLs reach them only where --egress-allow names
+    /// them.
+    #[arg(long, value_name = "CIDRS", value_delimiter = ',')]
+    pub cluster_cidrs: Vec<ipnet::IpNet>,
     /// Record reconciles as fixtures in this directory (one subdirectory per
     /// controller): the request, the objects the guest read, its outbound
     /// calls and answers (credentials never), and the outcome — replayed by

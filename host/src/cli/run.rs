@@ -112,7 +112,8 @@ fn manager_config(args: &RunArgs) -> anyhow::Result<manager::Config> {
         event_qps: args.event_qps,
         event_burst: args.event_burst,
         egress_allowed: crate::egress::grants::Allowed::parse(&args.egress_allow)
-            .map_err(|e| anyhow::anyhow!("--egress-allow: {e}"))?,
+            .map_err(|e| anyhow::anyhow!("--egress-allow: {e}"))?
+            .with_cluster(&args.cluster_cidrs),
         record: match &args.record {
             None => None,
             Some(dir) => {

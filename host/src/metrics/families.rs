@@ -169,7 +169,8 @@ impl Metrics {
                 "operon_egress_requests_total",
                 "Total number of outbound HTTP calls of guests per controller, host (the host of the grant that \
                  allowed the call, as spec.grants.egress names it; - for a call no grant allowed) and code (the \
-                 HTTP status, or why none came: denied, invalid, timeout, unreachable, tooLarge, budget)",
+                 HTTP status's class, 1xx to 5xx or other, or why none came: denied, invalid, timeout, \
+                 unreachable, tooLarge, budget)",
                 &["controller", "host", "code"],
             ),
             egress_request_seconds: histogram(

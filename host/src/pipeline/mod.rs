@@ -166,8 +166,9 @@ pub struct Pipeline {
     shadow: shadow::Counters,
     /// Parents that left the selector holding the finalizer.
     leaving: parent::Leaving,
-    /// Outbound HTTP its module may make (`None`: none granted).
-    egress: Option<Arc<crate::egress::Policy>>,
+    /// Outbound HTTP its module may make (with no grants: every call is
+    /// refused, naming the grant to add).
+    egress: Arc<crate::egress::Policy>,
 }
 
 /// Build a module's controller and start (or join) the informers it needs,
@@ -226,7 +227,14 @@ pub fn build(
         notices: tokio::sync::broadcast::channel(64).0,
         shadow: shadow::Counters::default(),
         leaving,
-        egress: config.egress.clone().map(|s| Arc::new(crate::egress::Policy::new(name.clone(), s, metrics.clone()))),
+        egress: Arc::new(crate::egress::Policy::new(
+            name.clone(),
+            config
+                .egress
+                .clone()
+                .unwrap_or_else(|| Arc::new(crate::egress::Settings::none(config.egress_allowed.clone()))),
+            metrics.clone(),
+        )),
         config: config.clone(),
     };
     Controller::new(name, Arc::new(pipeline), triggers, config.controller, metrics)

@@ -166,7 +166,8 @@ impl Lifecycle {
         let loader = {
             let tx = enqueue.clone();
             let (client, metrics) = (manager.client().clone(), manager.metrics().clone());
-            Loader::new(runtime.clone(), client, metrics, config.bounds, move |k: &PluginKey| {
+            let allowed = manager.config().pipeline.egress_allowed.clone();
+            Loader::new(runtime.clone(), client, metrics, config.bounds, allowed, move |k: &PluginKey| {
                 let _ = tx.send(k.clone());
             })
         };

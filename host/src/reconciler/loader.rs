@@ -75,6 +75,8 @@ struct Inner {
     metrics: Arc<crate::metrics::Metrics>,
     http: reqwest::Client,
     bounds: Bounds,
+    /// What the operator opened (`--egress-allow`): module URLs too.
+    allowed: crate::egress::grants::Allowed,
     slots: Semaphore,
     fetches: Mutex<HashMap<PluginKey, FetchSlot>>,
     loads: Mutex<HashMap<(PluginKey, String, Limits), Load>>,
@@ -96,6 +98,7 @@ impl Loader {
         client: kube::Client,
         metrics: Arc<crate::metrics::Metrics>,
         bounds: Bounds,
+        allowed: crate::egress::grants::Allowed,
         done: impl Fn(&PluginKey) + Send + Sync + 'static,
     ) -> Loader {
         Loader {
@@ -103,8 +106,9 @@ impl Loader {
                 runtime,
                 client,
                 metrics,
-                http: source::http_client(bounds),
+                http: source::http_client(bounds, &allowed),
                 bounds,
+                allowed,
                 slots: Semaphore::new(FETCH_SLOTS),
                 fetches: Mutex::new(HashMap::new()),
                 loads: Mutex::new(HashMap::new()),
@@ -209,7 +213,7 @@ impl Loader {
                         )
                         .await
                     }
-                    (None, Some(url), _) => source::from_url(&this.inner.http, url, this.inner.bounds).await,
+                    (None, Some(url), _) => source::from_url(&this.inner.http, url, this.inner.bounds, &this.inner.allowed).await,
                     (None, None, Some(oci)) => {
                         let pulled = source::from_oci(oci, this.inner.bounds).await;
                         if let Ok(f) = &pulled {
@@ -400,7 +404,7 @@ mod tests {
         let runtime = Runtime::new(config).unwrap();
         let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
         let metrics = Arc::new(crate::metrics::Metrics::new());
-        let loader = Loader::new(runtime, client, metrics, Bounds::default(), |_| {});
+        let loader = Loader::new(runtime, client, metrics, Bounds::default(), crate::egress::grants::Allowed::public(), |_| {});
         let key = PluginKey::ClusterReconciler("r".into());
         let (digest, limits) = ("sha256:00", Limits::default());
         assert!(matches!(loader.load(&key, digest, None, &limits), Load::Running));

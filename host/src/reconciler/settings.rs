@@ -143,8 +143,8 @@ pub fn derive(key: &PluginKey, spec: &PluginSpec, host: &Host<'_>) -> Result<Set
     if let Some(n) = spec.limits.max_concurrent_reconciles {
         controller.max_concurrent_reconciles = n.max(1) as usize;
     }
-    host.pipeline.egress_allowed.permits(&spec.grants.egress).map_err(InvalidSpec::Egress)?;
-    let egress = egress(spec, &placement, client.as_ref())?;
+    host.pipeline.egress_allowed.permits(&spec.grants.egress).map_err(|e| InvalidSpec::Egress(e.to_string()))?;
+    let egress = egress(spec, &placement, client.as_ref(), &host.pipeline.egress_allowed)?;
     let pipeline = pipeline::Config {
         name: None,
         controller,
@@ -179,6 +179,7 @@ fn egress(
     spec: &PluginSpec,
     placement: &Placement,
     client: Option<&kube::Client>,
+    allowed: &crate::egress::grants::Allowed,
 ) -> Result<Option<std::sync::Arc<crate::egress::Settings>>, InvalidSpec> {
     use crate::egress::{Bounds, Settings, credentials::Credentials, grants::Rules};
     if spec.grants.egress.is_empty() && spec.credentials.is_empty() {
@@ -194,7 +195,7 @@ fn egress(
     };
     let credentials = Credentials::compile(&spec.credentials, namespace, client.cloned())
         .map_err(|e| InvalidSpec::Egress(e.to_string()))?;
-    Ok(Some(std::sync::Arc::new(Settings { rules, credentials, bounds: Bounds::default() })))
+    Ok(Some(std::sync::Arc::new(Settings { rules, credentials, bounds: Bounds::default(), allowed: allowed.clone() })))
 }
 
 /// Sandbox limits from the spec. The instance policy is the runtime's to

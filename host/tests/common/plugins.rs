@@ -30,9 +30,15 @@ pub struct Host {
 impl Host {
     /// A host on `plane` in a new namespace named after `prefix`;
     /// `allow_module_paths`: accept `spec.module.path` (as `operon dev` does).
+    ///
+    /// Its operator opened loopback (`--egress-allow '*,127.0.0.1'`), where
+    /// the tests serve modules and APIs; [`Host::start_configured`] takes
+    /// the pipeline's `egress_allowed` as given (the default: public hosts
+    /// only).
     pub async fn start_on(plane: &operon_envtest::ControlPlane, prefix: &str, allow_module_paths: bool) -> Host {
         let pipeline = operon::pipeline::Config {
             controller: operon::controller::Config { max_concurrent_reconciles: 4, ..Default::default() },
+            egress_allowed: operon::egress::grants::Allowed::parse(&["*".into(), "127.0.0.1".into()]).unwrap(),
             ..Default::default()
         };
         Host::start_configured(plane, prefix, allow_module_paths, pipeline).await
@@ -63,6 +69,7 @@ impl Host {
         };
         let pipeline = operon::pipeline::Config {
             controller: operon::controller::Config { max_concurrent_reconciles: 4, ..Default::default() },
+            egress_allowed: operon::egress::grants::Allowed::parse(&["*".into(), "127.0.0.1".into()]).unwrap(),
             ..Default::default()
         };
         Host::start_full(plane, prefix, false, pipeline, Some(webhooks)).await
