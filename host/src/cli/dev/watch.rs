@@ -133,11 +133,14 @@ pub(crate) enum Verdict {
     FixturesFailed { failed: Vec<String>, output: String },
 }
 
-/// The same steps as `operon build` then `operon test --project`.
+/// The same steps as `operon build` then `operon test --project`: the
+/// component is written where `operon build` writes it (`dist/`, under the
+/// project's build lock), so `operon test` beside the loop tests what the
+/// loop built, and staged at `out` for the swap.
 fn build_and_test(project: &Project, runtime: &Runtime, out: &Path) -> anyhow::Result<Verdict> {
-    let options = project::BuildOptions { output: Some(out.to_path_buf()), verbose: false };
-    let built = project::build(project, &options, &mut |_| {})?;
-    let module = crate::cli::load(runtime, &built.path, Limits::default())?;
+    let options = project::BuildOptions { output: None, verbose: false, copy_to: Some(out.to_path_buf()) };
+    project::build(project, &options, &mut |_| {})?;
+    let module = crate::cli::load(runtime, out, Limits::default())?;
     fixtures(project, &module)
 }
 
