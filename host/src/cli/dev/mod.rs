@@ -321,9 +321,10 @@ async fn dev(
     // 6-8. The table, the watcher, and --once's verdict.
     let loaded = std::sync::Arc::new(loaded);
     let mut status = table::Status::new(client.clone(), loaded.clone());
+    let baseline = if args.once { Vec::new() } else { watch::baseline(&loaded).await };
     let watcher = (!args.once).then(|| {
         let loader = watch::Loader { client: client.clone(), examples: !args.no_examples };
-        tokio::spawn(watch::run(ui.clone(), runtime.clone(), loaded.clone(), loader))
+        tokio::spawn(watch::run(ui.clone(), runtime.clone(), loaded.clone(), loader, baseline))
     });
     if !args.once {
         ui.line("watching the projects' sources; Ctrl-C stops");

@@ -3,7 +3,10 @@
 //! `operon.toml` adds — egress grants, credentials (a local file written
 //! into a Secret of the dev namespace, or a Secret already there) and a
 //! ServiceAccount — so a plugin that calls out runs in dev as it will in a
-//! cluster, from the project alone.
+//! cluster, from the project alone. The host reads credentials only as the
+//! plugin's ServiceAccount: with credentials and no `service_account`, dev
+//! makes one named after the project, with a Role for what the manifest
+//! asks and those Secrets.
 
 use super::Loaded;
 use crate::contract::{Gvk, Manifest};
@@ -166,7 +169,18 @@ pub(super) async fn apply_reconciler(client: &kube::Client, l: &Loaded, manager:
     if !dev.credentials.is_empty() {
         spec["credentials"] = serde_json::to_value(&dev.credentials)?;
     }
-    if let Some(sa) = dev.service_account {
+    // The host reads a credential's Secret as the plugin, never as itself:
+    // without a `service_account`, dev makes the plugin one, with a Role for
+    // what its manifest asks and those Secrets.
+    let service_account = match dev.service_account {
+        Some(sa) => Some(sa),
+        None if !dev.credentials.is_empty() => {
+            apply_identity(client, l, manager, &dev.credentials).await?;
+            Some(name.to_string())
+        }
+        None => None,
+    };
+    if let Some(sa) = service_account {
         spec["serviceAccountName"] = sa.into();
     }
     let reconciler: reconciler::crd::Reconciler = serde_json::from_value(serde_json::json!({
@@ -179,6 +193,58 @@ pub(super) async fn apply_reconciler(client: &kube::Client, l: &Loaded, manager:
     api.patch(name, &params, &Patch::Apply(&reconciler))
         .await
         .map_err(|source| Error::Apply { what: format!("Reconciler {}/{name}", l.namespace), source })?;
+    Ok(())
+}
+
+/// A Role rule for `gvk` (and its `sub`resources), as the API server names it.
+async fn rule(client: &kube::Client, gvk: &Gvk, sub: &[&str], verbs: &[&str]) -> anyhow::Result<serde_json::Value> {
+    let ar = super::resource(client, gvk).await?;
+    let resources: Vec<String> =
+        std::iter::once(ar.plural.clone()).chain(sub.iter().map(|s| format!("{}/{s}", ar.plural))).collect();
+    Ok(serde_json::json!({"apiGroups": [ar.group], "resources": resources, "verbs": verbs}))
+}
+
+/// A ServiceAccount named after the project, and a Role (bound to it) for
+/// what its manifest asks (its kind and status, the kinds it owns and reads,
+/// events) and the Secrets its credentials name.
+async fn apply_identity(client: &kube::Client, l: &Loaded, manager: &str, credentials: &[Credential]) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let name = l.project.name();
+    let ns = &l.namespace;
+    let m = &l.manifest;
+    let mut rules = Vec::new();
+    rules.push(rule(client, &m.for_kind, &["status"], &["get", "list", "watch", "patch", "update"]).await?);
+    for kind in &m.owns {
+        rules.push(rule(client, kind, &[], &["get", "list", "watch", "create", "update", "patch", "delete"]).await?);
+    }
+    for kind in m.reads.iter().chain(m.watches.iter().map(|w| &w.kind)) {
+        rules.push(rule(client, kind, &[], &["get", "list", "watch"]).await?);
+    }
+    rules.push(serde_json::json!({"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}));
+    let secrets: Vec<&str> = credentials.iter().map(|c| c.secret_ref.name.as_str()).collect();
+    rules.push(serde_json::json!({"apiGroups": [""], "resources": ["secrets"], "resourceNames": secrets, "verbs": ["get"]}));
+    let params = PatchParams::apply(manager).force();
+    let apply_err = |what: &str| {
+        let what = format!("{what} {ns}/{name}");
+        move |source| Error::Apply { what, source }
+    };
+    let sa: ServiceAccount = serde_json::from_value(serde_json::json!({"metadata": {"name": name, "namespace": ns}}))?;
+    Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .patch(name, &params, &Patch::Apply(&sa))
+        .await
+        .map_err(apply_err("ServiceAccount"))?;
+    let role: Role = serde_json::from_value(serde_json::json!({"metadata": {"name": name, "namespace": ns}, "rules": rules}))?;
+    Api::<Role>::namespaced(client.clone(), ns).patch(name, &params, &Patch::Apply(&role)).await.map_err(apply_err("Role"))?;
+    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}],
+    }))?;
+    Api::<RoleBinding>::namespaced(client.clone(), ns)
+        .patch(name, &params, &Patch::Apply(&binding))
+        .await
+        .map_err(apply_err("RoleBinding"))?;
     Ok(())
 }
 
