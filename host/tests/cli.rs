@@ -158,32 +158,33 @@ fn version_prints_the_binary_the_contract_and_each_sdk() {
         ("c", format!("operon-sdk         {version}")),
     ] {
         assert!(
-            text.lines().any(|l| l.trim_start().starts_with(lang) && l.contains(&line)),
-            "{lang}: {line:?} in\n{text}"
+            text.lines().any(|l| l.trim_start().starts_with(lang) && l.contains(&line) && l.contains("not published on")),
+            "{lang}: {line:?}, not published, in\n{text}"
         );
     }
+    assert!(text.contains("no SDK package, chart or image of this release is published"), "{text}");
 }
 
+
 #[test]
-fn new_names_the_sdk_package_or_vendors_it() {
+fn new_vendors_the_sdk_unless_asked_for_the_unpublished_registry_package() {
     let scratch = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_operon"))
-        .current_dir(scratch.path())
-        .args(["new", "--lang", "python", "packaged"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout(&out).contains("it depends on the SDK package: \"operon-sdk~="), "{}", stdout(&out));
-    assert!(!scratch.path().join("packaged/operon_sdk").exists());
-    let out = Command::new(env!("CARGO_BIN_EXE_operon"))
-        .current_dir(scratch.path())
-        .args(["new", "--lang", "python", "--vendor", "vendored"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout(&out).contains("is vendored in the project"), "{}", stdout(&out));
+    let new = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_operon")).current_dir(scratch.path()).args(args).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        stdout(&out)
+    };
+    let said = new(&["new", "--lang", "python", "vendored"]);
+    assert!(said.contains("is vendored in the project and named by local path"), "{said}");
     assert!(scratch.path().join("vendored/operon_sdk/__init__.py").is_file());
+    let said = new(&["new", "--lang", "python", "--vendor", "flagged"]);
+    assert!(said.contains("is vendored in the project"), "{said}");
+    let said = new(&["new", "--sdk", "registry", "--lang", "python", "packaged"]);
+    assert!(said.contains("it depends on the SDK package: \"operon-sdk~="), "{said}");
+    assert!(said.contains("which is NOT published there"), "{said}");
+    assert!(!scratch.path().join("packaged/operon_sdk").exists());
 }
+
 
 /// A contract 0.2 module's fixtures run at the clock they carry: the same
 /// fixture passes every time, and another `now` changes the answer
@@ -250,4 +251,16 @@ fn readiness_rates_each_object_as_the_host_does() {
     let bad = operon(&["readiness", dir.path().join("missing.yaml").to_str().unwrap()]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("missing.yaml"), "{}", String::from_utf8_lossy(&bad.stderr));
+}
+
+/// A 0.2 guest that reads WASI's wall clock (Rust std's `SystemTime::now()`)
+/// reads the request's `now`, not the machine's time: the fixture's
+/// `now`, in milliseconds, whatever day the test runs.
+#[test]
+fn wasis_wall_clock_should_be_the_requests_now() {
+    let module = common::guests_dir().join("wall-clock.wasm").display().to_string();
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/guests/wall-clock/fixtures");
+    let out = operon(&["test", &module, fixtures.to_str().unwrap()]);
+    assert!(out.status.success(), "{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert!(stdout(&out).contains("1 passed, 0 failed"), "{}", stdout(&out));
 }

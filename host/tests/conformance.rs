@@ -57,32 +57,30 @@ fn fixture_names(dir: &Path) -> Vec<String> {
 }
 
 /// The directories to run `operon test` on, with the fixtures each must
-/// report: the root, whose `admission/` reviews `operon test` runs with it
-/// (reported as `admission/NAME`), and every other directory below it that
-/// holds fixtures.
-fn fixture_dirs(dir: &Path, root: bool, out: &mut Vec<(PathBuf, Vec<String>)>) {
-    let mut names = fixture_names(dir);
-    let mut subdirs: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
-    subdirs.sort();
-    // `operon test` runs the root's `admission/` reviews and `conversion/`
-    // requests with it (reported as `admission/NAME`, `conversion/NAME`).
-    for with_root in ["admission", "conversion"] {
-        if root && dir.join(with_root).is_dir() {
-            names.extend(fixture_names(&dir.join(with_root)).into_iter().map(|n| format!("{with_root}/{n}")));
-            subdirs.retain(|d| !d.ends_with(with_root));
+/// report: the root alone, since `operon test` runs every fixture below it,
+/// each named by its path (`admission/NAME`, `conversion/NAME`,
+/// `recorded/NAME`).
+fn fixture_dirs(dir: &Path, out: &mut Vec<(PathBuf, Vec<String>)>) {
+    fn under(dir: &Path, prefix: &str, names: &mut Vec<String>) {
+        names.extend(fixture_names(dir).into_iter().map(|n| format!("{prefix}{n}")));
+        let mut subdirs: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_dir())
+            .collect();
+        subdirs.sort();
+        for sub in subdirs {
+            let name = sub.file_name().unwrap().to_string_lossy().into_owned();
+            under(&sub, &format!("{prefix}{name}/"), names);
         }
     }
+    let mut names = Vec::new();
+    under(dir, "", &mut names);
     if !names.is_empty() {
         out.push((dir.to_path_buf(), names));
     }
-    for sub in subdirs {
-        fixture_dirs(&sub, false, out);
-    }
 }
+
 
 /// `operon test MODULE DIR`: per fixture `ok` or the failure text, and the
 /// closing `N passed, M failed` line.
@@ -159,7 +157,7 @@ fn assert_same_outcomes(root: &Path, languages: &[&str]) {
     );
 
     let mut dirs = Vec::new();
-    fixture_dirs(root, true, &mut dirs);
+    fixture_dirs(root, &mut dirs);
     assert!(!dirs.is_empty(), "no fixtures under {}", root.display());
 
     // (directory, fixture) → language → result.

@@ -19,7 +19,7 @@ fn plane() -> &'static operon_envtest::ControlPlane {
 fn new_c_project(scratch: &Path, name: &str) -> std::path::PathBuf {
     let out = Command::new(env!("CARGO_BIN_EXE_operon"))
         .current_dir(scratch)
-        .args(["new", "--vendor", "--lang", "c", name])
+        .args(["new", "--lang", "c", name])
         .output()
         .expect("running operon new");
     assert!(out.status.success(), "operon new failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -168,4 +168,179 @@ fn operon_dev_once_brings_every_sample_webapp_to_ready() {
             assert!(children >= 2, "{name} has {children} children in {row:?}");
         }
     }
+}
+
+/// `operon dev DIR` as an author leaves it open: on a saved change it
+/// rebuilds, runs the fixtures and swaps the Reconciler (and `dist/` holds
+/// what it built, so `operon test` beside it tests the same component); a
+/// change whose fixtures fail is built and refused, and the running version
+/// stays.
+#[test]
+fn operon_dev_should_rebuild_test_and_swap_on_a_change_and_keep_the_running_version_when_fixtures_fail() {
+    use std::io::{BufRead, BufReader};
+    use std::sync::mpsc;
+    use std::time::Duration;
+    let scratch = tempfile::tempdir().unwrap();
+    let project = new_c_project(scratch.path(), "loop");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(["dev", "--metrics-bind-address", "127.0.0.1:0", "--kubeconfig"])
+        .arg(plane().kubeconfig_path())
+        .arg(&project)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("running operon dev");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let stdout = child.stdout.take().unwrap();
+    let _child = Kill(child);
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = String::new();
+    let mut wait_for = |wanted: &str| -> String {
+        let deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => {
+                    seen.push_str(&line);
+                    seen.push('\n');
+                    if line.contains(wanted) {
+                        return line;
+                    }
+                }
+                Err(_) => panic!("operon dev never said {wanted:?}:\n{seen}"),
+            }
+        }
+    };
+    wait_for("watching the projects' sources");
+
+    // A change the fixtures accept: rebuilt, tested, swapped in.
+    let main = project.join("src/main.c");
+    let source = std::fs::read_to_string(&main).unwrap();
+    assert!(source.contains("\"publishing %s\""), "the C scaffold changed: update this test");
+    std::fs::write(&main, source.replace("\"publishing %s\"", "\"publishing the greeting %s\"")).unwrap();
+    let swapped = wait_for("✓ loop: built and");
+    assert!(swapped.contains("fixtures passed") && swapped.contains("swapped in sha256:"), "{swapped}");
+    let digest = swapped.rsplit("swapped in ").next().unwrap().trim().to_string();
+    let dist = std::fs::read(project.join("dist/loop.wasm")).unwrap();
+    assert_eq!(operon::reconciler::source::digest(&dist), digest, "dist/ is not what the loop swapped in");
+
+    // A change the fixtures refuse: built, not swapped.
+    let source = std::fs::read_to_string(&main).unwrap();
+    std::fs::write(&main, source.replace("\"%s-greeting\"", "\"%s-greetings\"")).unwrap();
+    let refused = wait_for("✗ loop:");
+    assert!(refused.contains("fixtures failed") && refused.contains("the running version stays"), "{refused}");
+}
+
+/// A plugin that calls out runs in `operon dev` from its project alone:
+/// `[dev]` of `operon.toml` grants the egress and names a credential read
+/// from a local file; `--record` writes the reconciles, calls included and
+/// the credential's value never, as fixtures, and `operon explain` reads
+/// them back.
+#[test]
+fn operon_dev_should_grant_egress_and_a_file_credential_from_the_project_and_record() {
+    use std::io::{BufRead, BufReader, Write};
+    // A server on loopback that answers `hi` and keeps the Authorization headers it saw.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                if line.to_ascii_lowercase().starts_with("authorization:") {
+                    log.lock().unwrap().push(line.trim().to_string());
+                }
+                line.clear();
+            }
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nhi");
+        }
+    });
+
+    let scratch = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .current_dir(scratch.path())
+        .args(["new", "--lang", "python", "caller"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let project = scratch.path().join("caller");
+    let url = format!("http://127.0.0.1:{port}/hello");
+    let app = std::fs::read_to_string(project.join("app.py")).unwrap();
+    let call = "        name = f\"{request.name}-greeting\"\n";
+    assert!(app.contains(call), "the Python scaffold changed: update this test");
+    let app = app.replace(
+        call,
+        &format!("        ctx.http(\"GET\", \"{url}\", credential=\"api\", timeout_ms=5000)\n{call}"),
+    );
+    std::fs::write(project.join("app.py"), app).unwrap();
+    for fixture in ["create.yaml", "published.yaml"] {
+        let path = project.join("fixtures").join(fixture);
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str(&format!(
+            "egress:\n- request: {{method: GET, url: \"{url}\", credential: api}}\n  response: {{status: 200, body: hi}}\n"
+        ));
+        std::fs::write(&path, text).unwrap();
+    }
+    std::fs::write(project.join("api.key"), "t0ken-only-the-host-sees\n").unwrap();
+    let mut toml = std::fs::read_to_string(project.join("operon.toml")).unwrap();
+    toml.push_str(&format!(
+        "\n[dev]\negress = [{{ scheme = \"http\", host = \"127.0.0.1\", port = {port} }}]\n\
+         [[dev.credentials]]\nname = \"api\"\nuse = \"bearer\"\nhosts = [\"127.0.0.1\"]\nfile = \"api.key\"\n"
+    ));
+    std::fs::write(project.join("operon.toml"), toml).unwrap();
+
+    let recordings = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(["dev", "--once", "--timeout", "180", "--metrics-bind-address", "127.0.0.1:0", "--record"])
+        .arg(recordings.path())
+        .arg("--kubeconfig")
+        .arg(plane().kubeconfig_path())
+        .arg(&project)
+        .output()
+        .expect("running operon dev");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("operon explain greeting/NAME -n dev-caller --recordings"), "{stdout}");
+    let seen = seen.lock().unwrap().clone();
+    assert!(seen.iter().any(|h| h.to_ascii_lowercase() == "authorization: bearer t0ken-only-the-host-sees"), "{seen:?}");
+
+    // The recording holds the call, by credential name, and never its value.
+    let mut texts = Vec::new();
+    let mut dirs = vec![recordings.path().to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                texts.push(std::fs::read_to_string(&path).unwrap_or_default());
+            }
+        }
+    }
+    assert!(texts.iter().any(|t| t.contains(&url) && t.contains("credential: api")), "no call recorded: {texts:?}");
+    assert!(!texts.iter().any(|t| t.contains("t0ken")), "the credential's value was recorded");
+    let explained = Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(["explain", "greeting/hello", "-n", "dev-caller", "--recordings"])
+        .arg(recordings.path())
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&explained.stdout);
+    assert!(explained.status.success(), "{shown}{}", String::from_utf8_lossy(&explained.stderr));
+    assert!(shown.contains(&format!("call: GET {url}")) && shown.contains("credential \"api\" → 200"), "{shown}");
 }

@@ -978,3 +978,88 @@ fn labelled_thing(name: &str, who: &str, spec: Value) -> kube::api::DynamicObjec
     }))
     .unwrap()
 }
+
+/// `operon run --record DIR --record-selector SEL`, through the command
+/// line: reconciles of the parents the selector selects are recorded as
+/// fixtures under DIR, those of the others are not, and `--record-every`
+/// and `--record-selector` are refused without `--record`.
+#[tokio::test]
+async fn operon_run_should_record_only_the_parents_its_record_selector_selects() {
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::api::DynamicObject;
+    let client = plane().client().await;
+    let ns = "run-record";
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespace = serde_json::from_value::<Namespace>(json!({"metadata": {"name": ns}})).unwrap();
+    namespaces.patch(ns, &PatchParams::apply("test").force(), &Patch::Apply(&namespace)).await.unwrap();
+
+    let without = std::process::Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(["run", "--module", "x.wasm", "--record-selector", "app=picked"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&without.stderr);
+    assert!(!without.status.success() && said.contains("--record"), "{said}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let module = common::guests_dir().join("clockwork.wasm");
+    let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_operon"))
+        .args(["run", "--module", module.to_str().unwrap(), "--namespace", ns, "--record"])
+        .arg(dir.path())
+        .args(["--record-selector", "app=picked", "--metrics-bind-address", "0", "--health-probe-bind-address", "0"])
+        .env("KUBECONFIG", plane().kubeconfig_path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Kill<'a>(&'a mut std::process::Child);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _guard = Kill(&mut run);
+
+    let gvk = kube::api::GroupVersionKind::gvk("example.operon.dev", "v1alpha1", "Thing");
+    let things: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns, &kube::api::ApiResource::from_gvk_with_plural(&gvk, "things"));
+    for (name, labels) in [("picked", json!({"app": "picked"})), ("passed", json!({"app": "other"}))] {
+        let thing = json!({"apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing",
+            "metadata": {"name": name, "namespace": ns, "labels": labels}, "spec": {}});
+        let thing: DynamicObject = serde_json::from_value(thing).unwrap();
+        things.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&thing)).await.unwrap();
+    }
+    // Both are reconciled (clockwork counts its reconciles in the status) ...
+    for name in ["picked", "passed"] {
+        eventually(&format!("{name} reconciled"), WAIT, || async {
+            let thing = things.get(name).await.ok()?;
+            (thing.data["status"]["count"].as_u64()? >= 1).then_some(())
+        })
+        .await;
+    }
+    // ... and only the selected one is recorded, as a fixture and its outcome.
+    let files = || {
+        let mut found = Vec::new();
+        let mut dirs = vec![dir.path().to_path_buf()];
+        while let Some(d) = dirs.pop() {
+            for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else {
+                    found.push((path.clone(), std::fs::read_to_string(&path).unwrap_or_default()));
+                }
+            }
+        }
+        found
+    };
+    eventually("a recording of picked, with its expected outcome", WAIT, || async {
+        let files = files();
+        let case = files.iter().any(|(p, t)| !p.to_string_lossy().contains(".expected.") && t.contains("name: picked"));
+        let expected = files.iter().any(|(p, _)| p.to_string_lossy().contains(".expected."));
+        (case && expected).then_some(())
+    })
+    .await;
+    let recorded_passed: Vec<_> = files().into_iter().filter(|(_, t)| t.contains("name: passed")).map(|(p, _)| p).collect();
+    assert!(recorded_passed.is_empty(), "a parent the selector does not select was recorded: {recorded_passed:?}");
+}

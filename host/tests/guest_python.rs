@@ -2,10 +2,12 @@
 //! (componentize-py) and the real host: `operon new --lang python` →
 //! `operon build` → `operon test` in a scratch directory outside the
 //! repository, and the repository's `python-webapp` through the WebApp
-//! fixtures every language shares. The new project's dependency on
-//! `operon-sdk` is installed by pip into a virtualenv from the wheel `cargo
-//! xtask packages` built (`--no-index --find-links`), as from PyPI; a
-//! project made with `--vendor` needs no install.
+//! fixtures every language shares. A new project carries the SDK and needs
+//! no install, for a new user (an empty HOME) whose pip would ask a trap
+//! for it. With `--sdk registry` the project's dependency on `operon-sdk`
+//! is installed by pip into a virtualenv from the wheel `cargo xtask
+//! packages` built (`--no-index --find-links`), as from an index that
+//! published it.
 //!
 //! A missing toolchain fails these tests with the install hint that
 //! `operon build` prints (CI installs everything); they never skip.
@@ -32,15 +34,15 @@ fn build_and_test(project: &Path, env: &[(String, String)]) {
 }
 
 #[test]
-fn a_new_python_project_should_depend_on_the_sdk_package_build_and_pass_its_fixtures() {
+fn a_python_project_made_with_sdk_registry_should_depend_on_the_sdk_package_build_and_pass_its_fixtures() {
     let scratch = tempfile::tempdir().unwrap();
     assert!(!scratch.path().starts_with(repo()), "the scratch directory must be outside the repository");
-    operon(scratch.path(), &["new", "--lang", "python", "greeter"]);
+    operon(scratch.path(), &["new", "--sdk", "registry", "--lang", "python", "greeter"]);
     let project = scratch.path().join("greeter");
     for file in ["operon.toml", "pyproject.toml", "app.py", "tests/test_app.py", "README.md"] {
         assert!(project.join(file).is_file(), "{file} was not scaffolded");
     }
-    assert!(!project.join("operon_sdk").exists(), "nothing is vendored without --vendor");
+    assert!(!project.join("operon_sdk").exists(), "nothing is vendored with --sdk registry");
     let pyproject: toml::Table = std::fs::read_to_string(project.join("pyproject.toml")).unwrap().parse().unwrap();
     let requirement = pyproject["project"]["dependencies"][0].as_str().expect("a dependency on the SDK").to_string();
     assert_eq!(requirement, format!("operon-sdk~={VERSION}"));
@@ -57,14 +59,16 @@ fn a_new_python_project_should_depend_on_the_sdk_package_build_and_pass_its_fixt
 }
 
 #[test]
-fn a_vendored_python_project_should_build_and_pass_its_fixtures() {
+fn a_new_python_project_with_no_flag_should_build_for_a_new_user_without_asking_a_registry_for_the_sdk() {
     let scratch = tempfile::tempdir().unwrap();
-    operon(scratch.path(), &["new", "--lang", "python", "--vendor", "greeter"]);
-    let project = scratch.path().join("greeter");
+    let user = author::NewUser::new(scratch.path());
+    let project = user.operon_new("python", "greeter");
     assert!(project.join("operon_sdk/__init__.py").is_file() && project.join("operon_sdk/py.typed").is_file());
     assert!(!project.join("operon_sdk/__pycache__").exists(), "caches must not be vendored");
-    build_and_test(&project, &[]);
+    build_and_test(&project, &user.env);
+    user.asked_no_registry_for_the_sdk();
 }
+
 
 #[test]
 fn python_webapp_should_pass_the_shared_webapp_fixtures() {
@@ -90,4 +94,47 @@ fn a_python_guest_that_raises_should_say_why_in_operon_test() {
         &[("raise Terminal(\"spec.message must not be empty\")", "raise ValueError(\"BUG: empty message\")")],
         "ValueError: BUG: empty message — ",
     );
+}
+
+/// The same sources give the same component wherever they are built: a
+/// digest pinned in a Reconciler can be rebuilt, and a save that changes
+/// nothing deploys nothing new.
+#[test]
+#[ignore = "not reproducible yet: two componentize-py builds of one project in one directory differ (its snapshot \
+            of the initialised interpreter, under PYTHONHASHSEED=0 and SOURCE_DATE_EPOCH too)"]
+fn a_python_build_should_not_depend_on_the_projects_directory() {
+    author::builds_the_same_from_two_directories("python", &[]);
+}
+
+/// `operon build` refuses an SDK that speaks another contract minor than
+/// this operon's, naming both.
+#[test]
+fn a_python_build_should_refuse_an_sdk_of_another_contract_minor() {
+    let (from, to) = (format!("__version__ = \"{}\"", author::VERSION), "__version__ = \"0.1.0\"".to_string());
+    author::refuses_an_sdk_of_another_minor("python", "operon_sdk/__init__.py", &from, &to, &[]);
+}
+
+/// The dataclasses a Python reconciler reads its parent as are its CRD's
+/// schema: `operon build` runs the scaffold's `crd.py` (`operon_sdk.crd`)
+/// into `crd.yaml`, which the API server serves, accepting the sample and
+/// refusing a parent without `spec.message`.
+#[test]
+fn a_new_python_kind_should_get_its_crd_from_its_dataclasses_served_by_the_api_server_and_pass_its_fixtures() {
+    let scratch = tempfile::tempdir().unwrap();
+    operon(
+        scratch.path(),
+        &["new", "--lang", "python", "--group", "shop.example.com", "--version", "v1", "--kind", "Doohickey", "doohickeys"],
+    );
+    let project = scratch.path().join("doohickeys");
+    operon(&project, &["build"]);
+    author::crd_should_be_served(
+        &project,
+        "Python dataclasses",
+        "doohickeys.shop.example.com",
+        "shop.example.com",
+        "v1",
+        "Doohickey",
+    );
+    let tested = operon(&project, &["test"]);
+    assert!(tested.lines().any(|l| l == "3 passed, 0 failed"), "{tested}");
 }

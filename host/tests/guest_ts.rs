@@ -2,12 +2,13 @@
 //! (npm, tsc, esbuild, componentize-js) and the real host: `operon new
 //! --lang ts` → `operon build` → `operon test` in a scratch directory
 //! outside the repository, and the repository's `ts-webapp` through the
-//! WebApp fixtures every language shares. The new project's `@operon/sdk`
-//! dependency is resolved by npm through a registry on loopback that
-//! serves the tarball `cargo xtask packages` built (the `@operon` scope
-//! only; every other package comes from the public registry or npm's
-//! cache), as from npmjs.org; a project made with `--vendor` links the
-//! SDK's sources instead.
+//! WebApp fixtures every language shares. A new project links the SDK's
+//! sources vendored into it, for a new user (an empty HOME) whose npm would
+//! fail the build if it asked a registry for `@operon/sdk`. With `--sdk
+//! registry` its `@operon/sdk` dependency is resolved by npm through a
+//! registry on loopback that serves the tarball `cargo xtask packages`
+//! built (the `@operon` scope only; every other package comes from the
+//! public registry or npm's cache), as from a registry that published it.
 //!
 //! A missing toolchain fails these tests with the install hint that
 //! `operon build` prints (CI installs everything); they never skip.
@@ -32,10 +33,10 @@ fn build_and_test(project: &Path, env: &[(String, String)]) {
 }
 
 #[test]
-fn a_new_ts_project_should_depend_on_the_sdk_package_build_and_pass_its_fixtures() {
+fn a_ts_project_made_with_sdk_registry_should_depend_on_the_sdk_package_build_and_pass_its_fixtures() {
     let scratch = tempfile::tempdir().unwrap();
     assert!(!scratch.path().starts_with(repo()), "the scratch directory must be outside the repository");
-    operon(scratch.path(), &["new", "--lang", "ts", "greeter"]);
+    operon(scratch.path(), &["new", "--sdk", "registry", "--lang", "ts", "greeter"]);
     let project = scratch.path().join("greeter");
     for file in [
         "operon.toml",
@@ -48,7 +49,7 @@ fn a_new_ts_project_should_depend_on_the_sdk_package_build_and_pass_its_fixtures
     ] {
         assert!(project.join(file).is_file(), "{file} was not scaffolded");
     }
-    assert!(!project.join("operon-sdk").exists(), "nothing is vendored without --vendor");
+    assert!(!project.join("operon-sdk").exists(), "nothing is vendored with --sdk registry");
     let package: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(project.join("package.json")).unwrap()).unwrap();
     assert_eq!(package["dependencies"]["@operon/sdk"], format!("^{VERSION}"));
@@ -62,15 +63,18 @@ fn a_new_ts_project_should_depend_on_the_sdk_package_build_and_pass_its_fixtures
 }
 
 #[test]
-fn a_vendored_ts_project_should_build_and_pass_its_fixtures() {
+fn a_new_ts_project_with_no_flag_should_build_for_a_new_user_without_asking_a_registry_for_the_sdk() {
     let scratch = tempfile::tempdir().unwrap();
-    operon(scratch.path(), &["new", "--lang", "ts", "--vendor", "greeter"]);
-    let project = scratch.path().join("greeter");
+    let user = author::NewUser::new(scratch.path());
+    let project = user.operon_new("ts", "greeter");
     for file in ["operon-sdk/package.json", "operon-sdk/src/index.ts"] {
         assert!(project.join(file).is_file(), "{file} was not vendored");
     }
-    build_and_test(&project, &[]);
+    build_and_test(&project, &user.env);
+    user.asked_no_registry_for_the_sdk();
+    assert!(project.join("node_modules/@operon/sdk").is_symlink(), "npm links the vendored sources");
 }
+
 
 #[test]
 fn ts_webapp_should_pass_the_shared_webapp_fixtures() {
@@ -103,4 +107,40 @@ fn a_typescript_guest_that_throws_should_say_why_in_operon_test() {
         )],
         "reconcile threw Error: BUG: empty message — ",
     );
+}
+
+/// The same sources give the same component wherever they are built: a
+/// digest pinned in a Reconciler can be rebuilt, and a save that changes
+/// nothing deploys nothing new.
+#[test]
+#[ignore = "not reproducible yet: componentize-js pre-initializes the engine with wizer, whose WASI gives it the \
+            machine's entropy and clock, and the snapshot differs from build to build even in one directory"]
+fn a_ts_build_should_not_depend_on_the_projects_directory() {
+    author::builds_the_same_from_two_directories("ts", &[]);
+}
+
+/// `operon build` refuses an SDK that speaks another contract minor than
+/// this operon's, naming both.
+#[test]
+fn a_ts_build_should_refuse_an_sdk_of_another_contract_minor() {
+    let (from, to) = (format!("\"version\": \"{}\"", author::VERSION), "\"version\": \"0.1.0\"".to_string());
+    author::refuses_an_sdk_of_another_minor("ts", "operon-sdk/package.json", &from, &to, &[]);
+}
+
+/// The schemas a TypeScript reconciler reads its parent with are its CRD's:
+/// `operon build` runs the scaffold's `src/crd.ts` (the SDK's `s.crd`) into
+/// `crd.yaml`, which the API server serves, accepting the sample and
+/// refusing a parent without `spec.message`.
+#[test]
+fn a_new_ts_kind_should_get_its_crd_from_its_schemas_served_by_the_api_server_and_pass_its_fixtures() {
+    let scratch = tempfile::tempdir().unwrap();
+    operon(
+        scratch.path(),
+        &["new", "--lang", "ts", "--group", "shop.example.com", "--version", "v1", "--kind", "Gizmo", "gizmos"],
+    );
+    let project = scratch.path().join("gizmos");
+    operon(&project, &["build"]);
+    author::crd_should_be_served(&project, "TypeScript schemas", "gizmos.shop.example.com", "shop.example.com", "v1", "Gizmo");
+    let tested = operon(&project, &["test"]);
+    assert!(tested.lines().any(|l| l == "3 passed, 0 failed"), "{tested}");
 }

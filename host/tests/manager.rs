@@ -425,11 +425,8 @@ fn promtool_check(text: &str) {
         .spawn();
     let mut child = match child {
         Ok(c) => c,
-        Err(e) if std::env::var("OPERON_REQUIRE_PROMTOOL").as_deref() == Ok("1") => panic!("promtool is required: {e}"),
-        Err(_) => {
-            eprintln!(
-                "promtool not installed; skipping the format check (set OPERON_REQUIRE_PROMTOOL=1 to require it)"
-            );
+        Err(e) => {
+            common::skip::skip("OPERON_REQUIRE_PROMTOOL", &format!("promtool cannot run ({e}): no format check"));
             return;
         }
     };

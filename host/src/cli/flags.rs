@@ -7,6 +7,47 @@ use clap::ArgAction;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// `--record` and its companions, of `operon run` and `operon dev`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RecordArgs {
+    /// Record reconciles as fixtures in this directory (one subdirectory per
+    /// controller): the request, the objects the guest read, its outbound
+    /// calls and answers (credentials never), and the outcome — replayed by
+    /// `operon test` and every SDK's runner with no cluster and no network,
+    /// and read back by `operon explain`.
+    #[arg(long, value_name = "DIR")]
+    pub record: Option<PathBuf>,
+    /// With --record: record one reconcile in N (of every controller's).
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "record")]
+    pub record_every: u64,
+    /// With --record: only reconciles of parents whose labels match this
+    /// selector (`app=shop,tier in (web)`).
+    #[arg(long, value_name = "SELECTOR", requires = "record")]
+    pub record_selector: Option<String>,
+    /// With --record: the most disk one controller's recordings take, as a
+    /// quantity (`64Mi`); past it the oldest recordings are removed.
+    #[arg(long, value_name = "SIZE", default_value = "64Mi", value_parser = quantity, requires = "record")]
+    pub record_max_size: u64,
+}
+
+impl RecordArgs {
+    /// The recorder these flags ask for, if any.
+    ///
+    /// # Errors
+    /// A `--record-selector` that is not a label selector.
+    pub fn recorder(&self) -> anyhow::Result<Option<std::sync::Arc<crate::pipeline::record::Recorder>>> {
+        let Some(dir) = &self.record else { return Ok(None) };
+        let mut recorder =
+            crate::pipeline::record::Recorder::new(dir.clone(), self.record_every).max_bytes(self.record_max_size);
+        if let Some(s) = &self.record_selector {
+            let selector =
+                crate::contract::Selector::parse(s).map_err(|e| anyhow::anyhow!("--record-selector {s:?}: {e}"))?;
+            recorder = recorder.of_parents(selector);
+        }
+        Ok(Some(std::sync::Arc::new(recorder)))
+    }
+}
+
 /// Sandbox limits for modules loaded from the command line.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LimitArgs {
@@ -141,23 +182,8 @@ pub struct RunArgs {
     /// them.
     #[arg(long, value_name = "CIDRS", value_delimiter = ',')]
     pub cluster_cidrs: Vec<ipnet::IpNet>,
-    /// Record reconciles as fixtures in this directory (one subdirectory per
-    /// controller): the request, the objects the guest read, its outbound
-    /// calls and answers (credentials never), and the outcome — replayed by
-    /// `operon test` and every SDK's runner with no cluster and no network.
-    #[arg(long, value_name = "DIR")]
-    pub record: Option<PathBuf>,
-    /// With --record: record one reconcile in N (of every controller's).
-    #[arg(long, value_name = "N", default_value_t = 1, requires = "record")]
-    pub record_every: u64,
-    /// With --record: only reconciles of parents whose labels match this
-    /// selector (`app=shop,tier in (web)`).
-    #[arg(long, value_name = "SELECTOR", requires = "record")]
-    pub record_selector: Option<String>,
-    /// With --record: the most disk one controller's recordings take, as a
-    /// quantity (`64Mi`); past it the oldest recordings are removed.
-    #[arg(long, value_name = "SIZE", default_value = "64Mi", value_parser = quantity, requires = "record")]
-    pub record_max_size: u64,
+    #[command(flatten)]
+    pub record: RecordArgs,
     /// Only Reconcilers whose labels match this selector (several Operon
     /// installations sharing a cluster).
     #[arg(long)]

@@ -114,19 +114,7 @@ fn manager_config(args: &RunArgs) -> anyhow::Result<manager::Config> {
         egress_allowed: crate::egress::grants::Allowed::parse(&args.egress_allow)
             .map_err(|e| anyhow::anyhow!("--egress-allow: {e}"))?
             .with_cluster(&args.cluster_cidrs),
-        record: match &args.record {
-            None => None,
-            Some(dir) => {
-                let mut recorder =
-                    pipeline::record::Recorder::new(dir.clone(), args.record_every).max_bytes(args.record_max_size);
-                if let Some(s) = &args.record_selector {
-                    let selector = crate::contract::Selector::parse(s)
-                        .map_err(|e| anyhow::anyhow!("--record-selector {s:?}: {e}"))?;
-                    recorder = recorder.of_parents(selector);
-                }
-                Some(std::sync::Arc::new(recorder))
-            }
-        },
+        record: args.record.recorder()?,
         ..Default::default()
     };
     Ok(manager::Config {

@@ -172,7 +172,7 @@ impl Webhooks {
             };
             return Err(e);
         }
-        tracing::info!(plugin = %name, crd = %crd, leading, "conversion webhook registered");
+        tracing::info!(plugin = %name, crd = %crd, leading = leading.is_some(), "conversion webhook registered");
         Ok(crd)
     }
 

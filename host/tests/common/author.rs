@@ -29,19 +29,25 @@ pub fn operon(dir: &Path, args: &[&str]) -> String {
     run(Command::new(OPERON).current_dir(dir).args(args))
 }
 
-/// The summary line `operon test` prints when every shared case passes.
+/// The summary line `operon test` prints when every shared case passes:
+/// every expected file under `fixtures`, subdirectories included.
 pub fn all_passed(fixtures: &Path) -> String {
-    let count = |dir: &Path| {
+    fn count(dir: &Path) -> usize {
         std::fs::read_dir(dir)
             .map(|entries| {
                 entries
                     .filter_map(Result::ok)
-                    .filter(|e| e.file_name().to_string_lossy().ends_with(".expected.yaml"))
-                    .count()
+                    .map(|e| e.path())
+                    .map(|p| match p.is_dir() {
+                        true => count(&p),
+                        false => usize::from(p.to_string_lossy().ends_with(".expected.yaml")),
+                    })
+                    .sum()
             })
             .unwrap_or(0)
-    };
-    let cases = count(fixtures) + count(&fixtures.join("admission")) + count(&fixtures.join("conversion"));
+    }
+    let cases = count(fixtures);
+
     assert!(cases > 0, "no fixtures in {}", fixtures.display());
     format!("{cases} passed, 0 failed")
 }
@@ -204,7 +210,7 @@ pub fn operon_with(dir: &Path, env: &[(String, String)], args: &[&str]) -> Strin
 /// show `said` first in the trap's message. Returns the output.
 pub fn panicking_guest_in_operon_test(lang: &str, file: &str, edits: &[(&str, &str)], said: &str) -> String {
     let scratch = tempfile::tempdir().unwrap();
-    operon(scratch.path(), &["new", "--vendor", "--lang", lang, "boom"]);
+    operon(scratch.path(), &["new", "--lang", lang, "boom"]);
     let project = scratch.path().join("boom");
     let mut source = std::fs::read_to_string(project.join(file)).unwrap();
     for (from, to) in edits {
@@ -265,4 +271,196 @@ pub fn crd_should_be_served(project: &Path, source: &str, name: &str, group: &st
         let refused = objects.patch(&sample_name, &PatchParams::apply("test").force(), &Patch::Apply(&bad)).await;
         assert!(refused.is_err(), "the generated schema requires spec.message");
     });
+}
+
+/// A registry on loopback that serves nothing: it answers every request
+/// 404 and keeps its request lines, so a test can prove that no tool asked
+/// a registry for an SDK name. Lives as long as the test process.
+pub struct Trap {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    asked: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Trap {
+    pub fn start() -> Trap {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = asked.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut request_line = String::new();
+                if reader.read_line(&mut request_line).is_err() {
+                    continue;
+                }
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                log.lock().unwrap().push(request_line.trim().to_string());
+                let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            }
+        });
+        Trap { url, asked }
+    }
+
+    /// What was asked of it.
+    pub fn asked(&self) -> Vec<String> {
+        self.asked.lock().unwrap().clone()
+    }
+}
+
+/// The environment of a new user on this machine: `HOME` is an empty
+/// directory (no `.npmrc`, `.cargo/config.toml`, `pip.conf` or Go env file
+/// that would send a tool to another registry), the toolchains and their
+/// download caches where this machine keeps them, and every place an SDK
+/// name could be resolved from pointed at a trap that would make the build
+/// fail and say so: npm's `@operon` scope, pip's index and the first
+/// `GOPROXY` at [`Trap`]; a `[patch.crates-io]` above the project that
+/// replaces `operon-sdk` and `operon-contract` with crates that do not
+/// compile; a `pkg-config` path holding an `operon-sdk` 0.0.0 that no build
+/// accepts. Projects go under `scratch/work`.
+pub struct NewUser {
+    pub env: Vec<(String, String)>,
+    pub trap: Trap,
+    pub work: PathBuf,
+}
+
+impl NewUser {
+    pub fn new(scratch: &Path) -> NewUser {
+        let real_home = PathBuf::from(std::env::var("HOME").expect("HOME"));
+        let home = scratch.join("home");
+        let work = scratch.join("work");
+        std::fs::create_dir_all(&home).unwrap();
+        let trap = Trap::start();
+        let var_or = |key: &str, default: PathBuf| std::env::var(key).map(PathBuf::from).unwrap_or(default);
+        let go = |key: &str| {
+            Command::new("go").args(["env", key]).output().ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        };
+        let mut env: Vec<(String, String)> = vec![
+            ("HOME".into(), home.display().to_string()),
+            ("XDG_CONFIG_HOME".into(), home.join(".config").display().to_string()),
+            ("CARGO_HOME".into(), var_or("CARGO_HOME", real_home.join(".cargo")).display().to_string()),
+            ("RUSTUP_HOME".into(), var_or("RUSTUP_HOME", real_home.join(".rustup")).display().to_string()),
+            ("npm_config_cache".into(), real_home.join(".npm").display().to_string()),
+            ("npm_config_@operon:registry".into(), format!("{}/npm/", trap.url)),
+            ("PIP_INDEX_URL".into(), format!("{}/pypi/simple/", trap.url)),
+            ("PIP_NO_CACHE_DIR".into(), "1".into()),
+            ("PKG_CONFIG_PATH".into(), scratch.join("pkgconfig").display().to_string()),
+        ];
+        if let Ok(root) = std::env::var("PYENV_ROOT") {
+            env.push(("PYENV_ROOT".into(), root));
+        } else if real_home.join(".pyenv").is_dir() {
+            env.push(("PYENV_ROOT".into(), real_home.join(".pyenv").display().to_string()));
+        }
+        if let (Some(modcache), Some(cache)) = (go("GOMODCACHE"), go("GOCACHE")) {
+            env.extend([
+                ("GOPROXY".into(), format!("{}/go,file://{modcache}/cache/download", trap.url)),
+                ("GOMODCACHE".into(), modcache),
+                ("GOCACHE".into(), cache),
+                ("GOFLAGS".into(), "-modcacherw".into()),
+                // The machine's module cache verified these modules when they were first downloaded.
+                ("GOSUMDB".into(), "off".into()),
+            ]);
+        }
+        // The Rust scaffold's dependencies, built once for every run.
+        env.push(("CARGO_TARGET_DIR".into(), repo().join("target/scaffold-rust").display().to_string()));
+        // crates.io's `operon-sdk` and `operon-contract`, were they ever asked for, replaced by crates that fail.
+        let mut patch = String::from("[patch.crates-io]\n");
+        for name in ["operon-sdk", "operon-contract"] {
+            let krate = scratch.join("trap-crates").join(name);
+            std::fs::create_dir_all(krate.join("src")).unwrap();
+            std::fs::write(
+                krate.join("Cargo.toml"),
+                format!("[package]\nname = \"{name}\"\nversion = \"{VERSION}\"\nedition = \"2024\"\n"),
+            )
+            .unwrap();
+            std::fs::write(
+                krate.join("src/lib.rs"),
+                format!("compile_error!(\"{name} was resolved from crates.io, where it is not published\");\n"),
+            )
+            .unwrap();
+            patch.push_str(&format!("{name} = {{ path = {:?} }}\n", krate));
+        }
+        std::fs::create_dir_all(work.join(".cargo")).unwrap();
+        std::fs::write(work.join(".cargo/config.toml"), patch).unwrap();
+        std::fs::create_dir_all(scratch.join("pkgconfig")).unwrap();
+        std::fs::write(
+            scratch.join("pkgconfig/operon-sdk.pc"),
+            "Name: operon-sdk\nDescription: not the Operon C SDK\nVersion: 0.0.0\nCflags: -DOPERON_SDK_FROM_PKG_CONFIG\n\
+             srcdir=/nonexistent\n",
+        )
+        .unwrap();
+        NewUser { env, trap, work }
+    }
+
+    /// `operon new --lang LANG NAME` with no other flag, in [`NewUser::work`]:
+    /// the project's directory.
+    pub fn operon_new(&self, lang: &str, name: &str) -> PathBuf {
+        let said = operon_with(&self.work, &self.env, &["new", "--lang", lang, name]);
+        assert!(said.contains("vendored in the project"), "{said}");
+        self.work.join(name)
+    }
+
+    /// No tool asked a registry for an SDK name.
+    pub fn asked_no_registry_for_the_sdk(&self) {
+        let asked: Vec<String> = self.trap.asked().into_iter().filter(|l| l.to_lowercase().contains("operon")).collect();
+        assert!(asked.is_empty(), "an SDK name was looked up in a registry: {asked:?}");
+    }
+}
+
+/// `operon new --lang LANG greeter` in two directories of different names
+/// and depths, each built with `env`: the two components must be the same
+/// bytes (a build depends on the sources, not on where they are). On a
+/// difference the message names the texts found in only one of them.
+pub fn builds_the_same_from_two_directories(lang: &str, env: &[(String, String)]) {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut built = Vec::new();
+    for dir in ["a", "somewhere/much/deeper"] {
+        let parent = scratch.path().join(dir);
+        std::fs::create_dir_all(&parent).unwrap();
+        operon_with(&parent, env, &["new", "--lang", lang, "greeter"]);
+        let project = parent.join("greeter");
+        operon_with(&project, env, &["build"]);
+        built.push(std::fs::read(project.join("dist/greeter.wasm")).unwrap());
+    }
+    if built[0] == built[1] {
+        return;
+    }
+    let texts = |bytes: &[u8]| -> std::collections::BTreeSet<String> {
+        bytes
+            .split(|b| !(b.is_ascii_graphic() || *b == b' '))
+            .filter(|run| run.len() >= 8)
+            .map(|run| String::from_utf8_lossy(run).into_owned())
+            .collect()
+    };
+    let (a, b) = (texts(&built[0]), texts(&built[1]));
+    let only: Vec<&String> = a.symmetric_difference(&b).take(8).collect();
+    panic!(
+        "{lang}: the same sources built in two directories differ ({} and {} bytes); texts in one only: {only:#?}",
+        built[0].len(),
+        built[1].len()
+    );
+}
+
+/// `operon new --lang LANG greeter` whose vendored SDK says it is of
+/// another contract minor (in `file`, `from` becomes `to`): `operon build`
+/// with `env` must refuse it, naming the SDK's version and the contract.
+pub fn refuses_an_sdk_of_another_minor(lang: &str, file: &str, from: &str, to: &str, env: &[(String, String)]) {
+    let scratch = tempfile::tempdir().unwrap();
+    operon_with(scratch.path(), env, &["new", "--lang", lang, "greeter"]);
+    let project = scratch.path().join("greeter");
+    let path = project.join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(from), "the {lang} SDK changed: update this test ({from:?} in {file})");
+    std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+    let out = with_env(Command::new(OPERON).current_dir(&project).arg("build"), env).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{lang}: an SDK of another minor was built with:\n{said}");
+    let contract = format!("which does not speak operon:reconciler@{}", operon_contract::WIT_VERSION);
+    assert!(said.contains(" 0.1.0, ") && said.contains(&contract), "{lang}: {said}");
 }

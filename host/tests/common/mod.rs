@@ -4,6 +4,7 @@
 
 pub mod pdns;
 pub mod running;
+pub mod skip;
 
 use std::path::PathBuf;
 

@@ -18,8 +18,8 @@
 //! Debian install may run its own `pdns` service on port 53 and 8081).
 //!
 //! Without `pdns_server` (or `sqlite3`, or the gsqlite3 schema) the test is
-//! skipped with a message — unless `OPERON_REQUIRE_PDNS=1` (CI, which
-//! installs them), where it fails instead.
+//! skipped with a message and counted as skipped (`common::skip`) — unless
+//! `OPERON_REQUIRE_PDNS=1` (CI, which installs them), where it fails instead.
 
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -55,15 +55,10 @@ impl Pdns {
     pub async fn start() -> Option<Pdns> {
         let (binary, sqlite3, schema) = match tools() {
             Ok(found) => found,
-            Err(missing) if required() => {
-                panic!(
-                    "{REQUIRE}=1 but PowerDNS cannot run here: {missing} (apt-get install pdns-server pdns-backend-sqlite3 sqlite3)"
-                )
-            }
             Err(missing) => {
-                eprintln!(
-                    "skipped: {missing}; install pdns-server, pdns-backend-sqlite3 and sqlite3 to run this test \
-                     (set {REQUIRE}=1 to fail instead)"
+                super::skip::skip(
+                    REQUIRE,
+                    &format!("{missing}; install pdns-server, pdns-backend-sqlite3 and sqlite3 to run this test"),
                 );
                 return None;
             }
@@ -320,11 +315,6 @@ impl Drop for Pdns {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-/// Whether a missing PowerDNS fails the test.
-fn required() -> bool {
-    std::env::var(REQUIRE).is_ok_and(|v| v == "1")
 }
 
 /// `pdns_server`, `sqlite3` and the gsqlite3 schema, or what is missing.
