@@ -36,7 +36,7 @@ pub use elector::YIELDED_ANNOTATION;
 use elector::*;
 pub use fence::{Fence, NotLeading};
 pub use leadership::Leadership;
-pub(crate) use leadership::{Elections, Mode, WeakLeadership};
+pub(crate) use leadership::{Mode, WeakLeadership};
 pub use shards::{MEMBER_LABEL, Membership, READY_ANNOTATION, Shards, lease_name};
 
 use std::future::Future;

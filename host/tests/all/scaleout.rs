@@ -413,7 +413,7 @@ fn slow_lease_updates(config: kube::Config) -> kube::Client {
 
     impl<S, B> tower::Service<http::Request<B>> for Slow<S>
     where
-        S: tower::Service<http::Request<B>> + Clone + Send + 'static,
+        S: tower::Service<http::Request<B>> + Send + 'static,
         S::Future: Send + 'static,
         B: Send + 'static,
     {

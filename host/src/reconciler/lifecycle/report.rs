@@ -118,6 +118,7 @@ fn compute(
         Source::Holds(d) => Some(d.clone()),
         _ => observed.status.source_digest.clone(),
     };
+    let last_swap_time = last_swap_time(p.last_swap.as_ref(), digest.as_deref(), &observed.status);
     ReconcilerStatus {
         observed_generation: observed.generation,
         kind: active.map(|m| m.manifest().for_kind.to_string()),
@@ -125,7 +126,7 @@ fn compute(
         source_digest: source_digest.filter(|s| Some(s) != digest.as_ref()),
         digest,
         conditions,
-        last_swap_time: last_swap_time(p.last_swap.as_ref(), digest.as_deref(), &observed.status),
+        last_swap_time,
         reconciles: stats.reconciles,
         errors: stats.errors,
         leader: Some(identity.to_string()).filter(|i| !i.is_empty() && leading),

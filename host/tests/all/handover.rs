@@ -16,9 +16,8 @@
 //! The processes are the binary under test, or `$OPERON_BIN` when set (to
 //! run these scenarios against another build).
 
-mod common;
-#[path = "common/serve.rs"]
-mod serve;
+use crate::common;
+use crate::common::serve;
 
 use common::{eventually, free_port, guest, thing_crd, webapp_crd};
 use k8s_openapi::ByteString;
@@ -41,7 +40,7 @@ const LEASE_SECS: u64 = 4;
 const RETRY: Duration = Duration::from_millis(500);
 
 fn plane() -> &'static operon_envtest::ControlPlane {
-    operon_envtest::shared_with(|| {
+    operon_envtest::shared_named("handover", || {
         use kube::CustomResourceExt;
         [thing_crd(), webapp_crd(), Reconciler::crd(), ClusterReconciler::crd()]
             .into_iter()
@@ -853,7 +852,7 @@ async fn a_rolling_update_under_load_refuses_nothing_and_bypasses_nothing() {
     let unreconciled: Vec<&String> = load
         .creates
         .iter()
-        .filter(|(_, name, valid, o)| *valid && *o == Admission::Admitted && !late.contains_key(*name))
+        .filter(|(_, name, valid, o)| *valid && *o == Admission::Admitted && !late.contains_key(name))
         .map(|(_, name, ..)| name)
         .collect();
     eprintln!("handover: {total} creates over {elapsed:?} (lease {LEASE_SECS}s, retry {RETRY:?}); measured on a shared machine");
