@@ -437,9 +437,26 @@ impl<L: Leases> Elector<L> {
                 .get_or_insert_with(Default::default)
                 .insert(YIELDED_ANNOTATION.to_string(), self.config.identity.clone());
         }
-        let lease = Lease { spec: Some(released_spec(held.spec.as_ref(), Timestamp::now())), ..held };
         let after = self.config.renew_deadline;
-        match tokio::time::timeout(after, self.leases.update(&self.config.name, &lease)).await {
+        let (leases, name, identity) = (&self.leases, &self.config.name, &self.config.identity);
+        let released = async move {
+            let lease = Lease { spec: Some(released_spec(held.spec.as_ref(), Timestamp::now())), ..held.clone() };
+            match leases.update(name, &lease).await {
+                // A renewal whose answer we never saw (cut short by the
+                // shutdown) may have landed: still ours, it is released
+                // as it now stands; another's, it is left alone.
+                Err(e) if is_conflict(&e) => match leases.read(name).await? {
+                    Some(now) if now.spec.as_ref().and_then(|s| s.holder_identity.as_ref()) == Some(identity) => {
+                        let metadata = ObjectMeta { resource_version: now.metadata.resource_version, ..held.metadata };
+                        let spec = released_spec(now.spec.as_ref(), Timestamp::now());
+                        leases.update(name, &Lease { metadata, spec: Some(spec) }).await
+                    }
+                    _ => Err(e),
+                },
+                written => written,
+            }
+        };
+        match tokio::time::timeout(after, released).await {
             Ok(Ok(_)) => info!(lease = %lease_name, "released the lease"),
             Ok(Err(e)) if is_conflict(&e) => {
                 info!(lease = %lease_name, "the lease changed since our last renewal; leaving it as it is");

@@ -355,6 +355,12 @@ async fn admits(c: &Cluster) -> bool {
     c.webapps().create(&PostParams { dry_run: true, ..Default::default() }, &w).await.is_ok()
 }
 
+/// Whether the plugin's webhooks are configured and answer (with no
+/// configuration yet, a create is admitted by nobody).
+async fn answers(c: &Cluster) -> bool {
+    configured_port(c).await.is_some() && admits(c).await
+}
+
 /// The port the plugin's validating configuration sends calls to.
 async fn configured_port(c: &Cluster) -> Option<u16> {
     let api = Api::<ValidatingWebhookConfiguration>::all(c.client.clone());
@@ -510,7 +516,7 @@ async fn admission_calls_in_flight_are_answered_across_a_graceful_stop() {
     let certs = cert_dir();
     webapp_plugin(&c).await;
     let mut a = Replica::start("host-a", &c.ns, Some(certs.path()));
-    eventually("the webhooks to answer", WAIT, || async { admits(&c).await.then_some(()) }).await;
+    eventually("the webhooks to answer", WAIT, || async { answers(&c).await.then_some(()) }).await;
     let path = format!("/validate/r.{}.webapp", c.ns);
     let body = review(&c.ns);
     let (first, rest) = body.as_bytes().split_at(body.len() / 2);
@@ -554,7 +560,7 @@ async fn a_replica_still_loading_a_plugin_does_not_answer_404_for_it() {
                       "admission": {"failurePolicy": "Fail", "timeoutSeconds": 10}});
     c.reconciler(&c.ns, "webapp", spec).await;
     let _a = Replica::start("host-a", &c.ns, Some(certs.path()));
-    eventually("the webhooks to answer", WAIT, || async { admits(&c).await.then_some(()) }).await;
+    eventually("the webhooks to answer", WAIT, || async { answers(&c).await.then_some(()) }).await;
 
     // Another replica starts; as soon as its port takes connections, the
     // plugin is asked there (as a Service or a re-pointed URL would).
@@ -592,7 +598,7 @@ async fn the_webhooks_of_a_killed_replica_move_before_its_lease_expires() {
         Replica::start_with("host-a", &c.ns, Some(certs.path()), LONG_LEASE, &[]),
         Replica::start_with("host-b", &c.ns, Some(certs.path()), LONG_LEASE, &[]),
     ];
-    eventually("the webhooks to answer", WAIT, || async { admits(&c).await.then_some(()) }).await;
+    eventually("the webhooks to answer", WAIT, || async { answers(&c).await.then_some(()) }).await;
     let route = format!("webhook=\"/validate/r.{}.webapp\"", c.ns);
     for r in &replicas {
         eventually("both replicas to route the plugin", WAIT, || async {
@@ -772,7 +778,7 @@ async fn a_rolling_update_under_load_refuses_nothing_and_bypasses_nothing() {
     for r in &replicas {
         r.wait_ready().await;
     }
-    eventually("the webhooks to answer", WAIT, || async { admits(&c).await.then_some(()) }).await;
+    eventually("the webhooks to answer", WAIT, || async { answers(&c).await.then_some(()) }).await;
     c.held_by(3, &["host-0", "host-1"]).await;
 
     let (stop, stopped) = tokio::sync::watch::channel(false);
