@@ -28,12 +28,29 @@ fn plane() -> &'static operon_envtest::ControlPlane {
     operon_envtest::shared_with(|| {
         use kube::CustomResourceExt;
         operon_envtest::Options::default()
-            .crd(thing_crd())
+            .crd(thing_crd_with_a_freezable_status())
             .crd(gadget_crd())
             .crd(survey_crd())
             .crd(Reconciler::crd())
             .crd(ClusterReconciler::crd())
     })
+}
+
+/// `Thing`, whose status refuses a new `count` while `status.frozen` is
+/// true: a rejection of the host's status write that depends on state
+/// someone else changes.
+fn thing_crd_with_a_freezable_status()
+-> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    let mut crd = serde_json::to_value(thing_crd()).unwrap();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"] = json!({
+        "type": "object", "x-kubernetes-preserve-unknown-fields": true,
+        "properties": {"count": {"type": "integer"}, "frozen": {"type": "boolean"}},
+        "x-kubernetes-validations": [{
+            "rule": "!has(oldSelf.frozen) || !oldSelf.frozen || !has(self.count) || !has(oldSelf.count) || self.count == oldSelf.count",
+            "message": "status.count is frozen"
+        }]
+    });
+    serde_json::from_value(crd).unwrap()
 }
 
 /// `Gadget` in two versions: `v1beta1` (stored) and `v1`, no conversion of
@@ -463,6 +480,170 @@ async fn an_annotation_selector_picks_the_parents_and_releases_one_that_leaves()
         (!s.metadata.finalizers.unwrap_or_default().iter().any(|f| f == FINALIZER)).then_some(())
     })
     .await;
+    host.stop().await;
+}
+
+/// A status the API server rejects is retried with backoff, as
+/// controller-runtime retries any error: the rejection here depends on
+/// state someone else changes (`status.frozen`, which no reconcile is
+/// triggered by), and the status is written once it is lifted.
+#[tokio::test]
+async fn a_rejected_status_is_retried_with_backoff_until_the_api_server_takes_it() {
+    let host = Host::start_on(plane(), "contract-status", false).await;
+    clockwork(&host).await;
+    thing(&host, "frozen", json!({"n": 1})).await;
+    eventually("the first status", WAIT, || async { (count(&host, "frozen").await > 0).then_some(()) }).await;
+    let freeze = |frozen: bool| {
+        let things = host.things();
+        async move {
+            let patch = json!({"status": {"frozen": frozen}});
+            things.patch_status("frozen", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+        }
+    };
+    freeze(true).await;
+    let before = count(&host, "frozen").await;
+    // A new generation: the guest answers count + 1, which is refused.
+    thing(&host, "frozen", json!({"n": 2})).await;
+    eventually("the status write refused", WAIT, || async {
+        let events = host.events("frozen").await;
+        events.iter().any(|(_, note)| note.contains("status.count is frozen")).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(count(&host, "frozen").await, before, "a frozen status was written");
+    // Lifted by someone else: nothing reconciles the Thing but the retry.
+    freeze(false).await;
+    eventually("the status written once the API server takes it", WAIT, || async {
+        (count(&host, "frozen").await > before).then_some(())
+    })
+    .await;
+    host.stop().await;
+}
+
+fn decorator_grants() -> Value {
+    json!({"for": [{"group": "apps", "kind": "StatefulSet"}], "owns": [{"group": "", "kind": "Service"}]})
+}
+
+const DECORATOR_FINALIZER: &str = "example.operon.dev/decorator";
+
+/// Whether the StatefulSet `name` is decorated (`Some(true)`: its two
+/// Services, the label and the finalizer; `Some(false)`: none of them;
+/// `None`: in between).
+async fn decorated(host: &Host, name: &str) -> Option<bool> {
+    let sets: Api<k8s_openapi::api::apps::v1::StatefulSet> = Api::namespaced(host.client.clone(), &host.ns);
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(host.client.clone(), &host.ns);
+    let s = sets.get(name).await.ok()?;
+    let label = s.metadata.labels.unwrap_or_default().get("example.operon.dev/exposed").is_some_and(|v| v == "true");
+    let held = s.metadata.finalizers.unwrap_or_default().iter().any(|f| f == DECORATOR_FINALIZER);
+    let mut children = 0;
+    for i in 0..2 {
+        children += usize::from(services.get_opt(&format!("{name}-{i}")).await.ok()?.is_some());
+    }
+    match (label, held, children) {
+        (true, true, 2) => Some(true),
+        (false, false, 0) => Some(false),
+        _ => None,
+    }
+}
+
+/// A decorator as a Metacontroller user writes one: the Reconciler's
+/// `spec.annotationSelector` picks the StatefulSets that opted in. A parent
+/// whose opt-in annotation is removed is finalized like a deleted one: the
+/// guest is called `finalizing` (its `Undecorated` event says so), and once
+/// it answers `finalized` the host deletes the children, removes the labels
+/// of `parent-metadata`, then the finalizer. Opting in again decorates it
+/// again.
+#[tokio::test]
+async fn a_decorated_parent_that_opts_out_is_finalized_and_keeps_no_children_or_labels() {
+    let host = Host::start_on(plane(), "contract-opt-out", false).await;
+    host.module_config_map("decorator", &guest("decorator")).await;
+    host.reconciler(
+        "decorator",
+        json!({"module": config_map_module("decorator"), "grants": decorator_grants(),
+        "annotationSelector": {"matchAnnotations": {"example.operon.dev/expose": "true"}}}),
+    )
+    .await;
+    let sets: Api<k8s_openapi::api::apps::v1::StatefulSet> = Api::namespaced(host.client.clone(), &host.ns);
+    let apply = |expose: bool| {
+        let sets = sets.clone();
+        async move {
+            let set = stateful_set("opted", expose);
+            sets.patch("opted", &PatchParams::apply("test").force(), &Patch::Apply(&set)).await.unwrap()
+        }
+    };
+    apply(true).await;
+    eventually("the opted-in StatefulSet decorated", WAIT, || async { decorated(&host, "opted").await?.then_some(()) })
+        .await;
+
+    apply(false).await;
+    eventually("the opted-out StatefulSet's Services, label and finalizer removed", WAIT, || async {
+        (!decorated(&host, "opted").await?).then_some(())
+    })
+    .await;
+    eventually("the guest called to finalize the parent that left its selector", WAIT, || async {
+        host.events("opted").await.iter().any(|(reason, _)| reason == "Undecorated").then_some(())
+    })
+    .await;
+
+    apply(true).await;
+    eventually("opted in again, decorated again", WAIT, || async { decorated(&host, "opted").await?.then_some(()) })
+        .await;
+    sets.delete("opted", &Default::default()).await.unwrap();
+    eventually("deleted: finalized and gone", WAIT, || async {
+        sets.get_opt("opted").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    host.stop().await;
+}
+
+/// A parent that leaves `spec.selector` while no replica runs is finalized
+/// when the next one starts: which Reconciler holds a parent's finalizer is
+/// the API server's record, not a replica's memory. A parent held by
+/// another Reconciler of the same module (the same finalizer's name) is
+/// left alone.
+#[tokio::test]
+async fn a_parent_that_leaves_the_selector_while_no_replica_runs_is_finalized_at_the_next_start() {
+    let host = Host::start_on(plane(), "contract-leave-offline", false).await;
+    host.module_config_map("decorator", &guest("decorator")).await;
+    for (name, value) in [("decorator", "yes"), ("shard-b", "b")] {
+        host.reconciler(
+            name,
+            json!({"module": config_map_module("decorator"), "grants": decorator_grants(),
+            "selector": {"matchLabels": {"decorate": value}}}),
+        )
+        .await;
+    }
+    let sets: Api<k8s_openapi::api::apps::v1::StatefulSet> = Api::namespaced(host.client.clone(), &host.ns);
+    let apply = |name: &'static str, decorate: &'static str| {
+        let sets = sets.clone();
+        async move {
+            let mut set = stateful_set(name, true);
+            set.metadata.labels = Some([("decorate".to_string(), decorate.to_string())].into());
+            sets.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&set)).await.unwrap()
+        }
+    };
+    apply("leaver", "yes").await;
+    apply("sharded", "b").await;
+    for name in ["leaver", "sharded"] {
+        eventually(&format!("{name} decorated"), WAIT, || async { decorated(&host, name).await?.then_some(()) }).await;
+    }
+
+    let ns = host.ns.clone();
+    host.stop().await;
+    apply("leaver", "no").await;
+    let host = Host::resume_on(plane(), ns).await;
+    eventually("the parent that left while no host ran finalized", WAIT, || async {
+        (!decorated(&host, "leaver").await?).then_some(())
+    })
+    .await;
+    eventually("the guest called to finalize it", WAIT, || async {
+        host.events("leaver").await.iter().any(|(reason, _)| reason == "Undecorated").then_some(())
+    })
+    .await;
+    // The other Reconciler's parent, outside this one's selector since it
+    // was created, holds the same finalizer: it stays decorated.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(decorated(&host, "sharded").await, Some(true), "another Reconciler's parent was finalized");
     host.stop().await;
 }
 

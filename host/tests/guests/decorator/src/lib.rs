@@ -4,11 +4,13 @@
 //! one Service per replica (`<name>-<i>`), the host's finalizer, and the
 //! label `example.operon.dev/exposed: "true"` on the StatefulSet; without
 //! it, none of them — so a StatefulSet that never opted in is never held.
+//! A `finalizing` call answers `finalized` with nothing, and says so in an
+//! `Undecorated` event.
 
 wit_bindgen::generate!({ path: "../../../../wit/reconciler.wit", world: "reconciler" });
 
 use exports::operon::reconciler::guest::Guest;
-use operon::reconciler::types::{Failure, Gvk, Outcome, ParentMetadata, ReconcilerManifest, Request};
+use operon::reconciler::types::{Event, Failure, Gvk, Outcome, ParentMetadata, ReconcilerManifest, Request};
 use serde_json::{Value, json};
 
 struct Component;
@@ -23,7 +25,11 @@ fn outcome(desired: Vec<String>, exposed: bool, finalized: bool) -> Outcome {
     Outcome {
         desired,
         status: None,
-        events: vec![],
+        events: if finalized {
+            vec![Event { warning: false, reason: "Undecorated".into(), message: "finalized: nothing kept".into() }]
+        } else {
+            vec![]
+        },
         requeue_after_ms: None,
         requeue_at: None,
         finalized,
