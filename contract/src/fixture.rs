@@ -1026,7 +1026,6 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-
     #[test]
     fn a_mismatch_should_show_a_unified_diff() {
         let expected = json!({"desired": [{"spec": {"replicas": 30, "image": "a"}}], "finalized": false});

@@ -48,7 +48,7 @@
 //! (round trips per ring, 20), `--swaps N` (per mode, 5), `--idle SECS`
 //! (10), `--skip rss,ring,swap`. Writes `target/bench/fleet.json`.
 
-#[path = "../tests/common/serve.rs"]
+#[path = "../tests/all/common/serve.rs"]
 mod serve;
 #[path = "common/support.rs"]
 mod support;

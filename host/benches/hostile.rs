@@ -528,7 +528,8 @@ async fn egress(
     for i in 0..EGRESS_THINGS {
         let mut object = spec(false, 0);
         object["metadata"] = json!({"name": format!("egress-{i}")});
-        let _ = things.patch(&format!("egress-{i}"), &PatchParams::apply("bench").force(), &Patch::Apply(&object)).await;
+        let _ =
+            things.patch(&format!("egress-{i}"), &PatchParams::apply("bench").force(), &Patch::Apply(&object)).await;
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let calm = neighbour_phase(webapps, seen, count, rounds, next).await;

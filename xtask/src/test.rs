@@ -5,14 +5,12 @@
 //! language's test runner (pytest, node's test runner, go test, the C tests'
 //! make target), then every test of the workspace against the control plane.
 //!
-//! Before the test build (so the fuzz build does not compete with the
-//! timing-sensitive fault and hostile suites for the CPU), a bounded fuzz
-//! run: `cargo xtask fuzz --seconds 30 --dev` (both targets, 15 s each,
-//! xtask/src/fuzz.rs). It counts as one suite; a finding fails the run.
-//! With `OPERON_TEST_FREE_DISK=1` (CI), build products no later step reads
-//! are removed once used — the fuzz build's once it ran, so its few GB and
-//! the test build's never sit on the disk together, and the image's static
-//! binary build once the image is in its registry.
+//! The fuzz targets' checks run on their seeds and the built guests as
+//! ordinary tests (`host/tests/all/fuzz_seeds.rs`); fuzzing itself, with
+//! its own instrumented build, is `cargo xtask fuzz` for long runs by hand.
+//! With `OPERON_TEST_FREE_DISK=1` (a machine short of disk), build products no later step reads
+//! are removed once used: the image's static binary build once the image is
+//! in its registry.
 //!
 //! The run ends with one line counting every test of every runner:
 //! `tests: N passed, M failed, K skipped`. It fails if any suite fails. A
@@ -27,10 +25,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The bounded fuzz run of the test command, in seconds for all targets
-/// (docs/RELIABILITY.md says the same).
-const FUZZ_SECONDS: u64 = 30;
-
 pub fn run(args: &[&str]) -> Result<()> {
     let started = Instant::now();
     let root = crate::root();
@@ -44,25 +38,11 @@ pub fn run(args: &[&str]) -> Result<()> {
     eprintln!("xtask: image built and pushed in {:.1?}", step.elapsed());
     // The tests read the image from its registry storage, never the static
     // binary's build (over a GB).
-    let musl = root.join("target").join(format!("{}-unknown-linux-musl", std::env::consts::ARCH));
+    let musl = crate::cargo_target().join(format!("{}-unknown-linux-musl", std::env::consts::ARCH));
     free_disk(&musl);
     let step = Instant::now();
     let dir = assets::ensure(&mut |line| eprintln!("envtest: {line}"))?;
     eprintln!("xtask: control plane binaries ready in {:.1?} ({})", step.elapsed(), dir.display());
-    // The bounded fuzz run, one suite, first: its build (a few GB, its own
-    // target directory) is removed before the test build starts, so the two
-    // never sit on the disk together, and it never competes with `cargo
-    // test`'s timing-sensitive fault and hostile suites for the CPU.
-    let step = Instant::now();
-    let seconds = FUZZ_SECONDS.to_string();
-    let fuzzed = crate::fuzz::run(&["--seconds", &seconds, "--dev"]);
-    let fuzz_name = format!("cargo xtask fuzz --seconds {FUZZ_SECONDS} --dev (fuzz)");
-    let fuzz_elapsed = step.elapsed();
-    if let Err(e) = &fuzzed {
-        eprintln!("xtask: the fuzz run failed: {e:#}");
-    }
-    free_disk(&root.join("fuzz/target"));
-
     // Every test binary, and the operon binary the language suites need
     // (their native test runners rate children's readiness with `operon
     // readiness`, the host's one set of rules), built with the features
@@ -96,7 +76,7 @@ pub fn run(args: &[&str]) -> Result<()> {
     eprintln!("xtask: language suites ran in {:.1?}", step.elapsed());
 
     // The tests that could not run here write themselves down
-    // (host/tests/common/skip.rs): counted as skipped, not passed.
+    // (host/tests/all/common/skip.rs): counted as skipped, not passed.
     let ledger = root.join("target").join("test-skips.txt");
     let _ = std::fs::remove_file(&ledger);
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
@@ -146,21 +126,6 @@ pub fn run(args: &[&str]) -> Result<()> {
             failed_suites.push(outcome.name);
         }
     }
-    match &fuzzed {
-        Ok(()) => totals.passed += 1,
-        Err(_) => {
-            totals.failed += 1;
-            failed_suites.push(fuzz_name.clone());
-        }
-    }
-    eprintln!(
-        "  {:<44} {:>4} passed, {} failed, 0 skipped  ({:.1}s, build included){}",
-        fuzz_name,
-        u64::from(fuzzed.is_ok()),
-        u64::from(fuzzed.is_err()),
-        fuzz_elapsed.as_secs_f64(),
-        if fuzzed.is_ok() { "" } else { "  FAILED" }
-    );
     eprintln!("xtask: tests finished in {:.1?}", started.elapsed());
     println!("tests: {} passed, {} failed, {} skipped", totals.passed, totals.failed, totals.ignored);
     if !status.success() {
@@ -175,7 +140,7 @@ pub fn run(args: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// With `OPERON_TEST_FREE_DISK=1` (CI), remove `dir`: build products no
+/// With `OPERON_TEST_FREE_DISK=1` (a machine short of disk), remove `dir`: build products no
 /// later step reads.
 fn free_disk(dir: &Path) {
     if std::env::var_os("OPERON_TEST_FREE_DISK").is_none_or(|v| v != "1") || !dir.exists() {
@@ -234,9 +199,9 @@ fn suites() -> Vec<Suite> {
     ]
 }
 
-/// The operon binary `cargo build` writes (honouring `CARGO_TARGET_DIR`).
-fn operon_binary(root: &Path) -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target")).join("debug/operon")
+/// The operon binary `cargo build` writes.
+fn operon_binary() -> PathBuf {
+    crate::cargo_target().join("debug/operon")
 }
 
 struct SuiteOutcome {
@@ -276,7 +241,7 @@ impl Suite {
         let output = Command::new(self.command[0])
             .args(&self.command[1..])
             .current_dir(root.join(self.dir))
-            .env("OPERON", operon_binary(root))
+            .env("OPERON", operon_binary())
             .stdin(Stdio::null())
             .output();
         let (text, success) = match output {
@@ -305,7 +270,7 @@ impl Suite {
 }
 
 /// The environment variable naming the file where a test that cannot run
-/// here writes itself down (`host/tests/common/skip.rs`).
+/// here writes itself down (`host/tests/all/common/skip.rs`).
 const SKIP_LEDGER: &str = "OPERON_SKIP_LEDGER";
 
 /// Test counts.

@@ -228,7 +228,6 @@ mod tests {
 
     #[test]
     fn a_slot_should_find_its_nth_line_and_only_the_version() {
-
         let text = "a\n  \"version\": \"1.2.3\",\n  \"x\": {\n    \"version\": \"9.9.9-rc.1\"\n";
         let first = find(text, &slot("f", "\"version\": \"")).unwrap();
         assert_eq!(&text[first], "1.2.3");

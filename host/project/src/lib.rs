@@ -163,7 +163,6 @@ pub struct Config {
     pub dev: DevConfig,
 }
 
-
 fn default_fixtures() -> PathBuf {
     PathBuf::from("fixtures")
 }

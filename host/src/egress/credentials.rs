@@ -6,9 +6,9 @@
 //! without a restart), and blanked out of whatever an answer echoes.
 
 use super::grants::{EgressGrant, Rules, Target};
-use reqwest::Url;
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::Secret;
+use reqwest::Url;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -300,7 +300,10 @@ impl Credentials {
         let read = tokio::time::timeout(within, api.get_opt(&name)).await;
         let secret = match read {
             Err(_) => {
-                return Err(unreadable(format!("{where_}: not read within {} ms (the call's time)", within.as_millis())));
+                return Err(unreadable(format!(
+                    "{where_}: not read within {} ms (the call's time)",
+                    within.as_millis()
+                )));
             }
             Ok(Err(e)) => return Err(unreadable(format!("{where_}: cannot be read by the plugin ({e})"))),
             Ok(Ok(None)) => return Err(unreadable(format!("{where_} does not exist"))),
@@ -453,8 +456,12 @@ mod tests {
         });
         let client =
             kube::Client::try_from(kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap())).unwrap();
-        let c = Credentials::compile(&[credential("api", CredentialUse::Bearer, None, &["a.example"])], Some("t"), Some(client))
-            .unwrap();
+        let c = Credentials::compile(
+            &[credential("api", CredentialUse::Bearer, None, &["a.example"])],
+            Some("t"),
+            Some(client),
+        )
+        .unwrap();
         let started = Instant::now();
         let refused = c.apply("api", started + Duration::from_millis(300)).await.unwrap_err().to_string();
         assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());

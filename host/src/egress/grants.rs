@@ -77,7 +77,9 @@ pub enum Error {
         reason: String,
     },
     /// A grant outside the operator's allow list.
-    #[error("spec.grants.egress[{index}]: host {host:?} is outside what this host lets plugins reach ({FLAG}; the chart's egressAllow)")]
+    #[error(
+        "spec.grants.egress[{index}]: host {host:?} is outside what this host lets plugins reach ({FLAG}; the chart's egressAllow)"
+    )]
     OutsideAllowList {
         /// Which grant.
         index: usize,
@@ -186,12 +188,7 @@ impl Rules {
     /// [`Error::BadGrant`] for a scheme, host, method or path that cannot
     /// be used.
     pub fn compile(grants: &[EgressGrant]) -> Result<Rules, Error> {
-        grants
-            .iter()
-            .enumerate()
-            .map(|(index, g)| compile(g, index))
-            .collect::<Result<_, _>>()
-            .map(Rules)
+        grants.iter().enumerate().map(|(index, g)| compile(g, index)).collect::<Result<_, _>>().map(Rules)
     }
 
     /// Whether a grant's host covers `target` (whatever the rest says).
@@ -264,11 +261,9 @@ impl Rules {
             .filter(|(_, r, d)| *d > 0 && *d <= 2.max(called.len() / 8) && r.shown.len() > 2)
             .min_by_key(|(_, _, d)| *d);
         match near {
-            Some((i, r, _)) => format!(
-                "; did you mean grant {i} ({}), or add {}?",
-                r.shown,
-                suggestion(scheme, host, port)
-            ),
+            Some((i, r, _)) => {
+                format!("; did you mean grant {i} ({}), or add {}?", r.shown, suggestion(scheme, host, port))
+            }
             None => format!("; add {} to reach it", suggestion(scheme, host, port)),
         }
     }
@@ -301,9 +296,8 @@ fn decoded_path(path: &str) -> Result<String, &'static str> {
     let mut decoded = String::with_capacity(path.len());
     // An http(s) URL's path starts with `/`: the first segment is empty.
     for segment in path.split('/').skip(1) {
-        let text = percent_encoding::percent_decode_str(segment)
-            .decode_utf8()
-            .map_err(|_| "the decoded path is not UTF-8")?;
+        let text =
+            percent_encoding::percent_decode_str(segment).decode_utf8().map_err(|_| "the decoded path is not UTF-8")?;
         if text.contains(['/', '\\', '%']) {
             return Err("an encoded /, \\ or % is not allowed under a path prefix");
         }
@@ -343,7 +337,9 @@ fn compile(g: &EgressGrant, index: usize) -> Result<Rule, Error> {
             return Err(bad(format!("pathPrefix {p:?} must start with /")));
         }
         if p.contains(['%', ';', '\\', '?', '#']) || p.split('/').any(|s| s == "." || s == "..") {
-            return Err(bad(format!("pathPrefix {p:?} must be a plain decoded path (no %, ;, \\, ?, # or dot segments)")));
+            return Err(bad(format!(
+                "pathPrefix {p:?} must be a plain decoded path (no %, ;, \\, ?, # or dot segments)"
+            )));
         }
     }
     let shown = g.host.trim().to_ascii_lowercase();
@@ -595,17 +591,24 @@ mod tests {
             ("127.0.0.1", Some("http"), Some(8081), &[], None),
         ]);
         assert!(r.allows("get", &url("https://api.example.com/v1/zones")).is_ok());
-        assert!(r.allows("POST", &url("https://api.example.com/v1/zones")).unwrap_err().to_string().contains("method POST"));
+        assert!(
+            r.allows("POST", &url("https://api.example.com/v1/zones")).unwrap_err().to_string().contains("method POST")
+        );
         assert!(r.allows("GET", &url("https://api.example.com/v2/")).unwrap_err().to_string().contains("path /v2/"));
         assert!(r.allows("GET", &url("http://api.example.com/v1/")).unwrap_err().to_string().contains("scheme http"));
-        assert!(r.allows("GET", &url("https://api.example.com:8443/v1/")).unwrap_err().to_string().contains("port 8443"));
+        assert!(
+            r.allows("GET", &url("https://api.example.com:8443/v1/")).unwrap_err().to_string().contains("port 8443")
+        );
         assert!(r.allows("DELETE", &url("https://a.b.dns.example/x")).is_ok());
         assert!(r.allows("GET", &url("https://dns.example/")).is_err(), "a wildcard does not cover the apex");
         assert!(r.allows("GET", &url("https://evildns.example/")).is_err());
         assert!(r.allows("PATCH", &url("http://127.0.0.1:8081/api")).is_ok());
         assert!(r.allows("GET", &url("http://127.0.0.1:8082/")).is_err());
         assert!(
-            r.allows("GET", &url("http://169.254.169.254/latest/")).unwrap_err().to_string().contains("not in spec.grants.egress")
+            r.allows("GET", &url("http://169.254.169.254/latest/"))
+                .unwrap_err()
+                .to_string()
+                .contains("not in spec.grants.egress")
         );
         assert!(
             r.allows("GET", &url("https://user:pw@api.example.com/v1/"))
@@ -614,7 +617,13 @@ mod tests {
                 .contains("credentials in the URL")
         );
         assert!(r.allows("GET", &url("ftp://api.example.com/v1/")).is_err());
-        assert!(Rules::default().allows("GET", &url("https://a.example/")).unwrap_err().to_string().contains("grants no egress"));
+        assert!(
+            Rules::default()
+                .allows("GET", &url("https://a.example/"))
+                .unwrap_err()
+                .to_string()
+                .contains("grants no egress")
+        );
     }
 
     #[test]
@@ -640,9 +649,15 @@ mod tests {
             assert_eq!(allowed.permits(&[grant(ok)]), Ok(()), "{ok}");
         }
         for refused in ["example.com", "evil.com", "*.other.com", "11.0.0.1", "10.0.0.0/7", "169.254.169.254"] {
-            assert!(allowed.permits(&[grant(refused)]).unwrap_err().to_string().contains("--egress-allow"), "{refused}");
+            assert!(
+                allowed.permits(&[grant(refused)]).unwrap_err().to_string().contains("--egress-allow"),
+                "{refused}"
+            );
         }
-        assert!(allowed.permits(&[grant("*.com")]).unwrap_err().to_string().contains("wildcard"), "a bad grant is named too");
+        assert!(
+            allowed.permits(&[grant("*.com")]).unwrap_err().to_string().contains("wildcard"),
+            "a bad grant is named too"
+        );
         assert_eq!(Allowed::parse(&[]).unwrap().permits(&[grant("anything.example")]), Ok(()));
         assert_eq!(Allowed::parse(&["*".into()]).unwrap().permits(&[grant("93.184.216.34")]), Ok(()));
         assert!(
@@ -738,7 +753,10 @@ mod tests {
     /// segment) is refused, never matched as text.
     #[test]
     fn path_prefixes_should_match_the_decoded_path_and_refuse_ambiguous_encodings() {
-        let r = rules(&[("api.example.com", None, None, &[], Some("/v1/")), ("b.example.com", None, None, &[], Some("/v1"))]);
+        let r = rules(&[
+            ("api.example.com", None, None, &[], Some("/v1/")),
+            ("b.example.com", None, None, &[], Some("/v1")),
+        ]);
         assert!(r.allows("GET", &url("https://api.example.com/v1/zones/a%20b")).is_ok());
         assert!(r.allows("GET", &url("https://api.example.com/v1/../admin")).is_err(), "resolved to /admin");
         assert!(r.allows("GET", &url("https://api.example.com/v1/%2e%2e/admin")).is_err());
@@ -771,12 +789,16 @@ mod tests {
     fn a_refusal_should_suggest_a_complete_grant_and_point_at_a_near_miss() {
         let none = Rules::default().allows("GET", &url("http://127.0.0.1:8081/x")).unwrap_err().to_string();
         assert!(none.contains("add {scheme: http, host: 127.0.0.1, port: 8081} to spec.grants.egress"), "{none}");
-        let r = rules(&[("127.0.0.11", Some("http"), Some(8081), &[], None), ("api.exmaple.com", None, None, &[], None)]);
+        let r =
+            rules(&[("127.0.0.11", Some("http"), Some(8081), &[], None), ("api.exmaple.com", None, None, &[], None)]);
         let typo = r.allows("GET", &url("http://127.0.0.1:8081/x")).unwrap_err().to_string();
         assert!(typo.contains("did you mean grant 0 (127.0.0.11)"), "{typo}");
         let typo = r.allows("GET", &url("https://api.example.com/x")).unwrap_err().to_string();
         assert!(typo.contains("did you mean grant 1 (api.exmaple.com)"), "{typo}");
         let far = r.allows("GET", &url("https://elsewhere.org/x")).unwrap_err().to_string();
-        assert!(far.contains("add {scheme: https, host: elsewhere.org, port: 443}") && !far.contains("did you mean"), "{far}");
+        assert!(
+            far.contains("add {scheme: https, host: elsewhere.org, port: 443}") && !far.contains("did you mean"),
+            "{far}"
+        );
     }
 }

@@ -65,13 +65,8 @@ pub const FORBIDDEN_HEADERS: &[&str] = &[
 
 /// Headers that would have a server act on another method or path than
 /// the grant allowed: a call carrying one is refused.
-pub const OVERRIDE_HEADERS: &[&str] = &[
-    "x-http-method-override",
-    "x-http-method",
-    "x-method-override",
-    "x-original-url",
-    "x-rewrite-url",
-];
+pub const OVERRIDE_HEADERS: &[&str] =
+    &["x-http-method-override", "x-http-method", "x-method-override", "x-original-url", "x-rewrite-url"];
 
 /// Headers a guest may not set on a request carrying a credential: they
 /// would have the answer come back in a form redaction does not read
@@ -334,7 +329,10 @@ impl Call {
                     hop.follow(response.status, next, &p.settings.credentials);
                 }
                 Some(Ok(_)) => {
-                    return (shown, Err(HttpError::Unreachable(format!("more than {} redirects", bounds.max_redirects))));
+                    return (
+                        shown,
+                        Err(HttpError::Unreachable(format!("more than {} redirects", bounds.max_redirects))),
+                    );
                 }
                 Some(Err(e)) => return (shown, Err(e)),
                 None => return (shown, Ok(response.into_guest(&secrets))),
@@ -508,7 +506,9 @@ mod tests {
             ..Default::default()
         };
         let call = policy(Rules::compile(&[grant]).unwrap(), Allowed::public()).call(fence());
-        let answer = call.fetch(HttpRequest::get(format!("http://127.0.0.1:{port}/")), Instant::now() + Duration::from_secs(2)).await;
+        let answer = call
+            .fetch(HttpRequest::get(format!("http://127.0.0.1:{port}/")), Instant::now() + Duration::from_secs(2))
+            .await;
         assert!(matches!(&answer, Err(HttpError::Denied(m)) if m.contains("--egress-allow 127.0.0.1")), "{answer:?}");
         assert!(listener.accept().is_err(), "a connection was made");
     }
@@ -543,12 +543,16 @@ mod tests {
     /// than the grant allows: the call is refused, nothing sent.
     #[tokio::test]
     async fn a_method_override_header_should_be_refused() {
-        let grant = grants::EgressGrant { host: "api.example.com".into(), methods: vec!["GET".into()], ..Default::default() };
+        let grant =
+            grants::EgressGrant { host: "api.example.com".into(), methods: vec!["GET".into()], ..Default::default() };
         let call = policy(Rules::compile(&[grant]).unwrap(), Allowed::public()).call(fence());
         for header in ["X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override", "X-Original-URL"] {
             let request = HttpRequest::get("https://api.example.com/x").header(header, "DELETE");
             let answer = call.fetch(request, Instant::now() + Duration::from_secs(2)).await;
-            assert!(matches!(&answer, Err(HttpError::Invalid(m)) if m.contains("is not allowed")), "{header}: {answer:?}");
+            assert!(
+                matches!(&answer, Err(HttpError::Invalid(m)) if m.contains("is not allowed")),
+                "{header}: {answer:?}"
+            );
         }
     }
 

@@ -292,7 +292,8 @@ fn stand_in_secrets(v: &mut Value, found: &mut Vec<String>) {
             if secret {
                 let encoded = base64::engine::general_purpose::STANDARD.encode(SECRET_STAND_IN);
                 for (field, stand_in) in [("data", encoded.as_str()), ("stringData", SECRET_STAND_IN)] {
-                    for value in map.get_mut(field).and_then(Value::as_object_mut).into_iter().flat_map(|m| m.values_mut())
+                    for value in
+                        map.get_mut(field).and_then(Value::as_object_mut).into_iter().flat_map(|m| m.values_mut())
                     {
                         if let Some(text) = value.as_str() {
                             found.push(text.to_string());
@@ -439,7 +440,14 @@ mod tests {
             parent_metadata: None,
         };
         recorder
-            .write("shop/app", "sha256:00", &request, vec![secret("read").to_string()], vec![exchange], &Ok(Ok(outcome)))
+            .write(
+                "shop/app",
+                "sha256:00",
+                &request,
+                vec![secret("read").to_string()],
+                vec![exchange],
+                &Ok(Ok(outcome)),
+            )
             .unwrap()
     }
 
@@ -449,11 +457,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let recorder = Recorder::new(dir.path().to_path_buf(), 1);
         let path = write(&recorder, "a");
-        let expected = path.with_file_name(path.file_name().unwrap().to_string_lossy().replace(".yaml", ".expected.yaml"));
+        let expected =
+            path.with_file_name(path.file_name().unwrap().to_string_lossy().replace(".yaml", ".expected.yaml"));
         let encoded = base64::engine::general_purpose::STANDARD.encode(PASSWORD);
         for file in [&path, &expected] {
             let text = std::fs::read_to_string(file).unwrap();
-            assert!(!text.contains(PASSWORD) && !text.contains(&encoded), "a Secret's value in {}:\n{text}", file.display());
+            assert!(
+                !text.contains(PASSWORD) && !text.contains(&encoded),
+                "a Secret's value in {}:\n{text}",
+                file.display()
+            );
             let mode = std::fs::metadata(file).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o600, "{} is readable by others", file.display());
         }
@@ -491,7 +504,10 @@ mod tests {
         let one = {
             let probe = tempfile::tempdir().unwrap();
             let path = write(&Recorder::new(probe.path().to_path_buf(), 1), "probe");
-            std::fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum::<u64>()
+            std::fs::read_dir(path.parent().unwrap())
+                .unwrap()
+                .map(|e| e.unwrap().metadata().unwrap().len())
+                .sum::<u64>()
         };
         let recorder = Recorder::new(dir.path().to_path_buf(), 1).max_bytes(one * 3 + one / 2);
         let written: Vec<PathBuf> = (0..10).map(|i| write(&recorder, &format!("p{i}"))).collect();

@@ -213,7 +213,9 @@ impl Loader {
                         )
                         .await
                     }
-                    (None, Some(url), _) => source::from_url(&this.inner.http, url, this.inner.bounds, &this.inner.allowed).await,
+                    (None, Some(url), _) => {
+                        source::from_url(&this.inner.http, url, this.inner.bounds, &this.inner.allowed).await
+                    }
                     (None, None, Some(oci)) => {
                         let pulled = source::from_oci(oci, this.inner.bounds).await;
                         if let Ok(f) = &pulled {
@@ -404,7 +406,8 @@ mod tests {
         let runtime = Runtime::new(config).unwrap();
         let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
         let metrics = Arc::new(crate::metrics::Metrics::new());
-        let loader = Loader::new(runtime, client, metrics, Bounds::default(), crate::egress::grants::Allowed::public(), |_| {});
+        let loader =
+            Loader::new(runtime, client, metrics, Bounds::default(), crate::egress::grants::Allowed::public(), |_| {});
         let key = PluginKey::ClusterReconciler("r".into());
         let (digest, limits) = ("sha256:00", Limits::default());
         assert!(matches!(loader.load(&key, digest, None, &limits), Load::Running));

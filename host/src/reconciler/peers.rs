@@ -125,13 +125,19 @@ impl Peers {
                             let at = if cluster { c.secret_ref.namespace.as_deref() } else { Some(ns) };
                             c.secret_ref.name == key.name && at == Some(ns)
                         })?;
-                        let whose =
-                            if cluster { format!("ClusterReconciler {}", r.name()) } else { format!("Reconciler {ns}/{}", r.name()) };
+                        let whose = if cluster {
+                            format!("ClusterReconciler {}", r.name())
+                        } else {
+                            format!("Reconciler {ns}/{}", r.name())
+                        };
                         Some(format!("it holds credential {:?} of {whose} (spec.credentials)", c.name))
                     };
-                    namespaced.store().in_namespace(Some(ns)).iter().find_map(|r| named(r, false)).or_else(|| {
-                        cluster.as_ref().and_then(|c| c.store().iter().find_map(|r| named(r, true)))
-                    })
+                    namespaced
+                        .store()
+                        .in_namespace(Some(ns))
+                        .iter()
+                        .find_map(|r| named(r, false))
+                        .or_else(|| cluster.as_ref().and_then(|c| c.store().iter().find_map(|r| named(r, true))))
                 }
                 _ => None,
             }

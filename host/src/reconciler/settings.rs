@@ -128,7 +128,9 @@ pub fn derive(key: &PluginKey, spec: &PluginSpec, host: &Host<'_>) -> Result<Set
         match &placement {
             Placement::Namespaced(_) => return Err(InvalidSpec::Conversion("a Reconciler may not hold it")),
             Placement::Cluster if !spec.grants.namespaces.iter().any(|n| n == "*") => {
-                return Err(InvalidSpec::Conversion("this ClusterReconciler's namespaces do not cover every namespace"));
+                return Err(InvalidSpec::Conversion(
+                    "this ClusterReconciler's namespaces do not cover every namespace",
+                ));
             }
             Placement::Cluster => {}
         }

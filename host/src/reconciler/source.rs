@@ -358,8 +358,8 @@ pub async fn from_url(
             // (or a loopback or `*.svc` name) that reaches only special
             // addresses the operator opened.
             let literal = matches!(url.host(), Some(url::Host::Ipv4(_) | url::Host::Ipv6(_)));
-            let internal = (literal || url.host_str().is_some_and(plain_http_allowed))
-                && reachable(&url, allowed, bounds).await?;
+            let internal =
+                (literal || url.host_str().is_some_and(plain_http_allowed)) && reachable(&url, allowed, bounds).await?;
             if !internal {
                 return Err(Error::Refused(format!(
                     "plain HTTP is allowed only to addresses the operator opened (loopback, in-cluster), not {}; \

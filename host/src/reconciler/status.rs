@@ -299,8 +299,10 @@ mod tests {
         for reason in Reason::ALL {
             let remedy = reason.remedy();
             for (at, _) in remedy.match_indices("operon_").chain(remedy.match_indices("controller_runtime_")) {
-                let name: String =
-                    remedy[at..].chars().take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_').collect();
+                let name: String = remedy[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+                    .collect();
                 assert!(exported.contains(&name.as_str()), "{reason:?} names {name}, which /metrics does not export");
             }
         }

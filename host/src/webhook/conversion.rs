@@ -66,9 +66,9 @@ impl Allowed {
             let name = p.strip_prefix("*.").unwrap_or(&p);
             let valid = p == "*"
                 || (name.contains('.')
-                    && name.split('.').all(|l| {
-                        !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-                    }));
+                    && name
+                        .split('.')
+                        .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')));
             if !valid {
                 return Err(BadAllowed(p));
             }
@@ -80,7 +80,9 @@ impl Allowed {
     /// Whether the host may point `crd`'s conversion at a plugin.
     pub fn permits(&self, crd: &str) -> bool {
         self.0.iter().any(|p| {
-            p == "*" || p == crd || p.strip_prefix("*.").is_some_and(|group| crd.split_once('.').is_some_and(|(_, g)| g == group))
+            p == "*"
+                || p == crd
+                || p.strip_prefix("*.").is_some_and(|group| crd.split_once('.').is_some_and(|(_, g)| g == group))
         })
     }
 }
@@ -142,10 +144,8 @@ impl Webhooks {
         }
         let current = if leading.is_some() {
             let api: Api<Crd> = Api::all(self.shared.client.clone());
-            let current = api
-                .get(&crd)
-                .await
-                .map_err(|source| Error::Crd { action: "reading", name: crd.clone(), source })?;
+            let current =
+                api.get(&crd).await.map_err(|source| Error::Crd { action: "reading", name: crd.clone(), source })?;
             if let Some(holder) = holder(&current).filter(|h| h != name)
                 && holds(holder.clone()).await
             {
@@ -215,9 +215,11 @@ impl Webhooks {
             }},
         });
         fence.check().map_err(|source| Error::NotLeading { plugin: plugin.into(), source })?;
-        api.patch(&crd, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map_err(|source| Error::Crd { action: "pointing", name: crd.clone(), source })?;
+        api.patch(&crd, &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(|source| Error::Crd {
+            action: "pointing",
+            name: crd.clone(),
+            source,
+        })?;
         Ok(())
     }
 

@@ -196,7 +196,10 @@ pub(crate) fn sdk_version() -> String {
 pub(super) fn scaffold(s: &mut Scaffold<'_>) -> Result<(), Error> {
     let version = crate::sdk::VERSION;
     if s.vendor {
-        s.set("sdk_make", "# The Operon C SDK, vendored by `operon new`.\nSDK_SRC ?= operon-sdk\nSDK_CFLAGS ?= -I operon-sdk\n");
+        s.set(
+            "sdk_make",
+            "# The Operon C SDK, vendored by `operon new`.\nSDK_SRC ?= operon-sdk\nSDK_CFLAGS ?= -I operon-sdk\n",
+        );
         s.set(
             "sdk_note",
             "`operon-sdk/` is the Operon C SDK (`operon.h`, `operon.c`, the component\n\
@@ -222,7 +225,6 @@ pub(super) fn scaffold(s: &mut Scaffold<'_>) -> Result<(), Error> {
                  Makefile find it with pkg-config (`operon-sdk >= {version}`). The archive is\n\
                  not published yet (`cargo xtask packages` builds it from a checkout); `operon new`\n\
                  without `--sdk registry` copies the SDK into the project instead."
-
             ),
         );
     }

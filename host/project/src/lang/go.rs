@@ -363,7 +363,6 @@ pub(super) fn scaffold(s: &mut Scaffold<'_>) -> Result<(), Error> {
                 "The Operon Go SDK is the module `{SDK_MODULE}` (v{version}), from a GOPROXY that\n\
                  serves it (it is not published yet); `operon new` without `--sdk registry`\n\
                  copies it into the project instead."
-
             ),
         );
     }

@@ -233,7 +233,10 @@ pub(crate) fn sdk_version() -> String {
 pub(super) fn scaffold(s: &mut Scaffold<'_>) -> Result<(), Error> {
     let version = crate::sdk::VERSION;
     if s.vendor {
-        s.set("sdk_comment", "# The Operon SDK is vendored in operon_sdk/ by `operon new` (not published on PyPI yet).");
+        s.set(
+            "sdk_comment",
+            "# The Operon SDK is vendored in operon_sdk/ by `operon new` (not published on PyPI yet).",
+        );
         s.set("sdk", "");
         s.set("sdk_install", "");
         s.set("sdk_path_note", " and the vendored operon_sdk package");
@@ -258,7 +261,6 @@ pub(super) fn scaffold(s: &mut Scaffold<'_>) -> Result<(), Error> {
                  dependency `pyproject.toml` declares), from an index that serves it (it is not\n\
                  published on PyPI yet); `operon new` without `--sdk registry` copies it into\n\
                  the project instead."
-
             ),
         );
     }

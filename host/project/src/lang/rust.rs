@@ -212,7 +212,6 @@ pub(super) fn scaffold(s: &mut Scaffold<'_>) -> Result<(), Error> {
                 "The Operon Rust SDK is the crate `operon-sdk` {version}, from a registry that\n\
                  serves it (`operon new --sdk registry`; it is not published on crates.io yet);\n\
                  `operon new` without that flag copies it into the project instead."
-
             ),
         );
     }
@@ -388,7 +387,8 @@ mod tests {
                 "{{\"reason\":\"compiler-artifact\",\"package_id\":\"{id}\",\"target\":{{\"name\":\"operon_sdk\"}}}}\n"
             )
         };
-        let other = "{\"reason\":\"compiler-artifact\",\"package_id\":\"x#serde@1.0.0\",\"target\":{\"name\":\"serde\"}}\n";
+        let other =
+            "{\"reason\":\"compiler-artifact\",\"package_id\":\"x#serde@1.0.0\",\"target\":{\"name\":\"serde\"}}\n";
         for (id, version) in [
             ("path+file:///p/operon-sdk#0.1.3", "0.1.3"),
             ("registry+https://github.com/rust-lang/crates.io-index#operon-sdk@0.2.0", "0.2.0"),

@@ -239,7 +239,6 @@ fn installed_sdk(dir: &Path) -> Result<(), Error> {
             "node_modules/@operon/sdk is missing: add the SDK as a dependency, \
              `\"@operon/sdk\": \"file:./operon-sdk\"` with the SDK's sources vendored there (what \
              `operon new` writes), or `npm install @operon/sdk@^{}` from a registry that serves it",
-
             crate::sdk::VERSION
         ),
     })?;

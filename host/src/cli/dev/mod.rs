@@ -64,8 +64,32 @@ pub struct Args {
     /// Do not apply the sample objects (example.yaml) into the namespaces.
     #[arg(long)]
     pub no_examples: bool,
+    /// Hosts the dev host lets grants reach, as `operon run --egress-allow`
+    /// reads it. The addresses and CIDRs the projects' `[dev]` egress grants
+    /// name are opened as well: in dev, the project file is the operator's
+    /// word (a name resolving to loopback or private space still needs its
+    /// address here or in a grant).
+    #[arg(long, value_name = "HOSTS", value_delimiter = ',', default_value = "*")]
+    pub egress_allow: Vec<String>,
     #[command(flatten)]
     pub record: crate::cli::RecordArgs,
+}
+
+/// What the dev host lets grants reach: `--egress-allow` and every address
+/// or CIDR a loaded project's `[dev]` egress grants name.
+fn egress_allowed(flag: &[String], loaded: &[Loaded]) -> Result<crate::egress::grants::Allowed> {
+    let mut patterns = flag.to_vec();
+    for l in loaded {
+        if let Ok(dev) = spec::dev_spec(l.project.name(), &l.project.dir, &l.project.config.dev) {
+            patterns.extend(
+                dev.egress
+                    .iter()
+                    .filter(|g| g.host.parse::<ipnet::IpNet>().is_ok() || g.host.parse::<std::net::IpAddr>().is_ok())
+                    .map(|g| g.host.clone()),
+            );
+        }
+    }
+    crate::egress::grants::Allowed::parse(&patterns).map_err(|e| anyhow::anyhow!("--egress-allow: {e}"))
 }
 
 /// `--timeout`: a duration, or (deprecated) a number of seconds.
@@ -276,7 +300,11 @@ async fn dev(
     let config = manager::Config {
         server_addr: parse_addr(&args.metrics_bind_address)?,
         shutdown_timeout: Duration::from_secs(10),
-        pipeline: crate::pipeline::Config { record, ..Default::default() },
+        pipeline: crate::pipeline::Config {
+            record,
+            egress_allowed: egress_allowed(&args.egress_allow, &loaded)?,
+            ..Default::default()
+        },
         ..Default::default()
     };
     if let Some(dir) = &args.record.record {

@@ -96,7 +96,10 @@ pub(super) fn dev_spec(project: &str, dir: &Path, dev: &crate::project::DevConfi
     let mut spec = DevSpec { service_account: dev.service_account.clone(), ..Default::default() };
     for (i, grant) in dev.egress.iter().enumerate() {
         let grant: EgressGrant = serde_json::from_value(grant.clone()).map_err(|e| {
-            invalid(format!("dev.egress[{i}]"), format!("{e} (write {{ scheme = \"https\", host = \"api.example.com\", port = 443 }})"))
+            invalid(
+                format!("dev.egress[{i}]"),
+                format!("{e} (write {{ scheme = \"https\", host = \"api.example.com\", port = 443 }})"),
+            )
         })?;
         spec.egress.push(grant);
     }
@@ -105,8 +108,12 @@ pub(super) fn dev_spec(project: &str, dir: &Path, dev: &crate::project::DevConfi
         let secret_ref = match (&c.file, &c.secret) {
             (Some(path), None) => {
                 let path = dir.join(path);
-                let mut value = std::fs::read(&path)
-                    .map_err(|source| Error::File { file: file.clone(), index: i, path: path.clone(), source })?;
+                let mut value = std::fs::read(&path).map_err(|source| Error::File {
+                    file: file.clone(),
+                    index: i,
+                    path: path.clone(),
+                    source,
+                })?;
                 if value.ends_with(b"\n") {
                     value.pop();
                 }
@@ -155,10 +162,10 @@ pub(super) async fn apply_reconciler(client: &kube::Client, l: &Loaded, manager:
             ..Default::default()
         };
         let secrets: Api<Secret> = Api::namespaced(client.clone(), &l.namespace);
-        secrets.patch(&secret_name(name), &params, &Patch::Apply(&secret)).await.map_err(|source| Error::Apply {
-            what: format!("Secret {}/{}", l.namespace, secret_name(name)),
-            source,
-        })?;
+        secrets
+            .patch(&secret_name(name), &params, &Patch::Apply(&secret))
+            .await
+            .map_err(|source| Error::Apply { what: format!("Secret {}/{}", l.namespace, secret_name(name)), source })?;
     }
     let mut grants = grants_for(&l.manifest);
     grants.egress = dev.egress;
@@ -207,7 +214,12 @@ async fn rule(client: &kube::Client, gvk: &Gvk, sub: &[&str], verbs: &[&str]) ->
 /// A ServiceAccount named after the project, and a Role (bound to it) for
 /// what its manifest asks (its kind and status, the kinds it owns and reads,
 /// events) and the Secrets its credentials name.
-async fn apply_identity(client: &kube::Client, l: &Loaded, manager: &str, credentials: &[Credential]) -> anyhow::Result<()> {
+async fn apply_identity(
+    client: &kube::Client,
+    l: &Loaded,
+    manager: &str,
+    credentials: &[Credential],
+) -> anyhow::Result<()> {
     use k8s_openapi::api::core::v1::ServiceAccount;
     use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
     let name = l.project.name();
@@ -221,9 +233,13 @@ async fn apply_identity(client: &kube::Client, l: &Loaded, manager: &str, creden
     for kind in m.reads.iter().chain(m.watches.iter().map(|w| &w.kind)) {
         rules.push(rule(client, kind, &[], &["get", "list", "watch"]).await?);
     }
-    rules.push(serde_json::json!({"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}));
+    rules.push(
+        serde_json::json!({"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}),
+    );
     let secrets: Vec<&str> = credentials.iter().map(|c| c.secret_ref.name.as_str()).collect();
-    rules.push(serde_json::json!({"apiGroups": [""], "resources": ["secrets"], "resourceNames": secrets, "verbs": ["get"]}));
+    rules.push(
+        serde_json::json!({"apiGroups": [""], "resources": ["secrets"], "resourceNames": secrets, "verbs": ["get"]}),
+    );
     let params = PatchParams::apply(manager).force();
     let apply_err = |what: &str| {
         let what = format!("{what} {ns}/{name}");
@@ -234,8 +250,12 @@ async fn apply_identity(client: &kube::Client, l: &Loaded, manager: &str, creden
         .patch(name, &params, &Patch::Apply(&sa))
         .await
         .map_err(apply_err("ServiceAccount"))?;
-    let role: Role = serde_json::from_value(serde_json::json!({"metadata": {"name": name, "namespace": ns}, "rules": rules}))?;
-    Api::<Role>::namespaced(client.clone(), ns).patch(name, &params, &Patch::Apply(&role)).await.map_err(apply_err("Role"))?;
+    let role: Role =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name, "namespace": ns}, "rules": rules}))?;
+    Api::<Role>::namespaced(client.clone(), ns)
+        .patch(name, &params, &Patch::Apply(&role))
+        .await
+        .map_err(apply_err("Role"))?;
     let binding: RoleBinding = serde_json::from_value(serde_json::json!({
         "metadata": {"name": name, "namespace": ns},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
@@ -285,8 +305,14 @@ mod tests {
         assert_eq!(spec.service_account.as_deref(), Some("dns"));
         assert_eq!(spec.egress[0].host, "127.0.0.1");
         assert_eq!(spec.secret_data["pdns"], b"s3cret", "one trailing newline dropped");
-        assert_eq!((spec.credentials[0].secret_ref.name.as_str(), spec.credentials[0].secret_ref.key.as_str()), ("dns-dev-credentials", "pdns"));
-        assert_eq!((spec.credentials[1].secret_ref.name.as_str(), spec.credentials[1].secret_ref.key.as_str()), ("api", "token"));
+        assert_eq!(
+            (spec.credentials[0].secret_ref.name.as_str(), spec.credentials[0].secret_ref.key.as_str()),
+            ("dns-dev-credentials", "pdns")
+        );
+        assert_eq!(
+            (spec.credentials[1].secret_ref.name.as_str(), spec.credentials[1].secret_ref.key.as_str()),
+            ("api", "token")
+        );
     }
 
     #[test]
@@ -295,7 +321,8 @@ mod tests {
         let err = |text: &str| dev_spec("x", dir.path(), &dev(text)).unwrap_err().to_string();
         let both = err("[dev]\n[[dev.credentials]]\nname = \"a\"\nuse = \"bearer\"\nhosts = []\n");
         assert!(both.contains("dev.credentials[0]") && both.contains("file = "), "{both}");
-        let usage = err("[dev]\n[[dev.credentials]]\nname = \"a\"\nuse = \"token\"\nsecret = { name = \"s\", key = \"k\" }\n");
+        let usage =
+            err("[dev]\n[[dev.credentials]]\nname = \"a\"\nuse = \"token\"\nsecret = { name = \"s\", key = \"k\" }\n");
         assert!(usage.contains("dev.credentials[0].use") && usage.contains("bearer, basic or header"), "{usage}");
         let missing = err("[dev]\n[[dev.credentials]]\nname = \"a\"\nuse = \"bearer\"\nfile = \"nope.key\"\n");
         assert!(missing.contains("dev.credentials[0].file") && missing.contains("nope.key"), "{missing}");
