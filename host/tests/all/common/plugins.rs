@@ -114,36 +114,12 @@ impl Host {
         webhooks: Option<operon::webhook::Config>,
         gate: runtime::GateLimits,
     ) -> Host {
-        let client = plane.client().await;
-        let ns = operon_envtest::create_namespace(&client, prefix).await.unwrap();
-        Host::launch_in(plane, ns, allow_module_paths, pipeline, webhooks, gate).await
-    }
-
-    /// A host of [`Host::start_on`]'s kind on the namespace `ns` of a host
-    /// that stopped, acting on the same Reconcilers: a restart, with
-    /// whatever changed while no host ran.
-    pub async fn resume_on(plane: &operon_envtest::ControlPlane, ns: String) -> Host {
-        let pipeline = operon::pipeline::Config {
-            controller: operon::controller::Config { max_concurrent_reconciles: 4, ..Default::default() },
-            egress_allowed: operon::egress::grants::Allowed::parse(&["*".into(), "127.0.0.1".into()]).unwrap(),
-            ..Default::default()
-        };
-        Host::launch_in(plane, ns, false, pipeline, None, runtime::GateLimits::default()).await
-    }
-
-    async fn launch_in(
-        plane: &operon_envtest::ControlPlane,
-        ns: String,
-        allow_module_paths: bool,
-        pipeline: operon::pipeline::Config,
-        webhooks: Option<operon::webhook::Config>,
-        gate: runtime::GateLimits,
-    ) -> Host {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
             .with_test_writer()
             .try_init();
         let client = plane.client().await;
+        let ns = operon_envtest::create_namespace(&client, prefix).await.unwrap();
         let artifacts = tempfile::tempdir().unwrap();
         let runtime = Runtime::new(runtime::Config {
             artifact_dir: Some(artifacts.path().to_path_buf()),
