@@ -417,7 +417,10 @@ async fn a_decorator_holds_a_finalizer_and_children_only_while_its_parent_opts_i
         (!decorated(&host, "exposed").await?).then_some(())
     })
     .await;
-    assert!(finalized_by_the_guest(&host, "exposed").await, "the guest was not called to finalize the opted-out parent");
+    assert!(
+        finalized_by_the_guest(&host, "exposed").await,
+        "the guest was not called to finalize the opted-out parent"
+    );
 
     // Opted in again: decorated again. Then deleted: finalized, and gone.
     apply("exposed", true).await;
@@ -447,8 +450,10 @@ async fn a_parent_that_leaves_the_selector_is_finalized_and_keeps_no_children_or
     let mut set = stateful_set("leaver", true);
     set.metadata.labels = Some([("decorate".to_string(), "yes".to_string())].into());
     sets.patch("leaver", &PatchParams::apply("test").force(), &Patch::Apply(&set)).await.unwrap();
-    eventually("the selected StatefulSet decorated", WAIT, || async { decorated(&host, "leaver").await?.then_some(()) })
-        .await;
+    eventually("the selected StatefulSet decorated", WAIT, || async {
+        decorated(&host, "leaver").await?.then_some(())
+    })
+    .await;
     set.metadata.labels = Some([("decorate".to_string(), "no".to_string())].into());
     sets.patch("leaver", &PatchParams::apply("test").force(), &Patch::Apply(&set)).await.unwrap();
     eventually("the Services, label and finalizer removed once it left the selector", WAIT, || async {
@@ -543,7 +548,6 @@ async fn a_rejected_status_is_retried_with_backoff_until_the_api_server_takes_it
     .await;
     host.stop().await;
 }
-
 
 /// The tests that point the Gadget CRD's conversion take turns: one CRD,
 /// one converter.
