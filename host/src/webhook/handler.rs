@@ -104,13 +104,17 @@ const WAIT_FOR_PLUGIN: Duration = Duration::from_secs(5);
 /// this replica (its port is bound before its plugins are loaded): the
 /// call waits for it, at most half the webhook's timeout (and
 /// [`WAIT_FOR_PLUGIN`]), then is answered as its failure policy says —
-/// never 404, which the API server would take for a broken webhook.
+/// never 404, which the API server would take for a broken webhook. A
+/// replica that has not yet read the configurations (its port is bound
+/// first) reads them before it decides, within the same bound.
 async fn unrouted(webhooks: &Webhooks, hook: Hook, plugin: &str, body: &[u8]) -> Result<Arc<Route>, Answer> {
+    let waited = Instant::now();
+    webhooks.configurations_read(WAIT_FOR_PLUGIN).await;
     let Some(configured) = webhooks.configured(hook, plugin) else {
         return Err(Answer::error(404, format!("no plugin {plugin:?} is registered for admission on this host")));
     };
-    let waited = Instant::now();
-    if let Some(route) = webhooks.wait_route(plugin, (configured.timeout / 2).min(WAIT_FOR_PLUGIN)).await {
+    let wait = (configured.timeout / 2).min(WAIT_FOR_PLUGIN).saturating_sub(waited.elapsed());
+    if let Some(route) = webhooks.wait_route(plugin, wait).await {
         return Ok(route);
     }
     let review = review::parse(body).map_err(|reason| Answer::error(400, reason.to_string()))?;
@@ -140,6 +144,22 @@ pub(super) struct Configured {
 }
 
 impl Webhooks {
+    /// Resolves once the configurations are watched and listed, or after
+    /// `wait`.
+    async fn configurations_read(&self, wait: Duration) {
+        let deadline = tokio::time::Instant::now() + wait;
+        while tokio::time::Instant::now() < deadline {
+            if let Some(informers) = self.shared.configurations.get() {
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                for informer in informers {
+                    let _ = informer.wait_synced(left).await;
+                }
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// The failure policy and timeout of `hook` of `plugin` as its
     /// configuration says (`None`: no configuration of this host names it).
     fn configured(&self, hook: Hook, plugin: &str) -> Option<Configured> {
