@@ -416,6 +416,13 @@ pub struct RunArgs {
     /// so one pod that reaches the port cannot take them all.
     #[arg(long, default_value_t = crate::server::Limits::WEBHOOKS.max_connections_per_client)]
     pub webhook_max_connections_per_client: usize,
+    /// How long the webhook server keeps answering after a shutdown signal:
+    /// while a Service's endpoints drop this Pod, or until no webhook
+    /// configuration names this replica's address (`--webhook-url-host`),
+    /// whichever comes first; then it stops taking connections and answers
+    /// the calls in flight.
+    #[arg(long, default_value = "5s", value_parser = duration)]
+    pub webhook_shutdown_grace: Duration,
     #[command(flatten)]
     pub limits: LimitArgs,
 }

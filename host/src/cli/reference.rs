@@ -26,7 +26,9 @@ const ENVIRONMENT: &[(&str, &str)] = &[
     ),
     (
         "HOSTNAME",
-        "This replica's identity in Leases and as the events' reporting instance (the pod name in a cluster).",
+        "The events' reporting instance, and the first part of this replica's identity in Leases, \
+         `HOSTNAME_<random>` (the pod name in a cluster; the suffix is new at every start, so a restarted \
+         container never takes its predecessor's Leases for its own).",
     ),
     (
         "XDG_CACHE_HOME, HOME",

@@ -149,6 +149,7 @@ fn webhook_config(args: &RunArgs, bind: SocketAddr) -> anyhow::Result<webhook::C
             max_connections_per_client: args.webhook_max_connections_per_client.max(1),
             ..crate::server::Limits::WEBHOOKS
         },
+        shutdown_grace: args.webhook_shutdown_grace,
     })
 }
 

@@ -2,7 +2,7 @@
 //! renew, step down, release — with the pure decision ([`decide`]) apart
 //! from the I/O around it, so the timing rules are tested as data.
 
-use super::{Config, Error, Shards};
+use super::{Ability, Config, Error, Shards, Taken, Takeover};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
@@ -46,6 +46,8 @@ pub(super) struct Elector<L> {
     pub(super) leases: L,
     pub(super) config: Config,
     pub(super) leading: watch::Sender<bool>,
+    /// How we last took the Lease (set before `leading` turns true).
+    pub(super) took: watch::Sender<Option<Takeover>>,
     /// The Lease as we last saw it, and since when.
     pub(super) observed: Option<Observed>,
     /// The Lease as we last wrote it, while we think we hold it: renewals
@@ -55,8 +57,9 @@ pub(super) struct Elector<L> {
     /// Whether taking a free or expired Lease is allowed now.
     pub(super) gate: Option<std::sync::Arc<Shards>>,
     /// Whether this replica can do the unit's work (`None`: always). One
-    /// that cannot leaves the Lease to one that can (see [`Elector::lead`]).
-    pub(super) able: Option<watch::Receiver<bool>>,
+    /// still loading it leaves a free Lease to one that can; one that
+    /// cannot also hands a held Lease over (see [`Elector::lead`]).
+    pub(super) able: Option<watch::Receiver<Ability>>,
     /// Since when no Lease exists, as we saw it (for the deferral of a
     /// replica that cannot serve).
     pub(super) absent_since: Option<Instant>,
@@ -66,9 +69,10 @@ pub(super) struct Elector<L> {
     pub(super) yields: u32,
 }
 
-/// The annotation a replica that cannot serve a unit leaves on the Lease it
-/// hands over, valued with its identity: the others take that Lease whatever
-/// their share (it is work nobody else is doing).
+/// The annotation a replica leaves on a Lease it hands over — it cannot
+/// serve the unit, or it shuts down — valued with its identity: the others
+/// take that Lease whatever their share (it is work nobody else is doing;
+/// an excess is shed later to a replica under its share).
 pub const YIELDED_ANNOTATION: &str = "operon.dev/yielded-by";
 
 /// Most consecutive doublings of the hold of a replica that cannot serve.
@@ -100,6 +104,7 @@ impl<L: Leases> Elector<L> {
             leases,
             config,
             leading: watch::Sender::new(false),
+            took: watch::Sender::new(None),
             observed: None,
             held: None,
             gate: None,
@@ -109,9 +114,9 @@ impl<L: Leases> Elector<L> {
         }
     }
 
-    /// Whether this replica can do the unit's work now.
-    fn can_serve(&self) -> bool {
-        self.able.as_ref().is_none_or(|a| *a.borrow())
+    /// What this replica can do for the unit now.
+    fn ability(&self) -> Ability {
+        self.able.as_ref().map_or(Ability::Ready, |a| *a.borrow())
     }
 
     /// Whether another replica may be live to take a Lease we hand over
@@ -134,7 +139,7 @@ impl<L: Leases> Elector<L> {
             let Some(renewed_at) = self.stand_by(shutdown.as_mut()).await else {
                 // A leader that stepped down may still hold the Lease on the
                 // server; the release only succeeds if so.
-                self.release(false).await;
+                self.release(true).await;
                 return;
             };
             self.leading.send_replace(true);
@@ -147,7 +152,9 @@ impl<L: Leases> Elector<L> {
             match ended {
                 Ended::Shutdown => {
                     info!(%lease, "shutting down; no longer leading");
-                    self.release(false).await;
+                    // Marked as handed over: a standby at its share takes
+                    // it all the same, rather than after a recount.
+                    self.release(true).await;
                     return;
                 }
                 Ended::Yielded => {
@@ -210,7 +217,7 @@ impl<L: Leases> Elector<L> {
             // Unable to serve for a hold, with another replica live: hand
             // over (nobody else able, the Lease comes back after a deferral;
             // see `try_acquire_or_renew`).
-            if self.can_serve() {
+            if !self.ability().hands_over() {
                 unable_since = None;
                 self.yields = 0;
             } else {
@@ -299,12 +306,12 @@ impl<L: Leases> Elector<L> {
         }
         let held_by_other =
             self.observed.as_ref().is_some_and(|o| o.spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty()));
-        // A replica that cannot serve takes a free or expired Lease only once
-        // it has stayed so for another lease duration: long enough for any
-        // replica that can serve (retrying every retry period) to take it
-        // first. Then it takes it, so that someone reports the unit's state.
-        // Alone, it takes it at once.
-        if !self.can_serve() && self.others_live() {
+        // A replica that cannot serve yet (still loading) or at all takes a
+        // free or expired Lease only once it has stayed so for another lease
+        // duration: long enough for a replica that can serve (retrying every
+        // retry period) to take it first. Then it takes it, so that someone
+        // reports the unit's state. Alone, it takes it at once.
+        if !self.ability().takes_at_once() && self.others_live() {
             let free_since = match &self.observed {
                 None => *self.absent_since.get_or_insert(now),
                 Some(o) if held_by_other => o.at + self.config.lease_duration,
@@ -330,6 +337,19 @@ impl<L: Leases> Elector<L> {
                 .is_some_and(|by| *by != self.config.identity)
         });
         let expired = held_by_other || yielded;
+        let takeover = Takeover {
+            from: match &current {
+                Some(l) if held_by_other => l.spec.as_ref().and_then(|s| s.holder_identity.clone()),
+                Some(l) => l.metadata.annotations.as_ref().and_then(|a| a.get(YIELDED_ANNOTATION)).cloned(),
+                None => None,
+            },
+            how: match &current {
+                None => Taken::Created,
+                Some(_) if held_by_other => Taken::Expired,
+                Some(_) if yielded => Taken::HandedOver,
+                Some(_) => Taken::Released,
+            },
+        };
         // A slot of the share is taken before the write (and given back if
         // it fails), so electors of one replica racing for free Leases never
         // take more than the share between them.
@@ -379,8 +399,9 @@ impl<L: Leases> Elector<L> {
         match written {
             Ok(written) => {
                 if action == Action::Acquire {
-                    info!(lease = %self.config.lease(), "took over a released or expired lease");
+                    info!(lease = %self.config.lease(), from = takeover.from.as_deref(), how = takeover.how.as_str(), "took over the lease");
                 }
+                self.took.send_replace(Some(takeover));
                 Ok(self.wrote(written, renewed_at))
             }
             Err(e) if is_conflict(&e) => {
@@ -402,8 +423,9 @@ impl<L: Leases> Elector<L> {
     }
 
     /// Hands the Lease over, if our last write still stands, so a standby
-    /// need not wait for it to expire; `yielded` marks it as handed over by
-    /// a replica that cannot serve it ([`YIELDED_ANNOTATION`]).
+    /// need not wait for it to expire; `yielded` marks it as handed over
+    /// ([`YIELDED_ANNOTATION`]: by a replica that cannot serve it or shuts
+    /// down), so a standby takes it whatever its share.
     pub(super) async fn release(&mut self, yielded: bool) {
         let Some(mut held) = self.held.take() else {
             return;
@@ -415,9 +437,26 @@ impl<L: Leases> Elector<L> {
                 .get_or_insert_with(Default::default)
                 .insert(YIELDED_ANNOTATION.to_string(), self.config.identity.clone());
         }
-        let lease = Lease { spec: Some(released_spec(held.spec.as_ref(), Timestamp::now())), ..held };
         let after = self.config.renew_deadline;
-        match tokio::time::timeout(after, self.leases.update(&self.config.name, &lease)).await {
+        let (leases, name, identity) = (&self.leases, &self.config.name, &self.config.identity);
+        let released = async move {
+            let lease = Lease { spec: Some(released_spec(held.spec.as_ref(), Timestamp::now())), ..held.clone() };
+            match leases.update(name, &lease).await {
+                // A renewal whose answer we never saw (cut short by the
+                // shutdown) may have landed: still ours, it is released
+                // as it now stands; another's, it is left alone.
+                Err(e) if is_conflict(&e) => match leases.read(name).await? {
+                    Some(now) if now.spec.as_ref().and_then(|s| s.holder_identity.as_ref()) == Some(identity) => {
+                        let metadata = ObjectMeta { resource_version: now.metadata.resource_version, ..held.metadata };
+                        let spec = released_spec(now.spec.as_ref(), Timestamp::now());
+                        leases.update(name, &Lease { metadata, spec: Some(spec) }).await
+                    }
+                    _ => Err(e),
+                },
+                written => written,
+            }
+        };
+        match tokio::time::timeout(after, released).await {
             Ok(Ok(_)) => info!(lease = %lease_name, "released the lease"),
             Ok(Err(e)) if is_conflict(&e) => {
                 info!(lease = %lease_name, "the lease changed since our last renewal; leaving it as it is");

@@ -6,7 +6,7 @@
 //! its Lease, so a rebuild neither moves it to another replica nor leaves a
 //! moment in which nobody knows who writes its status and events.
 
-use super::{self as leader, Fence, LeaderElector, Shards};
+use super::{self as leader, Ability, Fence, LeaderElector, Shards, Takeover};
 use crate::metrics::Metrics;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DeleteParams};
@@ -23,7 +23,57 @@ pub(crate) enum Mode {
     /// One Lease for the process: every unit follows it.
     Process { leading: watch::Receiver<bool>, lease: String },
     /// One Lease per unit, shared out over the replicas.
-    PerUnit { client: kube::Client, config: leader::Config, shards: Arc<Shards>, metrics: Arc<Metrics> },
+    PerUnit {
+        client: kube::Client,
+        config: leader::Config,
+        shards: Arc<Shards>,
+        metrics: Arc<Metrics>,
+        elections: Arc<Elections>,
+    },
+}
+
+/// Every unit election of a manager: stopped and waited for together on
+/// shutdown, so that no Lease is left held because the process ended while
+/// its release was on the wire.
+#[derive(Debug)]
+pub(crate) struct Elections {
+    /// Set on shutdown: every election releases its Lease and ends.
+    stopping: watch::Sender<bool>,
+    /// Elections whose task has not ended yet.
+    running: watch::Sender<usize>,
+}
+
+impl Default for Elections {
+    fn default() -> Self {
+        Elections { stopping: watch::Sender::new(false), running: watch::Sender::new(0) }
+    }
+}
+
+impl Elections {
+    /// Stop every election (each releases the Lease it holds) and wait for
+    /// all of them to end, at most `timeout`. Returns how many had not
+    /// ended by then.
+    pub(crate) async fn stop_all(&self, timeout: Duration) -> usize {
+        self.stopping.send_replace(true);
+        let mut running = self.running.subscribe();
+        let _ = tokio::time::timeout(timeout, running.wait_for(|n| *n == 0)).await;
+        *running.borrow()
+    }
+
+    /// Counts one election task for as long as the guard lives.
+    fn enter(self: &Arc<Self>) -> Running {
+        self.running.send_modify(|n| *n += 1);
+        Running(self.clone())
+    }
+}
+
+/// One running election, counted in [`Elections`].
+struct Running(Arc<Elections>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.running.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 /// Whether this replica leads one unit, now and as it changes. Cheap to
@@ -39,11 +89,13 @@ struct Unit {
     /// `namespace/name` of the Lease, or what the unit follows.
     lease: String,
     leading: watch::Receiver<bool>,
+    /// How this replica last came to lead it (per-unit Leases only).
+    took: watch::Sender<Option<Takeover>>,
     election: Mutex<Option<Election>>,
-    /// Whether this replica can do the unit's work (its module fetched and
-    /// loaded here): one that cannot leaves a Lease of its own to one that
-    /// can ([`LeaderElector::with_ability`]).
-    able: watch::Sender<bool>,
+    /// What this replica can do for the unit (its module loaded here, being
+    /// loaded, or out of reach): one that is not ready leaves a free Lease
+    /// to one that is ([`LeaderElector::with_ability`]).
+    able: watch::Sender<Ability>,
     mode: Mode,
 }
 
@@ -66,12 +118,13 @@ impl Drop for Unit {
 impl Leadership {
     /// A unit that always leads (no election, or work every replica does).
     pub fn always(name: impl Into<String>) -> Leadership {
-        Leadership::new(&name.into(), &Mode::Always(Arc::new(watch::channel(true).0)))
+        Leadership::new(&name.into(), &Mode::Always(Arc::new(watch::channel(true).0)), Ability::Ready)
     }
 
-    /// A unit led as `mode` says. A unit with a Lease of its own does not
-    /// contend until [`Leadership::start`].
-    pub(crate) fn new(name: &str, mode: &Mode) -> Leadership {
+    /// A unit led as `mode` says, this replica starting as `ability` says
+    /// for it. A unit with a Lease of its own does not contend until
+    /// [`Leadership::start`].
+    pub(crate) fn new(name: &str, mode: &Mode, ability: Ability) -> Leadership {
         let (lease, leading, election) = match mode {
             Mode::Always(tx) => ("(no election)".to_string(), tx.subscribe(), None),
             Mode::Process { leading, lease } => (lease.clone(), leading.clone(), None),
@@ -87,8 +140,9 @@ impl Leadership {
                 name: name.to_string(),
                 lease,
                 leading,
+                took: watch::Sender::new(None),
                 election: Mutex::new(election),
-                able: watch::Sender::new(true),
+                able: watch::Sender::new(ability),
                 mode: mode.clone(),
             }),
         }
@@ -97,7 +151,7 @@ impl Leadership {
     /// Start contending for the unit's own Lease (idempotent; nothing for
     /// units without one).
     pub(crate) fn start(&self) {
-        let Mode::PerUnit { client, config, shards, metrics } = &self.unit.mode else { return };
+        let Mode::PerUnit { client, config, shards, metrics, elections } = &self.unit.mode else { return };
         let mut guard = self.unit.election.lock().unwrap_or_else(|p| p.into_inner());
         let Some(election) = guard.as_mut() else { return };
         if std::mem::replace(&mut election.started, true) {
@@ -112,22 +166,31 @@ impl Leadership {
             }
         };
         let mut leading = elector.subscribe();
+        let takeovers = elector.takeovers();
         let mut stop = election.stop.subscribe();
         let forward = election.leading.clone();
+        let took = self.unit.took.clone();
         let (shards, metrics, lease, client) =
             (shards.clone(), metrics.clone(), self.unit.lease.clone(), client.clone());
+        let running = elections.enter();
+        let mut stopping = elections.stopping.subscribe();
         drop(guard);
         metrics.leader_status(&lease, false);
         tokio::spawn(async move {
+            let _running = running;
             // Not before the live replicas were counted: a replica starting
             // beside others takes its share, not everything.
             tokio::select! {
                 () = shards.counted() => {}
                 _ = stop.wait_for(Option::is_some) => return,
+                _ = stopping.wait_for(|s| *s) => return,
             }
-            let mut release = stop.clone();
+            let (mut release, mut shutting_down) = (stop.clone(), stopping.clone());
             let election = elector.run(async move {
-                let _ = release.wait_for(Option::is_some).await;
+                tokio::select! {
+                    _ = release.wait_for(Option::is_some) => {}
+                    _ = shutting_down.wait_for(|s| *s) => {}
+                }
             });
             tokio::pin!(election);
             let mut held = false;
@@ -140,6 +203,9 @@ impl Leadership {
                         if now != held {
                             held = now;
                             metrics.leader_status(&lease, now);
+                        }
+                        if now {
+                            took.send_replace(takeovers.borrow().clone());
                         }
                         forward.send_replace(now);
                     }
@@ -174,12 +240,24 @@ impl Leadership {
         }
     }
 
-    /// Say whether this replica can do the unit's work now. With a Lease of
-    /// its own, a replica that cannot (its module source unreachable from
-    /// here, say) hands the Lease to one that can, and takes a free one only
-    /// when nobody able did; without, nothing changes.
-    pub fn set_able(&self, able: bool) {
-        self.unit.able.send_if_modified(|now| std::mem::replace(now, able) != able);
+    /// Say what this replica can do for the unit now ([`Ability`]). With a
+    /// Lease of its own, a replica that is not ready (its module still
+    /// loading here) takes a free one only when nobody ready did, and one
+    /// that cannot serve at all (its module source unreachable from here,
+    /// say) also hands the Lease to one that can; without, nothing changes.
+    pub fn set_ability(&self, ability: Ability) {
+        self.unit.able.send_if_modified(|now| std::mem::replace(now, ability) != ability);
+    }
+
+    /// What this replica said it can do for the unit.
+    pub fn ability(&self) -> Ability {
+        *self.unit.able.borrow()
+    }
+
+    /// How this replica last came to lead the unit (its own Lease only), as
+    /// it changes: set before "leading" turns true.
+    pub fn takeovers(&self) -> watch::Receiver<Option<Takeover>> {
+        self.unit.took.subscribe()
     }
 
     /// The unit's name.

@@ -25,17 +25,19 @@
 //! it says `true`; the same channel feeds the `leader_election_master_status`
 //! metric.
 
+mod ability;
 mod elector;
 mod fence;
 mod leadership;
 mod shards;
 
+pub use ability::Ability;
 pub use elector::YIELDED_ANNOTATION;
 use elector::*;
 pub use fence::{Fence, NotLeading};
 pub use leadership::Leadership;
 pub(crate) use leadership::{Mode, WeakLeadership};
-pub use shards::{MEMBER_LABEL, Membership, Shards, lease_name};
+pub use shards::{MEMBER_LABEL, Membership, READY_ANNOTATION, Shards, lease_name};
 
 use std::future::Future;
 use std::time::Duration;
@@ -149,6 +151,41 @@ pub fn default_identity() -> String {
     hasher.write_u128(since_epoch.as_nanos());
     hasher.write_u32(std::process::id());
     format!("{hostname}_{:016x}", hasher.finish())
+}
+
+/// How this replica came to hold a Lease: what a hand-over event tells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Takeover {
+    /// The replica that held it before, when known.
+    pub from: Option<String>,
+    /// How it was free to take.
+    pub how: Taken,
+}
+
+/// How a Lease was free to take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Taken {
+    /// There was none: created.
+    Created,
+    /// Its holder released it (it shed an excess over its share).
+    Released,
+    /// Its holder handed it over: it shut down, or could not serve.
+    HandedOver,
+    /// Its holder stopped renewing it for a lease duration (killed, cut
+    /// off, or paused).
+    Expired,
+}
+
+impl Taken {
+    /// In a sentence: "released", "handed over", "expired", "created".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Taken::Created => "created",
+            Taken::Released => "released",
+            Taken::HandedOver => "handed over",
+            Taken::Expired => "expired",
+        }
+    }
 }
 
 /// What can go wrong in leader election.
@@ -287,6 +324,12 @@ impl LeaderElector {
         self.elector.leading.subscribe()
     }
 
+    /// How this replica last came to lead ([`Takeover`]), as it changes:
+    /// set before [`subscribe`](Self::subscribe) turns `true`.
+    pub fn takeovers(&self) -> watch::Receiver<Option<Takeover>> {
+        self.elector.took.subscribe()
+    }
+
     /// The configuration, e.g. for the `name` label of
     /// `leader_election_master_status`.
     pub fn config(&self) -> &Config {
@@ -301,14 +344,15 @@ impl LeaderElector {
         self
     }
 
-    /// Whether this replica can do the Lease's work, as it changes. While
-    /// it cannot, it takes a free or expired Lease only after the others
-    /// had a lease duration to take it, and hands a Lease it holds over
-    /// (marked [`YIELDED_ANNOTATION`], so the others take it whatever their
-    /// share) after a lease duration, doubled at each consecutive hand-over
-    /// — unless no other replica is live. Someone always leads, so someone
-    /// reports the unit's state; one that can serve leads when there is one.
-    pub fn with_ability(mut self, able: watch::Receiver<bool>) -> Self {
+    /// What this replica can do for the Lease's work, as it changes
+    /// ([`Ability`]). Until it is ready, it takes a free or expired Lease
+    /// only after the others had a lease duration to take it; while it
+    /// cannot serve at all, it also hands a Lease it holds over (marked
+    /// [`YIELDED_ANNOTATION`], so the others take it whatever their share)
+    /// after a lease duration, doubled at each consecutive hand-over —
+    /// unless no other replica is live. Someone always leads, so someone
+    /// reports the unit's state; one that is ready leads when there is one.
+    pub fn with_ability(mut self, able: watch::Receiver<Ability>) -> Self {
         self.elector.able = Some(able);
         self
     }

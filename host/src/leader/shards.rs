@@ -4,18 +4,25 @@
 //!
 //! Kubernetes is the only coordinator. Each replica keeps a *membership*
 //! Lease of its own (labelled `operon.dev/replica-of=<group>`), renewed every
-//! retry period; counting the recently renewed ones gives the live replicas,
-//! and a replica contends for a free controller Lease (new, or released)
-//! only while it holds fewer than `ceil(controllers / replicas)`. A Lease
-//! whose holder stopped renewing is taken regardless, by whichever survivor
-//! tries first, so a crashed replica's controllers move within one lease
-//! duration plus one retry period (and end up split between the survivors
-//! roughly evenly, as their retries interleave). A replica that holds more
-//! than its share for a lease duration — the share shrank as replicas
-//! joined, or replicas that started together each counted too few — hands
-//! the excess over, and the others take it. (An excess that lasts less, as
-//! when survivors take a crashed replica's expired Leases before its
-//! membership has aged out of the count, is kept.)
+//! retry period, saying whether the replica is ready (`operon.dev/ready`:
+//! its caches synced and its Reconcilers loaded, as `/readyz` says).
+//! Counting the recently renewed ones gives the live replicas: a replica
+//! contends for a free controller Lease (new, or released) only while it
+//! holds fewer than `ceil(controllers / live replicas)`. A Lease whose
+//! holder stopped renewing, or that its holder handed over,
+//! is taken regardless, by whichever survivor tries first, so a crashed
+//! replica's controllers move within one lease duration plus one retry
+//! period (and end up split between the survivors roughly evenly, as their
+//! retries interleave). A replica that holds more than its share among the
+//! *ready* replicas for a lease duration — the share shrank as replicas
+//! became ready, or replicas that started together each counted too few —
+//! hands the excess over, and the others take it; a replica still starting
+//! is not counted there, so nobody sheds a Lease to it before it can take
+//! it. (An excess that lasts less, as when survivors take a
+//! crashed replica's expired Leases before its membership has aged out of
+//! the count, is kept.) The membership Lease of a replica that stopped
+//! renewing long ago (killed, so it never deleted its own) is deleted by
+//! the others.
 //!
 //! # Caveats
 //! Liveness is judged from `renewTime` against this replica's clock (bounded
@@ -27,7 +34,7 @@ use super::Config;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, Preconditions};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -35,14 +42,35 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// The label that marks membership Leases, valued with the group name.
 pub const MEMBER_LABEL: &str = "operon.dev/replica-of";
 
+/// The annotation of a membership Lease that says whether its replica is
+/// ready (`"true"` or `"false"`); a member without it (an older release)
+/// counts as ready.
+pub const READY_ANNOTATION: &str = "operon.dev/ready";
+
+/// How many lease durations after its last renewal a membership Lease is
+/// deleted by the others (its replica was killed, or lost for that long:
+/// one that comes back writes it again).
+const STALE_MEMBER_LEASES: u32 = 3;
+
 /// How many controller Leases this replica holds and may hold.
+///
+/// Two caps: a free Lease is taken only below `ceil(controllers / live
+/// replicas)`, and Leases are shed only above `ceil(controllers / ready
+/// replicas)`. A replica still starting counts for the first, so replicas
+/// that start together split the work; it does not count for the second,
+/// so nobody sheds a Lease to it before it can take it.
 #[derive(Debug)]
 pub struct Shards {
     /// Leases held, and free ones being taken right now.
     held: AtomicUsize,
+    /// Free Leases are taken below this.
     cap: AtomicUsize,
+    /// Held Leases beyond this are shed.
+    keep: AtomicUsize,
     /// Live replicas at the last count, this one included.
     replicas: AtomicUsize,
+    /// Ready replicas among them.
+    ready: AtomicUsize,
     /// Whether the live replicas were counted once: no Lease is taken
     /// before (a replica starting beside others must not take them all).
     counted: tokio::sync::watch::Sender<bool>,
@@ -53,7 +81,9 @@ impl Default for Shards {
         Shards {
             held: AtomicUsize::new(0),
             cap: AtomicUsize::new(usize::MAX),
+            keep: AtomicUsize::new(usize::MAX),
             replicas: AtomicUsize::new(0),
+            ready: AtomicUsize::new(0),
             counted: tokio::sync::watch::Sender::new(false),
         }
     }
@@ -85,18 +115,20 @@ impl Shards {
         self.held.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// Whether this replica holds more Leases than its share.
+    /// Whether this replica holds more Leases than its share among the
+    /// ready replicas.
     pub fn over_share(&self) -> bool {
-        self.held.load(Ordering::SeqCst) > self.cap.load(Ordering::SeqCst)
+        self.held.load(Ordering::SeqCst) > self.keep.load(Ordering::SeqCst)
     }
 
     /// Claim one held Lease to give up, if this replica holds more than its
-    /// share (the share shrank: replicas joined, or it counted too few at
-    /// its start). Atomic, so the electors of one replica shed only the
-    /// excess between them; the claim counts the Lease as released.
+    /// share among the ready replicas (the share shrank: replicas became
+    /// ready, or it counted too few at its start). Atomic, so the electors
+    /// of one replica shed only the excess between them; the claim counts
+    /// the Lease as released.
     pub fn try_shed(&self) -> bool {
-        let cap = self.cap.load(Ordering::SeqCst);
-        self.held.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |h| (h > cap).then(|| h - 1)).is_ok()
+        let keep = self.keep.load(Ordering::SeqCst);
+        self.held.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |h| (h > keep).then(|| h - 1)).is_ok()
     }
 
     /// This replica stopped leading one controller.
@@ -109,7 +141,7 @@ impl Shards {
         self.held.load(Ordering::SeqCst)
     }
 
-    /// The current cap.
+    /// The current cap on taking free Leases.
     pub fn cap(&self) -> usize {
         self.cap.load(Ordering::SeqCst)
     }
@@ -120,11 +152,25 @@ impl Shards {
         self.replicas.load(Ordering::SeqCst)
     }
 
-    /// Set the cap from the number of controllers and live replicas.
+    /// Ready replicas at the last count (0 before the first).
+    pub fn ready(&self) -> usize {
+        self.ready.load(Ordering::SeqCst)
+    }
+
+    /// Set the caps from the number of controllers and live replicas, all
+    /// of them ready.
     pub fn set_share(&self, controllers: usize, replicas: usize) {
-        let cap = controllers.div_ceil(replicas.max(1)).max(1);
-        self.cap.store(cap, Ordering::SeqCst);
+        self.set_counts(controllers, replicas, replicas);
+    }
+
+    /// Set the caps from the number of controllers, of live replicas, and
+    /// of the `ready` ones among them (none ready: nothing is shed).
+    pub fn set_counts(&self, controllers: usize, replicas: usize, ready: usize) {
+        let share = |n: usize| controllers.div_ceil(n.max(1)).max(1);
+        self.cap.store(share(replicas), Ordering::SeqCst);
+        self.keep.store(if ready == 0 { usize::MAX } else { share(ready).max(share(replicas)) }, Ordering::SeqCst);
         self.replicas.store(replicas, Ordering::SeqCst);
+        self.ready.store(ready, Ordering::SeqCst);
         self.counted.send_replace(true);
     }
 }
@@ -145,9 +191,16 @@ impl Membership {
         Membership { api: Api::namespaced(client, &config.namespace), config, group: group.to_string(), name }
     }
 
-    /// Renew our Lease and recount every retry period, setting `shards`' cap
-    /// from `controllers()`; until `shutdown`, then delete our Lease.
-    pub async fn run(self, shards: Arc<Shards>, controllers: impl Fn() -> usize, shutdown: impl Future<Output = ()>) {
+    /// Renew our Lease (saying whether `ready()`) and recount every retry
+    /// period, setting `shards`' cap from `controllers()`; until `shutdown`,
+    /// then delete our Lease.
+    pub async fn run(
+        self,
+        shards: Arc<Shards>,
+        controllers: impl Fn() -> usize,
+        ready: impl Fn() -> bool,
+        shutdown: impl Future<Output = ()>,
+    ) {
         let mut shutdown = std::pin::pin!(shutdown);
         let mut tick = tokio::time::interval(self.config.retry_period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -156,17 +209,18 @@ impl Membership {
                 () = shutdown.as_mut() => break,
                 _ = tick.tick() => {}
             }
-            if let Err(e) = self.renew().await {
+            if let Err(e) = self.renew(ready()).await {
                 tracing::warn!(lease = %self.name, error = %crate::client::describe(&e), "could not renew replica membership");
                 continue;
             }
             match self.live().await {
-                Ok(replicas) => {
+                Ok(Count { live, ready }) => {
                     let before = shards.cap();
-                    shards.set_share(controllers(), replicas);
+                    shards.set_counts(controllers(), live, ready);
                     if shards.cap() != before {
                         tracing::info!(
-                            replicas,
+                            replicas = live,
+                            ready,
                             controllers = controllers(),
                             cap = shards.cap(),
                             held = shards.held(),
@@ -180,12 +234,13 @@ impl Membership {
         let _ = self.api.delete(&self.name, &DeleteParams::default()).await;
     }
 
-    async fn renew(&self) -> kube::Result<()> {
+    async fn renew(&self, ready: bool) -> kube::Result<()> {
         let lease = Lease {
             metadata: ObjectMeta {
                 name: Some(self.name.clone()),
                 namespace: Some(self.config.namespace.clone()),
                 labels: Some([(MEMBER_LABEL.to_string(), self.group.clone())].into()),
+                annotations: Some([(READY_ANNOTATION.to_string(), ready.to_string())].into()),
                 ..ObjectMeta::default()
             },
             spec: Some(LeaseSpec {
@@ -199,22 +254,52 @@ impl Membership {
         self.api.patch(&self.name, &params, &Patch::Apply(&lease)).await.map(|_| ())
     }
 
-    /// Replicas whose membership was renewed within the lease duration.
-    async fn live(&self) -> kube::Result<usize> {
+    /// Replicas whose membership was renewed within the lease duration, and
+    /// the ready ones among them; membership Leases not renewed for
+    /// [`STALE_MEMBER_LEASES`] lease durations are deleted on the way.
+    async fn live(&self) -> kube::Result<Count> {
         let selector = format!("{MEMBER_LABEL}={}", self.group);
         let leases = self.api.list(&ListParams::default().labels(&selector)).await?;
         let now = Timestamp::now();
-        let fresh = leases
-            .items
-            .iter()
-            .filter_map(|l| l.spec.as_ref()?.renew_time.as_ref())
-            .filter(|t| {
-                let age = now.duration_since(t.0);
-                age.as_secs_f64() <= self.config.lease_duration.as_secs_f64()
-            })
-            .count();
-        Ok(fresh.max(1))
+        let mut count = Count { live: 0, ready: 0 };
+        for lease in &leases.items {
+            let Some(renewed) = lease.spec.as_ref().and_then(|s| s.renew_time.as_ref()) else { continue };
+            let age = now.duration_since(renewed.0).as_secs_f64();
+            if age <= self.config.lease_duration.as_secs_f64() {
+                count.live += 1;
+                let ready = lease.metadata.annotations.as_ref().and_then(|a| a.get(READY_ANNOTATION));
+                count.ready += usize::from(ready.is_none_or(|r| r != "false"));
+            } else if age > (self.config.lease_duration * STALE_MEMBER_LEASES).as_secs_f64() {
+                self.delete_stale(lease).await;
+            }
+        }
+        // This replica renewed just before: at least it is live.
+        count.live = count.live.max(1);
+        Ok(count)
     }
+
+    /// Delete a membership Lease nobody renewed for long, unless it changed
+    /// since it was read (its replica came back).
+    async fn delete_stale(&self, lease: &Lease) {
+        let Some(name) = lease.metadata.name.as_deref() else { return };
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: lease.metadata.resource_version.clone(),
+                uid: lease.metadata.uid.clone(),
+            }),
+            ..DeleteParams::default()
+        };
+        match self.api.delete(name, &params).await {
+            Ok(_) => tracing::info!(lease = name, "deleted the membership Lease of a replica gone for good"),
+            Err(e) => tracing::debug!(lease = name, error = %crate::client::describe(&e), "stale membership Lease not deleted"),
+        }
+    }
+}
+
+/// Live and ready replicas, as counted from their membership Leases.
+struct Count {
+    live: usize,
+    ready: usize,
 }
 
 /// The first `digits` hex digits of the SHA-256 of `text`: the same in
@@ -257,6 +342,31 @@ mod tests {
         assert_eq!(s.cap(), 11);
         s.released();
         assert_eq!(s.held(), 9);
+    }
+
+    #[test]
+    fn a_replica_still_starting_should_not_make_the_others_shed() {
+        let s = Shards::default();
+        // Four units, three live replicas of which two are ready: take two
+        // at most, and keep two.
+        s.set_counts(4, 3, 2);
+        assert_eq!(s.cap(), 2);
+        s.acquired();
+        s.acquired();
+        assert!(!s.over_share() && !s.try_shed());
+        // One of the ready ones left, handing its two over to this one:
+        // four held, the starting one not ready yet — kept.
+        s.acquired();
+        s.acquired();
+        s.set_counts(4, 2, 1);
+        assert!(!s.over_share(), "nothing is shed to a replica that cannot take it yet");
+        // Now it is ready: the excess goes.
+        s.set_counts(4, 2, 2);
+        assert!(s.over_share());
+        assert!(s.try_shed() && s.try_shed() && !s.try_shed());
+        // Nobody ready (a cold start): nothing is shed.
+        s.set_counts(4, 3, 0);
+        assert!(!s.over_share());
     }
 
     #[test]

@@ -408,7 +408,7 @@ async fn a_shutdown_while_standing_by_should_leave_the_lease_alone() {
 
 /// An elector told whether it can serve through `able`, sharing out
 /// Leases with `gate` if given.
-fn start_able(leases: Fake, identity: &str, able: watch::Receiver<bool>, gate: Option<Arc<Shards>>) -> Candidate {
+fn start_able(leases: Fake, identity: &str, able: watch::Receiver<Ability>, gate: Option<Arc<Shards>>) -> Candidate {
     let mut elector = Elector::new(leases, config(identity));
     elector.able = Some(able);
     elector.gate = gate;
@@ -422,13 +422,13 @@ fn yielded_by(lease: &Lease) -> Option<String> {
 #[tokio::test(start_paused = true)]
 async fn a_leader_that_cannot_serve_should_hand_the_lease_to_a_standby_that_can() {
     let fake = Fake::default();
-    let (able, rx) = watch::channel(true);
+    let (able, rx) = watch::channel(Ability::Ready);
     let mut a = start_able(fake.client(), "a", rx, None);
     a.until(true).await;
     let mut b = start(fake.client(), "b");
     tokio::time::sleep(Duration::from_secs(1)).await;
     let unable_at = Instant::now();
-    able.send_replace(false);
+    able.send_replace(Ability::Unable);
 
     let stepped_down = tokio::time::timeout(LEASE * 4, a.until(false)).await.expect("a handed the lease over");
     let held = stepped_down - unable_at;
@@ -445,7 +445,7 @@ async fn a_leader_that_cannot_serve_should_hand_the_lease_to_a_standby_that_can(
 #[tokio::test(start_paused = true)]
 async fn a_free_lease_should_go_to_the_replica_that_can_serve() {
     let fake = Fake::default();
-    let (_able, rx) = watch::channel(false);
+    let (_able, rx) = watch::channel(Ability::Unable);
     let a = start_able(fake.client(), "a", rx, None);
     // a looks first and leaves it; b creates it at its first look.
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -461,7 +461,7 @@ async fn a_free_lease_should_go_to_the_replica_that_can_serve() {
 async fn a_replica_that_cannot_serve_should_still_lead_when_nobody_can() {
     let fake = Fake::default();
     let started = Instant::now();
-    let (_able, rx) = watch::channel(false);
+    let (_able, rx) = watch::channel(Ability::Unable);
     let mut a = start_able(fake.client(), "a", rx, None);
     // Deferred by a lease duration (someone reports the unit's state).
     let leads = tokio::time::timeout(LEASE * 4, a.until(true)).await.expect("a leads");
@@ -481,7 +481,7 @@ async fn a_lone_replica_that_cannot_serve_should_keep_its_lease() {
     let fake = Fake::default();
     let shards = Arc::new(Shards::default());
     shards.set_share(1, 1);
-    let (_able, rx) = watch::channel(false);
+    let (_able, rx) = watch::channel(Ability::Unable);
     let mut a = start_able(fake.client(), "a", rx, Some(shards));
     a.until(true).await;
     for _ in 0..200 {
@@ -493,18 +493,18 @@ async fn a_lone_replica_that_cannot_serve_should_keep_its_lease() {
 #[tokio::test(start_paused = true)]
 async fn a_lease_handed_over_should_be_taken_whatever_the_share() {
     let fake = Fake::default();
-    let (able, rx) = watch::channel(true);
+    let (able, rx) = watch::channel(Ability::Ready);
     let mut a = start_able(fake.client(), "a", rx, None);
     a.until(true).await;
     // b already holds its share (one Lease of two, two replicas).
     let shards = Arc::new(Shards::default());
     shards.set_share(2, 2);
     shards.acquired();
-    let (_b_able, b_rx) = watch::channel(true);
+    let (_b_able, b_rx) = watch::channel(Ability::Ready);
     let mut b = start_able(fake.client(), "b", b_rx, Some(shards.clone()));
     tokio::time::sleep(RETRY * 3).await;
     assert!(!b.leads(), "a holds it");
-    able.send_replace(false);
+    able.send_replace(Ability::Unable);
     let stepped_down = tokio::time::timeout(LEASE * 4, a.until(false)).await.expect("a hands it over");
     let b_leads = tokio::time::timeout(LEASE, b.until(true)).await.expect("b takes it beyond its share");
     assert!(b_leads <= stepped_down + RETRY);
@@ -517,7 +517,7 @@ async fn a_replica_over_its_share_should_hand_the_excess_to_one_under_it() {
     let (one, two) = (Fake::default(), Fake::default());
     let a_shards = Arc::new(Shards::default());
     a_shards.set_share(2, 1);
-    let (_able, rx) = watch::channel(true);
+    let (_able, rx) = watch::channel(Ability::Ready);
     let mut a1 = start_able(one.client(), "a", rx.clone(), Some(a_shards.clone()));
     let mut a2 = start_able(two.client(), "a", rx.clone(), Some(a_shards.clone()));
     a1.until(true).await;
@@ -555,4 +555,141 @@ async fn a_replica_over_its_share_should_hand_the_excess_to_one_under_it() {
         );
     }
     assert_eq!((a_shards.held(), b_shards.held()), (1, 1));
+}
+
+// --- A replica still loading the unit's module ---
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_still_loading_should_leave_a_handed_over_lease_to_a_warm_standby() {
+    let fake = Fake::default();
+    let mut a = start(fake.client(), "a");
+    a.until(true).await;
+    let mut b = start(fake.client(), "b");
+    let (_c_able, c_rx) = watch::channel(Ability::Warming);
+    let c = start_able(fake.client(), "c", c_rx, None);
+    tokio::time::sleep(RETRY * 3).await;
+    let stopped = Instant::now();
+    a.stop.take().unwrap().send(()).unwrap();
+    (&mut a.task).await.unwrap();
+    let b_leads = tokio::time::timeout(RETRY * 2, b.until(true)).await.expect("the warm standby takes it");
+    assert!(b_leads <= stopped + RETRY, "b took {:?}", b_leads - stopped);
+    for _ in 0..4 * LEASE.as_secs() {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(b.leads() && !c.leads(), "the warm standby keeps it");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_still_loading_should_take_a_free_lease_nobody_else_takes() {
+    // Another replica is live (it might be ready) but does not take it.
+    let fake = Fake::default();
+    let shards = Arc::new(Shards::default());
+    shards.set_counts(1, 2, 1);
+    let started = Instant::now();
+    let (_able, rx) = watch::channel(Ability::Warming);
+    let mut c = start_able(fake.client(), "c", rx, Some(shards));
+    let leads = tokio::time::timeout(LEASE * 3, c.until(true)).await.expect("c takes it");
+    assert!(leads - started >= LEASE && leads - started <= LEASE + RETRY, "took it after {:?}", leads - started);
+
+    // Alone, at once.
+    let fake = Fake::default();
+    let alone = Arc::new(Shards::default());
+    alone.set_counts(1, 1, 0);
+    let started = Instant::now();
+    let (_able, rx) = watch::channel(Ability::Warming);
+    let mut d = start_able(fake.client(), "d", rx, Some(alone));
+    assert_eq!(d.until(true).await, started, "the only replica takes it at once");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_loading_a_new_version_should_keep_its_lease() {
+    let fake = Fake::default();
+    let (able, rx) = watch::channel(Ability::Ready);
+    let mut a = start_able(fake.client(), "a", rx, None);
+    a.until(true).await;
+    let b = start(fake.client(), "b");
+    able.send_replace(Ability::Warming);
+    for _ in 0..4 * LEASE.as_secs() {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(a.leads() && !b.leads(), "warming is no reason to hand over");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lease_handed_over_on_shutdown_should_be_taken_beyond_the_share() {
+    let fake = Fake::default();
+    let mut a = start(fake.client(), "a");
+    a.until(true).await;
+    // b holds its share already (one Lease of two, two replicas).
+    let shards = Arc::new(Shards::default());
+    shards.set_share(2, 2);
+    shards.acquired();
+    let (_able, rx) = watch::channel(Ability::Ready);
+    let mut b = Elector::new(fake.client(), config("b"));
+    b.able = Some(rx);
+    b.gate = Some(shards.clone());
+    let took_b = b.took.subscribe();
+    let mut b = run(b);
+    tokio::time::sleep(RETRY * 3).await;
+    let stopped = Instant::now();
+    a.stop.take().unwrap().send(()).unwrap();
+    (&mut a.task).await.unwrap();
+    // As a left it, or as b took it at once (it was marked).
+    let lease = fake.lease();
+    let holder = lease.spec.as_ref().and_then(|s| s.holder_identity.clone()).unwrap_or_default();
+    if holder.is_empty() {
+        assert_eq!(yielded_by(&lease).as_deref(), Some("a"), "marked as handed over");
+    }
+    let b_leads = tokio::time::timeout(RETRY * 2, b.until(true)).await.expect("b takes it beyond its share");
+    assert!(b_leads <= stopped + RETRY);
+    assert_eq!(shards.held(), 2);
+    assert_eq!(*took_b.borrow(), Some(Takeover { from: Some("a".into()), how: Taken::HandedOver }), "marked as handed over");
+    assert_eq!(yielded_by(&fake.lease()), None, "the taker clears the mark");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_take_over_should_say_from_whom_and_how() {
+    let fake = Fake::default();
+    let a = Elector::new(fake.client(), config("a"));
+    let took_a = a.took.subscribe();
+    let mut a = run(a);
+    a.until(true).await;
+    assert_eq!(took_a.borrow().as_ref().map(|t| t.how), Some(Taken::Created));
+    let b = Elector::new(fake.client(), config("b"));
+    let took_b = b.took.subscribe();
+    let mut b = run(b);
+    tokio::time::sleep(RETRY).await;
+    a.stop.take().unwrap().send(()).unwrap();
+    b.until(true).await;
+    assert_eq!(*took_b.borrow(), Some(Takeover { from: Some("a".into()), how: Taken::HandedOver }));
+    // Killed: its Lease expires.
+    let c = Elector::new(fake.client(), config("c"));
+    let took_c = c.took.subscribe();
+    let mut c = run(c);
+    tokio::time::sleep(RETRY).await;
+    b.task.abort();
+    c.until(true).await;
+    assert_eq!(*took_c.borrow(), Some(Takeover { from: Some("b".into()), how: Taken::Expired }));
+}
+
+#[test]
+fn the_identity_should_be_the_hostname_and_a_suffix_new_at_every_start() {
+    let (one, two) = (default_identity(), default_identity());
+    let (host, suffix) = one.rsplit_once('_').expect("HOSTNAME_<random>");
+    assert!(!host.is_empty() && suffix.len() == 16 && suffix.bytes().all(|b| b.is_ascii_hexdigit()), "{one}");
+    assert_ne!(one, two, "a restarted process never shares its predecessor's identity");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_should_follow_a_renewal_whose_answer_was_never_seen() {
+    let fake = Fake::default();
+    let mut a = start(fake.client(), "a");
+    a.until(true).await;
+    // Our renewal landed, but its answer was lost (cut short by the
+    // shutdown): the Lease is still ours, at a version we never saw.
+    fake.overwrite(fake.lease().spec.unwrap());
+    a.stop.take().unwrap().send(()).unwrap();
+    (&mut a.task).await.unwrap();
+    let holder = fake.lease().spec.and_then(|s| s.holder_identity).unwrap_or_default();
+    assert_eq!(holder, "", "released although our last write was not the last one");
 }

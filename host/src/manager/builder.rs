@@ -97,6 +97,7 @@ impl Builder {
                     config: leader.clone(),
                     shards: shards.clone(),
                     metrics: metrics.clone(),
+                    elections: Arc::default(),
                 };
                 (None, mode)
             }

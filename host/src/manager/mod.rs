@@ -188,13 +188,22 @@ impl Manager {
 
     /// The leadership of the unit `name`: the same handle for as long as
     /// anyone holds one (a unit's Lease outlives its controllers' rebuilds).
+    /// A unit made now starts [`Ability::Ready`](leader::Ability::Ready).
     pub fn leadership(&self, name: &str) -> Leadership {
+        self.leadership_with(name, leader::Ability::Ready)
+    }
+
+    /// The leadership of the unit `name`, as [`Manager::leadership`]; a
+    /// unit made now starts with `ability` (the Reconciler lifecycle: not
+    /// ready until its module is loaded here, so that a replica that is
+    /// still starting leaves a free Lease to a warm one).
+    pub fn leadership_with(&self, name: &str, ability: leader::Ability) -> Leadership {
         let mut units = self.inner.units.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(existing) = units.get(name).and_then(|w| w.upgrade()) {
             return existing;
         }
         units.retain(|_, w| w.upgrade().is_some());
-        let leadership = Leadership::new(name, &self.inner.mode);
+        let leadership = Leadership::new(name, &self.inner.mode, ability);
         units.insert(name.to_string(), leadership.downgrade());
         if *self.inner.running.borrow() {
             leadership.start();
@@ -365,8 +374,9 @@ impl Manager {
     }
 
     /// Run until `shutdown` completes (then drain in-flight reconciles for up
-    /// to `shutdown_timeout` and release the Leases), or — with one Lease
-    /// for the process — until it is lost.
+    /// to `shutdown_timeout`, release the Leases and wait for the releases,
+    /// and keep answering webhook calls for the webhook server's grace), or
+    /// — with one Lease for the process — until it is lost.
     ///
     /// # Errors
     /// [`Error::LeadershipLost`] after stepping down; server and leader
@@ -424,7 +434,11 @@ impl Manager {
                 let membership = Membership::new(inner.client.clone(), config.clone(), &config.name);
                 let (shards, counted) = (inner.shards.clone(), Arc::downgrade(&inner));
                 let units = move || counted.upgrade().map_or(0, |i| i.leased_units());
-                background.spawn(membership.run(shards, units, stopped(stop_rx.clone())));
+                let ready = {
+                    let readiness = inner.readiness.clone();
+                    move || readiness.check().is_ok()
+                };
+                background.spawn(membership.run(shards, units, ready, stopped(stop_rx.clone())));
                 None
             }
             (None, _) => None,
@@ -452,6 +466,14 @@ impl Manager {
             }
         };
         let lost = result.is_err();
+        // Not ready from now on (a Service stops sending calls here), and
+        // the webhook server says it is leaving (the other replicas point
+        // the configurations that name it elsewhere); it keeps serving.
+        let left = tokio::time::Instant::now();
+        inner.readiness.set("shutdown", Some("shutting down".into()));
+        if let Some(webhooks) = &inner.webhooks {
+            webhooks.leave();
+        }
         // The components first (they add and remove controllers), then
         // every controller: drain in-flight reconciles, or (lease lost) stop
         // at once — the fence is already closed.
@@ -475,10 +497,23 @@ impl Manager {
         if lost {
             aborts.iter().for_each(tokio::task::AbortHandle::abort);
         }
-        let drained = tokio::time::timeout(inner.config.shutdown_timeout, futures::future::join_all(tasks)).await;
+        let deadline = tokio::time::Instant::now() + inner.config.shutdown_timeout;
+        let drained = tokio::time::timeout_at(deadline, futures::future::join_all(tasks)).await;
         if drained.is_err() {
             tracing::warn!("reconciles still running after the shutdown timeout; abandoning them");
             aborts.iter().for_each(tokio::task::AbortHandle::abort);
+        }
+        // Every unit's Lease released (handed over), and waited for: a
+        // process that ended with a release on the wire would leave its
+        // units leaderless for a lease duration. Within what is left of the
+        // shutdown timeout, and at least a renew deadline (each release is
+        // bounded by one).
+        if let leader::Mode::PerUnit { elections, config, .. } = &inner.mode {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now()).max(config.renew_deadline);
+            let unreleased = elections.stop_all(left).await;
+            if unreleased > 0 {
+                tracing::warn!(unreleased, "some Leases were not released in time; others take them once they expire");
+            }
         }
         // A self-generated CA dies with the process: configurations that name
         // it would only make the API server call a host nobody can trust.
@@ -487,11 +522,19 @@ impl Manager {
         if let Some(webhooks) = inner.webhooks.as_ref().filter(|w| w.self_signed()) {
             let _ = tokio::time::timeout(Duration::from_secs(5), webhooks.unregister_all()).await;
         }
-        // Releases the Leases (the electors see the stop) and stops the servers.
+        // Admission calls keep being answered while the API server may
+        // still send them here (`--webhook-shutdown-grace`), then the
+        // server stops and the calls in flight are answered.
+        if let Some(webhooks) = &inner.webhooks {
+            webhooks.drain(left).await;
+        }
+        // Releases the process Lease, deletes the membership, and stops the
+        // servers.
         readiness.abort();
         let _ = stop_tx.send(true);
         if let Some(webhooks) = &inner.webhooks {
             webhooks.shut_down();
+            webhooks.stopped(Duration::from_secs(10)).await;
         }
         let _ = tokio::time::timeout(Duration::from_secs(5), async { while background.join_next().await.is_some() {} })
             .await;

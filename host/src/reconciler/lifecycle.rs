@@ -82,6 +82,8 @@ struct Plugin {
     inbox: Vec<Record>,
     last_swap: Option<Time>,
     notices: Option<AbortHandle>,
+    /// The task that tells when this replica comes to lead the plugin.
+    leading: Option<AbortHandle>,
     config_map: Option<(ObjectKey, Arc<Informer>, AbortHandle)>,
     /// Finalizer names the modules served here put on parents.
     finalizers: BTreeSet<String>,
@@ -223,6 +225,9 @@ impl Lifecycle {
             }));
         }
         let recorder = Arc::new(Recorder::new(manager.client().clone(), "operon", &config.instance));
+        if let Some(webhooks) = manager.webhooks() {
+            handover::tell_webhook_notices(webhooks.notices(), recorder.clone(), resources.clone());
+        }
         let peers = resources.as_ref().map(|(namespaced, cluster)| {
             super::peers::Peers::new(manager.cache(), config.namespace.clone(), namespaced.clone(), cluster.clone())
         });
@@ -498,6 +503,7 @@ fn same_limits(have: &Limits, want: &Limits) -> bool {
 mod admission;
 mod converge;
 mod execute;
+mod handover;
 mod report;
 
 #[cfg(test)]

@@ -188,9 +188,21 @@ pub(super) fn build(
     pair
 }
 
-/// A hash of the two configurations' content (before the annotation).
+/// A hash of the two configurations' content (before the annotation). The
+/// address of a URL endpoint is left out: every replica serves every
+/// plugin, so which replica's address they name is not a difference to
+/// undo (the fail-over moves it off an address that stops answering,
+/// `failover.rs`).
 fn applied_hash(pair: &(ValidatingWebhookConfiguration, MutatingWebhookConfiguration)) -> String {
-    let text = serde_json::to_string(pair).unwrap_or_default();
+    let mut pair = pair.clone();
+    let configs = pair.0.webhooks.iter_mut().flatten().map(|w| &mut w.client_config);
+    for config in configs.chain(pair.1.webhooks.iter_mut().flatten().map(|w| &mut w.client_config)) {
+        if let Some(url) = config.url.as_mut() {
+            let path = url.split_once("://").and_then(|(_, rest)| rest.find('/').map(|i| rest[i..].to_string()));
+            *url = format!("https://*{}", path.unwrap_or_default());
+        }
+    }
+    let text = serde_json::to_string(&pair).unwrap_or_default();
     crate::runtime::digest(text.as_bytes()).trim_start_matches("sha256:").chars().take(16).collect()
 }
 
@@ -372,6 +384,31 @@ mod tests {
             assert_eq!(requirement.key, "kubernetes.io/metadata.name");
             assert_eq!(requirement.values.as_deref(), Some(&["shop".to_string()][..]));
         }
+    }
+
+    #[test]
+    fn the_applied_hash_should_not_depend_on_which_replicas_address_is_named() {
+        let at = |port| {
+            let endpoint = Endpoint::default();
+            let target = Target { endpoint: &endpoint, bound_port: port, ca_bundle: Some(b"PEM") };
+            let settings = Settings {
+                name: "webapp",
+                failure_policy: FailurePolicy::Fail,
+                timeout: Duration::from_secs(5),
+                namespace_selector: None,
+                object_selector: None,
+                scope_namespace: None,
+            };
+            expected_hash(&settings, &Gvk::new("example.operon.dev", "v1alpha1", "WebApp"), "webapps", true, &target)
+        };
+        assert_eq!(at(9443), at(9444), "another replica's port is no change to undo");
+        let service = Endpoint::Service { namespace: "a".into(), name: "b".into(), port: 443 };
+        let other = Endpoint::Service { namespace: "a".into(), name: "c".into(), port: 443 };
+        let (one, two) = (
+            build_for("webapp", FailurePolicy::Fail, None, &service),
+            build_for("webapp", FailurePolicy::Fail, None, &other),
+        );
+        assert_ne!(one.0.metadata.annotations, two.0.metadata.annotations, "another Service is");
     }
 
     #[test]

@@ -55,9 +55,12 @@ impl Answer {
 }
 
 pub(super) async fn answer(webhooks: &Webhooks, hook: Hook, plugin: &str, body: &[u8]) -> Answer {
-    let Some(route) = webhooks.route(plugin) else {
-        // Not counted: any path can be asked for, and labels must stay bounded.
-        return Answer::error(404, format!("no plugin {plugin:?} is registered for admission on this host"));
+    let route = match webhooks.route(plugin) {
+        Some(route) => route,
+        None => match unrouted(webhooks, hook, plugin, body).await {
+            Ok(route) => route,
+            Err(answer) => return answer,
+        },
     };
     let metrics = &webhooks.shared.metrics;
     let path = hook.path(plugin);
@@ -90,6 +93,101 @@ pub(super) async fn answer(webhooks: &Webhooks, hook: Hook, plugin: &str, body: 
     drop(in_flight);
     metrics.webhook_request_finished(&path, answer.status, started.elapsed());
     answer
+}
+
+/// The longest a call waits for a plugin this replica is still loading.
+const WAIT_FOR_PLUGIN: Duration = Duration::from_secs(5);
+
+/// A call for a plugin not registered here. Not one of this host's
+/// plugins (no configuration of it): 404, not counted (any path can be
+/// asked for, and labels must stay bounded). One of them, still loading on
+/// this replica (its port is bound before its plugins are loaded): the
+/// call waits for it, at most half the webhook's timeout (and
+/// [`WAIT_FOR_PLUGIN`]), then is answered as its failure policy says —
+/// never 404, which the API server would take for a broken webhook. A
+/// replica that has not yet read the configurations (its port is bound
+/// first) reads them before it decides, within the same bound.
+async fn unrouted(webhooks: &Webhooks, hook: Hook, plugin: &str, body: &[u8]) -> Result<Arc<Route>, Answer> {
+    let waited = Instant::now();
+    webhooks.configurations_read(WAIT_FOR_PLUGIN).await;
+    let Some(configured) = webhooks.configured(hook, plugin) else {
+        return Err(Answer::error(404, format!("no plugin {plugin:?} is registered for admission on this host")));
+    };
+    let wait = (configured.timeout / 2).min(WAIT_FOR_PLUGIN).saturating_sub(waited.elapsed());
+    if let Some(route) = webhooks.wait_route(plugin, wait).await {
+        return Ok(route);
+    }
+    let review = review::parse(body).map_err(|reason| Answer::error(400, reason.to_string()))?;
+    let what = format!(
+        "plugin {plugin} is still loading on this replica (waited {:.1?}); it cannot {} this request yet",
+        waited.elapsed(),
+        hook.as_str()
+    );
+    tracing::warn!(plugin, policy = %configured.failure_policy, "{what}");
+    let response = match configured.failure_policy {
+        FailurePolicy::Fail => {
+            Response { allowed: false, status: Some((503, format!("{what} (failurePolicy: Fail)"))), ..Default::default() }
+        }
+        FailurePolicy::Ignore => Response {
+            allowed: true,
+            warnings: vec![format!("{what}; allowed by failurePolicy Ignore")],
+            ..Default::default()
+        },
+    };
+    Err(Answer::review(review::answer(&review.uid, response)))
+}
+
+/// What a plugin's configuration says, as cached.
+pub(super) struct Configured {
+    pub failure_policy: FailurePolicy,
+    pub timeout: Duration,
+}
+
+impl Webhooks {
+    /// Resolves once the configurations are watched and listed, or after
+    /// `wait`.
+    async fn configurations_read(&self, wait: Duration) {
+        let deadline = tokio::time::Instant::now() + wait;
+        while tokio::time::Instant::now() < deadline {
+            if let Some(informers) = self.shared.configurations.get() {
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                for informer in informers {
+                    let _ = informer.wait_synced(left).await;
+                }
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The failure policy and timeout of `hook` of `plugin` as its
+    /// configuration says (`None`: no configuration of this host names it).
+    fn configured(&self, hook: Hook, plugin: &str) -> Option<Configured> {
+        let informers = self.shared.configurations.get()?;
+        let informer = &informers[if hook == Hook::Validate { 0 } else { 1 }];
+        let key = crate::cache::ObjectKey::new(None, &super::config::name(plugin));
+        let object = informer.store().get(&key).cloned()?;
+        let webhook = object.value().pointer("/webhooks/0").cloned()?;
+        let failure_policy =
+            webhook.get("failurePolicy").and_then(|p| p.as_str()).and_then(|p| p.parse().ok()).unwrap_or_default();
+        let timeout = webhook.get("timeoutSeconds").and_then(serde_json::Value::as_u64).unwrap_or(10);
+        Some(Configured { failure_policy, timeout: Duration::from_secs(timeout) })
+    }
+
+    /// The route of `plugin` once it is registered, waiting at most `wait`.
+    async fn wait_route(&self, plugin: &str, wait: Duration) -> Option<Arc<Route>> {
+        let mut registered = self.shared.registrations.subscribe();
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(route) = self.route(plugin) {
+                return Some(route);
+            }
+            match tokio::time::timeout_at(deadline, registered.changed()).await {
+                Ok(Ok(())) => {}
+                _ => return self.route(plugin),
+            }
+        }
+    }
 }
 
 /// A call let in: its places under both caps, and its CPU budget ticket.

@@ -17,8 +17,12 @@ impl Webhooks {
             cache.informer(key)
         };
         let informers = [labelled("ValidatingWebhookConfiguration"), labelled("MutatingWebhookConfiguration")];
+        let _ = self.shared.configurations.set(informers.clone());
         let mut events: Vec<_> = informers.iter().map(|i| i.subscribe()).collect();
         let mut tasks = tokio::task::JoinSet::new();
+        // A dead or leaving address moves to this replica (URL endpoints).
+        let (stopped, stopping) = watch::channel(false);
+        tasks.spawn(self.clone().fail_over(informers.clone(), stopping));
         for mut rx in events.drain(..) {
             let this = self.clone();
             tasks.spawn(async move {
@@ -44,7 +48,7 @@ impl Webhooks {
                 routes.iter().map(|(n, r)| (n.clone(), r.registration.leadership.is_leading())).collect();
             let due = notified || now != leading || checked.elapsed() >= RECHECK;
             leading = now;
-            if !due || !informers.iter().all(|i| i.is_synced()) {
+            if !due || !informers.iter().all(|i| i.is_synced()) || self.leaving() {
                 continue;
             }
             checked = tokio::time::Instant::now();
@@ -84,6 +88,7 @@ impl Webhooks {
                 }
             }
         }
+        stopped.send_replace(true);
         tasks.abort_all();
     }
 

@@ -38,6 +38,7 @@ mod certs;
 mod config;
 mod conversion;
 mod endpoint;
+mod failover;
 mod handler;
 mod keep;
 mod registration;
@@ -47,6 +48,7 @@ mod threads;
 
 pub use conversion::{Allowed as ConversionAllowed, BadAllowed as BadConversionAllowed, CONVERTED_BY};
 pub use endpoint::{BadEndpoint, Endpoint};
+pub use failover::Notice;
 pub use handler::Answer;
 pub use registration::Registration;
 use registration::Route;
@@ -302,6 +304,11 @@ pub struct Config {
     /// (`--webhook-max-connections`, `--webhook-max-connections-per-client`;
     /// the rest [`crate::server::Limits::WEBHOOKS`]).
     pub limits: crate::server::Limits,
+    /// How long the server keeps serving after a shutdown signal
+    /// (`--webhook-shutdown-grace`): while a Service's endpoints are
+    /// removed, or until the configurations name another replica's address
+    /// (then it stops sooner).
+    pub shutdown_grace: Duration,
 }
 
 impl Config {
@@ -309,6 +316,9 @@ impl Config {
     pub const DEFAULT_MAX_CONCURRENT: usize = 16;
     /// `--webhook-max-concurrent-per-plugin`.
     pub const DEFAULT_MAX_CONCURRENT_PER_PLUGIN: usize = 4;
+    /// `--webhook-shutdown-grace`: about as long as a Service's endpoints
+    /// take to drop a terminating Pod.
+    pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 }
 
 impl Default for Config {
@@ -322,6 +332,7 @@ impl Default for Config {
             max_concurrent_per_plugin: Config::DEFAULT_MAX_CONCURRENT_PER_PLUGIN,
             conversion_allowed: ConversionAllowed::default(),
             limits: crate::server::Limits::WEBHOOKS,
+            shutdown_grace: Config::DEFAULT_SHUTDOWN_GRACE,
         }
     }
 }
@@ -354,6 +365,21 @@ struct Shared {
     generations: AtomicU64,
     /// Stops the server.
     stop: watch::Sender<bool>,
+    /// The server's task, until it is waited for.
+    server: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Set when the host shuts down: `/healthz` says so, so that the other
+    /// replicas point the configurations elsewhere.
+    leaving: watch::Sender<bool>,
+    /// How long to keep serving once leaving.
+    shutdown_grace: Duration,
+    /// The configurations of this host's plugins as cached (validating,
+    /// mutating), once the keeper watches them.
+    configurations: std::sync::OnceLock<[Arc<crate::cache::Informer>; 2]>,
+    /// Bumped at every registration: calls for a plugin still loading wait
+    /// on it.
+    registrations: watch::Sender<u64>,
+    /// What the host tells about its webhooks (a dead address left).
+    notices: tokio::sync::broadcast::Sender<Notice>,
     /// Held while configurations are written or deleted, so that a
     /// re-apply never follows the deletion it raced with.
     writing: tokio::sync::Mutex<()>,
@@ -394,6 +420,12 @@ impl Webhooks {
                 conversion_allowed: config.conversion_allowed.clone(),
                 generations: AtomicU64::new(0),
                 stop,
+                server: std::sync::Mutex::new(None),
+                leaving: watch::Sender::new(false),
+                shutdown_grace: config.shutdown_grace,
+                configurations: std::sync::OnceLock::new(),
+                registrations: watch::Sender::new(0),
+                notices: tokio::sync::broadcast::channel(64).0,
                 writing: tokio::sync::Mutex::new(()),
                 recheck: tokio::sync::Notify::new(),
             }),
@@ -433,13 +465,32 @@ impl Webhooks {
         let shutdown = async move {
             let _ = stopped.wait_for(|s| *s).await;
         };
-        tokio::spawn(server::serve(listener, tls, webhooks.clone(), config.limits, shutdown));
+        let task = tokio::spawn(server::serve(listener, tls, webhooks.clone(), config.limits, shutdown));
+        *webhooks.shared.server.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(task);
         Ok(webhooks)
     }
 
-    /// Stop serving (the manager's shutdown).
+    /// Stop serving (the manager's shutdown): no more connections are
+    /// taken; calls in flight are answered, within a few seconds
+    /// ([`Webhooks::stopped`] waits for them).
     pub fn shut_down(&self) {
         self.shared.stop.send_replace(true);
+    }
+
+    /// Resolves once the server stopped after [`Webhooks::shut_down`] (its
+    /// calls in flight answered), or after `timeout`.
+    pub async fn stopped(&self, timeout: Duration) {
+        let task = self.shared.server.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        if let Some(task) = task
+            && tokio::time::timeout(timeout, task).await.is_err()
+        {
+            tracing::warn!("webhook calls still in flight when the server had to stop");
+        }
+    }
+
+    /// What the host tells about its webhooks, as it happens.
+    pub fn notices(&self) -> tokio::sync::broadcast::Receiver<Notice> {
+        self.shared.notices.subscribe()
     }
 
     /// The address the server listens on (the real port when bound to 0).
@@ -510,6 +561,7 @@ impl Webhooks {
         });
         let _writing = self.shared.writing.lock().await;
         let previous = self.routes_mut().insert(name.clone(), route.clone());
+        self.shared.registrations.send_modify(|n| *n += 1);
         for hook in [Hook::Validate, Hook::Mutate] {
             self.shared.metrics.webhook_added(&hook.path(&name), route.registration.failure_policy.as_str());
         }

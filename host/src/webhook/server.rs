@@ -6,7 +6,8 @@
 //! AdmissionReview of at most [`MAX_BODY`] bytes (413 beyond, as
 //! controller-runtime refuses oversized reviews); `GET /healthz` answers
 //! `ok`. On shutdown the server stops accepting and lets requests in flight
-//! finish for a few seconds.
+//! finish for a few seconds. `/healthz` says 503 once the host is shutting
+//! down (`failover.rs`).
 
 use super::{Hook, Webhooks};
 use axum::Router;
@@ -27,9 +28,19 @@ pub(super) fn router(webhooks: Webhooks) -> Router {
         .route("/validate/{plugin}", post(validate))
         .route("/mutate/{plugin}", post(mutate))
         .route("/convert/{plugin}", post(convert))
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(healthz))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(webhooks)
+}
+
+/// `ok`, or 503 once the host is shutting down: the other replicas then
+/// point the configurations that name this one elsewhere.
+async fn healthz(State(webhooks): State<Webhooks>) -> Response {
+    if webhooks.leaving() {
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
+    } else {
+        "ok\n".into_response()
+    }
 }
 
 async fn validate(state: State<Webhooks>, plugin: Path<String>, headers: HeaderMap, body: Bytes) -> Response {

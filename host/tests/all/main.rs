@@ -27,6 +27,7 @@ mod guest_log;
 mod guest_python;
 mod guest_rust;
 mod guest_ts;
+mod handover;
 mod hostile;
 mod image;
 mod languages;

@@ -349,3 +349,94 @@ async fn a_replica_that_loses_one_reconcilers_lease_stops_writing_for_it_only() 
     assert!(mgr.leads("two"));
     task.abort();
 }
+
+/// A manager with a Lease per controller has handed every Lease it held
+/// over when `run` returns, also when the API server answers slowly: the
+/// releases are waited for, not left to tasks the end of the process cuts
+/// short. (Here every Lease update takes 500 ms more.)
+#[tokio::test]
+async fn a_manager_has_released_every_lease_when_run_returns() {
+    use operon::manager::{self, Manager};
+    use operon::runtime::{self, Limits, Runtime};
+    let admin = plane().client().await;
+    let lease_ns = operon_envtest::create_namespace(&admin, "release").await.unwrap();
+    let work = operon_envtest::create_namespace(&admin, "release-work").await.unwrap();
+    // Lease updates (renewals and releases) answered 500 ms late.
+    let client = slow_lease_updates(plane().config());
+    let mut leader = operon::leader::Config::new(lease_ns.clone(), "operon");
+    leader.lease_duration = Duration::from_secs(4);
+    leader.renew_deadline = Duration::from_secs(3);
+    leader.retry_period = Duration::from_millis(500);
+    let mgr = Manager::builder(client)
+        .config(manager::Config {
+            leader: Some(leader),
+            lease_per_controller: true,
+            server_addr: None,
+            ..Default::default()
+        })
+        .build()
+        .await
+        .unwrap();
+    let rt = Runtime::new(runtime::Config { artifact_dir: None, ..Default::default() }).unwrap();
+    let names = ["one", "two", "three", "four"];
+    for name in names {
+        let config = operon::pipeline::Config {
+            name: Some(name.into()),
+            scope: operon::pipeline::Scope::namespace(&work),
+            ..Default::default()
+        };
+        mgr.add_controller(rt.load(&guest("echo"), Limits::default()).unwrap(), config, None).unwrap();
+    }
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(mgr.clone().run(async move {
+        let _ = stopped.await;
+    }));
+    eventually("every controller leads", Duration::from_secs(60), || async {
+        names.iter().all(|n| mgr.leads(n)).then_some(())
+    })
+    .await;
+    stop.send(()).unwrap();
+    task.await.unwrap().unwrap();
+    let held = holders(&admin, &lease_ns).await;
+    assert!(held.is_empty(), "Leases still held when run returned: {held:?}");
+}
+
+/// A client whose Lease updates (PUT) are answered 500 ms late: a slow API
+/// server, or a long way to it.
+fn slow_lease_updates(config: kube::Config) -> kube::Client {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    #[derive(Clone)]
+    struct Slow<S>(S);
+
+    impl<S, B> tower::Service<http::Request<B>> for Slow<S>
+    where
+        S: tower::Service<http::Request<B>> + Send + 'static,
+        S::Future: Send + 'static,
+        B: Send + 'static,
+    {
+        type Response = S::Response;
+        type Error = S::Error;
+        type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+        fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+            self.0.poll_ready(cx)
+        }
+
+        fn call(&mut self, req: http::Request<B>) -> Self::Future {
+            let slow = req.method() == http::Method::PUT && req.uri().path().contains("/leases/");
+            let future = self.0.call(req);
+            Box::pin(async move {
+                if slow {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                future.await
+            })
+        }
+    }
+
+    let layer = tower::layer::layer_fn(Slow);
+    kube::client::ClientBuilder::try_from(config).unwrap().with_layer(&layer).build()
+}

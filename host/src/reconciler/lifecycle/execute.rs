@@ -19,10 +19,23 @@ impl Lifecycle {
         };
         let name = self.name(key);
         let plugin = self.plugin(key);
-        let leadership = {
+        let (leadership, new) = {
             let mut p = plugin.lock().unwrap_or_else(|e| e.into_inner());
-            p.leadership.get_or_insert_with(|| self.manager.leadership(&name)).clone()
+            match &p.leadership {
+                Some(l) => (l.clone(), false),
+                None => {
+                    // Not ready until its module is loaded here: a replica
+                    // that is still starting leaves a free Lease to a warm
+                    // standby.
+                    let l = self.manager.leadership_with(&name, crate::leader::Ability::Warming);
+                    p.leadership = Some(l.clone());
+                    (l, true)
+                }
+            }
         };
+        if new {
+            self.watch_leadership(key, &plugin, &leadership);
+        }
         let host = settings::Host {
             kube_config: self.config.kube_config.as_ref(),
             pipeline: &self.pipeline,
@@ -165,9 +178,26 @@ impl Lifecycle {
         tracing::debug!(plugin = %key, ?plan, "lifecycle plan");
         // Nothing to serve here because this replica cannot get it (the
         // source unreachable or refused from here, a rollback version it
-        // lacks): the unit's Lease goes to a replica that can, if any.
+        // lacks): the unit's Lease goes to a replica that can, if any. Not
+        // yet, because its module is still being fetched or loaded here:
+        // a replica that serves it already takes a free Lease first.
         let stuck_here = matches!(facts.source, Source::Unavailable(_) | Source::Refused(_)) || restore_unavailable;
-        leadership.set_able(plan.serve.is_some() || live.serving.is_some() || !stuck_here);
+        let warming = matches!(spec, Spec::Valid { paused: false, .. })
+            && !observed.deleting
+            && match &facts.source {
+                Source::Pending => true,
+                Source::Holds(d) => !modules.contains_key(d) && !matches!(load, plan::Load::Failed { .. }),
+                Source::Unavailable(_) | Source::Refused(_) => false,
+            };
+        leadership.set_ability(if plan.serve.is_some() || live.serving.is_some() {
+            crate::leader::Ability::Ready
+        } else if stuck_here {
+            crate::leader::Ability::Unable
+        } else if warming {
+            crate::leader::Ability::Warming
+        } else {
+            crate::leader::Ability::Ready
+        });
         let outcome = self
             .execute(key, &name, &plugin, &leadership, &observed, derived.as_ref().ok(), &facts, &plan, durable)
             .await;
@@ -433,6 +463,9 @@ impl Lifecycle {
         let name = self.name(key);
         let (leadership, registered, config_map, conversion) = {
             let mut p = plugin.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(task) = p.leading.take() {
+                task.abort();
+            }
             (p.leadership.clone(), p.admission.take(), p.config_map.take(), p.conversion.take())
         };
         if let Some((_, _, task)) = config_map {
@@ -471,6 +504,9 @@ impl Lifecycle {
             {
                 let mut p = plugin.lock().unwrap_or_else(|e| e.into_inner());
                 if let Some((_, _, task)) = p.config_map.take() {
+                    task.abort();
+                }
+                if let Some(task) = p.leading.take() {
                     task.abort();
                 }
             }

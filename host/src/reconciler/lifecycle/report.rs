@@ -118,6 +118,7 @@ fn compute(
         Source::Holds(d) => Some(d.clone()),
         _ => observed.status.source_digest.clone(),
     };
+    let last_swap_time = last_swap_time(p.last_swap.as_ref(), digest.as_deref(), &observed.status);
     ReconcilerStatus {
         observed_generation: observed.generation,
         kind: active.map(|m| m.manifest().for_kind.to_string()),
@@ -125,7 +126,7 @@ fn compute(
         source_digest: source_digest.filter(|s| Some(s) != digest.as_ref()),
         digest,
         conditions,
-        last_swap_time: p.last_swap.clone().or_else(|| observed.status.last_swap_time.clone()),
+        last_swap_time,
         reconciles: stats.reconciles,
         errors: stats.errors,
         leader: Some(identity.to_string()).filter(|i| !i.is_empty() && leading),
@@ -145,6 +146,17 @@ fn compute(
             })
             .collect(),
         retry: observed.retry.clone().or_else(|| observed.status.retry.clone()),
+    }
+}
+
+/// When the version served last changed: the record's time while the
+/// record names the version served here (a replica that takes over, or
+/// started after the swap, swapped nothing), this replica's own time of the
+/// swap otherwise.
+fn last_swap_time(local: Option<&Time>, serving: Option<&str>, recorded: &ReconcilerStatus) -> Option<Time> {
+    match (serving, recorded.digest.as_deref(), &recorded.last_swap_time) {
+        (Some(serving), Some(digest), Some(at)) if serving == digest => Some(at.clone()),
+        _ => local.cloned().or_else(|| recorded.last_swap_time.clone()),
     }
 }
 
@@ -234,6 +246,21 @@ mod tests {
     use super::*;
     use crate::controller::{Error as ControllerError, StatsSnapshot};
     use crate::pipeline::Error as PipelineError;
+
+    #[test]
+    fn the_last_swap_time_should_be_the_records_while_it_names_the_version_served() {
+        let at = |s: i64| Time(Timestamp::from_second(s).unwrap());
+        let recorded =
+            ReconcilerStatus { digest: Some("sha256:a".into()), last_swap_time: Some(at(100)), ..Default::default() };
+        // This replica started (or took over) later: it swapped nothing.
+        assert_eq!(last_swap_time(Some(&at(200)), Some("sha256:a"), &recorded), Some(at(100)));
+        // It swapped to another version: its own time.
+        assert_eq!(last_swap_time(Some(&at(200)), Some("sha256:b"), &recorded), Some(at(200)));
+        // Nothing served here (yet): the record stands.
+        assert_eq!(last_swap_time(None, None, &recorded), Some(at(100)));
+        // The first version: this replica's time.
+        assert_eq!(last_swap_time(Some(&at(200)), Some("sha256:a"), &ReconcilerStatus::default()), Some(at(200)));
+    }
 
     #[test]
     fn counters_alone_should_be_written_at_most_every_period() {
