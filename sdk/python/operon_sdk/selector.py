@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TypeGuard
 
 _SPACE = " \t\r\n"
 _SYMBOLS = "!=(),<>"
@@ -59,7 +60,7 @@ def _tokens(text: str) -> list[str]:
     return tokens
 
 
-def _is_word(token: str | None) -> bool:
+def _is_word(token: str | None) -> TypeGuard[str]:
     return token is not None and token[0] not in _SYMBOLS
 
 
