@@ -28,42 +28,19 @@ pub struct Error {
 }
 
 impl Selector {
-    /// Parse the string syntax used by `kubectl -l` and `labelSelector=`.
+    /// Parse the string syntax used by `kubectl -l` and `labelSelector=`,
+    /// as Kubernetes reads it (`labels.Parse`): requirements joined by
+    /// commas, keys and values checked by the label rules. The shared cases
+    /// in `contract/selectors/cases.json` say what it accepts and matches.
+    ///
+    /// # Errors
+    /// Text that is not a selector (a stray comma, a missing operator or
+    /// parenthesis, `>`/`<`), or an invalid label key or value.
     pub fn parse(text: &str) -> Result<Selector, Error> {
-        let err = |reason: &str| Error { selector: text.to_string(), reason: reason.to_string() };
-        let mut requirements = Vec::new();
-        for term in split_terms(text) {
-            let term = term.trim();
-            if term.is_empty() {
-                continue;
-            }
-            let req = if let Some(key) = term.strip_prefix('!') {
-                Requirement::DoesNotExist(key.trim().to_string())
-            } else if let Some((key, rest)) = split_set_op(term, " notin ") {
-                Requirement::NotIn(key, parse_set(rest).ok_or_else(|| err("expected (a,b) after notin"))?)
-            } else if let Some((key, rest)) = split_set_op(term, " in ") {
-                Requirement::In(key, parse_set(rest).ok_or_else(|| err("expected (a,b) after in"))?)
-            } else if let Some((k, v)) = term.split_once("!=") {
-                Requirement::NotEquals(k.trim().into(), v.trim().into())
-            } else if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
-                Requirement::Equals(k.trim().into(), v.trim().into())
-            } else {
-                Requirement::Exists(term.to_string())
-            };
-            let key = match &req {
-                Requirement::Equals(k, _)
-                | Requirement::NotEquals(k, _)
-                | Requirement::In(k, _)
-                | Requirement::NotIn(k, _)
-                | Requirement::Exists(k)
-                | Requirement::DoesNotExist(k) => k,
-            };
-            if key.is_empty() || key.contains([' ', '(', ')', '=', '!']) {
-                return Err(err(&format!("bad key in {term:?}")));
-            }
-            requirements.push(req);
-        }
-        Ok(Selector { requirements })
+        Parser::new(text)
+            .and_then(Parser::selector)
+            .map(|requirements| Selector { requirements })
+            .map_err(|reason| Error { selector: text.to_string(), reason })
     }
 
     /// A selector written as JSON in an object: a `LabelSelector`
@@ -166,32 +143,227 @@ impl Selector {
     }
 }
 
-/// Split on commas that are not inside parentheses.
-fn split_terms(text: &str) -> Vec<&str> {
-    let (mut depth, mut start, mut out) = (0i32, 0, Vec::new());
-    for (i, c) in text.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(&text[start..i]);
-                start = i + 1;
+/// One token of the selector syntax (the lexer of `labels.Parse`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Token<'a> {
+    Word(&'a str),
+    Not,
+    NotEquals,
+    Equals,
+    Open,
+    Close,
+    Comma,
+}
+
+impl std::fmt::Display for Token<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = match self {
+            Token::Word(word) => word,
+            Token::Not => "!",
+            Token::NotEquals => "!=",
+            Token::Equals => "=",
+            Token::Open => "(",
+            Token::Close => ")",
+            Token::Comma => ",",
+        };
+        write!(f, "'{text}'")
+    }
+}
+
+/// A token or the end of the text, for messages.
+fn found(token: Option<Token<'_>>) -> String {
+    token.map_or_else(|| "the end".to_string(), |t| t.to_string())
+}
+
+fn is_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\r' | '\n')
+}
+
+fn is_symbol(c: char) -> bool {
+    matches!(c, '!' | '=' | '(' | ')' | ',' | '<' | '>')
+}
+
+/// Splits the text into tokens and reads requirements from them.
+struct Parser<'a> {
+    tokens: Vec<Token<'a>>,
+    at: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn new(text: &'a str) -> Result<Parser<'a>, String> {
+        let mut tokens = Vec::new();
+        let mut rest = text;
+        while let Some(c) = rest.chars().next() {
+            if is_space(c) {
+                rest = &rest[c.len_utf8()..];
+                continue;
             }
-            _ => {}
+            let (token, len) = match c {
+                '!' if rest.starts_with("!=") => (Token::NotEquals, 2),
+                '!' => (Token::Not, 1),
+                '=' if rest.starts_with("==") => (Token::Equals, 2),
+                '=' => (Token::Equals, 1),
+                '(' => (Token::Open, 1),
+                ')' => (Token::Close, 1),
+                ',' => (Token::Comma, 1),
+                '<' | '>' => return Err(format!("the {c} operator is not supported (use in, notin, = or !=)")),
+                _ => {
+                    let len = rest.find(|c| is_space(c) || is_symbol(c)).unwrap_or(rest.len());
+                    (Token::Word(&rest[..len]), len)
+                }
+            };
+            tokens.push(token);
+            rest = &rest[len..];
+        }
+        Ok(Parser { tokens, at: 0 })
+    }
+
+    fn peek(&self) -> Option<Token<'a>> {
+        self.tokens.get(self.at).copied()
+    }
+
+    fn next(&mut self) -> Option<Token<'a>> {
+        let token = self.peek();
+        self.at += 1;
+        token
+    }
+
+    /// Requirements joined by commas; nothing at all is the empty selector.
+    fn selector(mut self) -> Result<Vec<Requirement>, String> {
+        let mut requirements = Vec::new();
+        if self.peek().is_none() {
+            return Ok(requirements);
+        }
+        loop {
+            requirements.push(self.requirement()?);
+            match self.next() {
+                None => return Ok(requirements),
+                Some(Token::Comma) if matches!(self.peek(), Some(Token::Word(_) | Token::Not)) => {}
+                Some(Token::Comma) => return Err("expected a requirement after ','".into()),
+                other => return Err(format!("expected ',' or the end after a requirement, found {}", found(other))),
+            }
         }
     }
-    out.push(&text[start..]);
-    out
+
+    fn requirement(&mut self) -> Result<Requirement, String> {
+        if self.peek() == Some(Token::Not) {
+            self.at += 1;
+            return Ok(Requirement::DoesNotExist(self.key()?));
+        }
+        let key = self.key()?;
+        match self.peek() {
+            None | Some(Token::Comma) => Ok(Requirement::Exists(key)),
+            Some(Token::Equals) => {
+                self.at += 1;
+                Ok(Requirement::Equals(key, self.value()?))
+            }
+            Some(Token::NotEquals) => {
+                self.at += 1;
+                Ok(Requirement::NotEquals(key, self.value()?))
+            }
+            Some(Token::Word("in")) => {
+                self.at += 1;
+                Ok(Requirement::In(key, self.set()?))
+            }
+            Some(Token::Word("notin")) => {
+                self.at += 1;
+                Ok(Requirement::NotIn(key, self.set()?))
+            }
+            other => Err(format!("expected an operator (=, ==, !=, in, notin) after {key:?}, found {}", found(other))),
+        }
+    }
+
+    fn key(&mut self) -> Result<String, String> {
+        match self.next() {
+            Some(Token::Word(word)) => {
+                check_key(word)?;
+                Ok(word.to_string())
+            }
+            other => Err(format!("expected a label key, found {}", found(other))),
+        }
+    }
+
+    /// The value after `=` or `!=`: empty when nothing follows.
+    fn value(&mut self) -> Result<String, String> {
+        match self.peek() {
+            None | Some(Token::Comma) => Ok(String::new()),
+            Some(Token::Word(word)) => {
+                self.at += 1;
+                check_value(word)?;
+                Ok(word.to_string())
+            }
+            other => Err(format!("expected a label value, found {}", found(other))),
+        }
+    }
+
+    /// `(a,b)`; an empty place in the list is the empty value, as in
+    /// Kubernetes (`()` is the set of the empty value).
+    fn set(&mut self) -> Result<Vec<String>, String> {
+        if self.next() != Some(Token::Open) {
+            return Err("expected '(' after in or notin".into());
+        }
+        let (mut values, mut current) = (Vec::new(), None);
+        loop {
+            match self.next() {
+                Some(Token::Word(word)) if current.is_none() => {
+                    check_value(word)?;
+                    current = Some(word.to_string());
+                }
+                Some(Token::Comma) => values.push(current.take().unwrap_or_default()),
+                Some(Token::Close) => {
+                    values.push(current.unwrap_or_default());
+                    return Ok(values);
+                }
+                None => return Err("unclosed parenthesis".into()),
+                other => return Err(format!("expected a value, ',' or ')' in a set, found {}", found(other))),
+            }
+        }
+    }
 }
 
-fn split_set_op<'a>(term: &'a str, op: &str) -> Option<(String, &'a str)> {
-    let (k, rest) = term.split_once(op)?;
-    Some((k.trim().to_string(), rest))
+/// A label key: an optional DNS subdomain prefix and `/`, then a name.
+fn check_key(key: &str) -> Result<(), String> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    if let Some(prefix) = prefix {
+        let label_ok = |l: &str| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        };
+        if prefix.len() > 253 || !prefix.split('.').all(label_ok) {
+            return Err(format!("invalid label key {key:?}: the prefix must be a lowercase DNS subdomain"));
+        }
+    }
+    if name.is_empty() || !is_name(name) {
+        return Err(format!(
+            "invalid label key {key:?}: the name must be 1-63 characters of [A-Za-z0-9-_.], starting and ending with a letter or digit"
+        ));
+    }
+    Ok(())
 }
 
-fn parse_set(rest: &str) -> Option<Vec<String>> {
-    let inner = rest.trim().strip_prefix('(')?.strip_suffix(')')?;
-    Some(inner.split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect())
+/// A label value: empty, or a name.
+fn check_value(value: &str) -> Result<(), String> {
+    if value.is_empty() || is_name(value) {
+        return Ok(());
+    }
+    Err(format!(
+        "invalid label value {value:?}: at most 63 characters of [A-Za-z0-9-_.], starting and ending with a letter or digit"
+    ))
+}
+
+/// Up to 63 of `[A-Za-z0-9-_.]`, alphanumeric at both ends.
+fn is_name(text: &str) -> bool {
+    let alnum = |c: Option<u8>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    text.len() <= 63
+        && alnum(text.bytes().next())
+        && alnum(text.bytes().last())
+        && text.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 #[cfg(test)]
@@ -254,6 +426,56 @@ mod tests {
     fn selector_on_missing_labels() {
         assert!(Selector::parse("a!=b").unwrap().matches(None));
         assert!(!Selector::parse("a").unwrap().matches(None));
+    }
+
+    /// The selector cases every implementation shares.
+    fn shared_cases() -> Value {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("selectors/cases.json");
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn selector_should_agree_with_every_shared_case() {
+        let cases = shared_cases();
+        let (mut checked, mut wrong) = (0, Vec::new());
+        for case in cases["selectors"].as_array().unwrap() {
+            let text = case["selector"].as_str().unwrap();
+            let selector = match Selector::parse(text) {
+                Ok(selector) => selector,
+                Err(e) => {
+                    wrong.push(format!("{text:?} should parse: {e}"));
+                    continue;
+                }
+            };
+            for (key, want) in [("matches", true), ("misses", false)] {
+                for labels in case[key].as_array().unwrap() {
+                    let labels = labels.as_object().unwrap();
+                    if selector.matches(Some(labels)) != want {
+                        wrong.push(format!("{text:?} against {labels:?} should give {want}"));
+                    }
+                    checked += 1;
+                }
+            }
+        }
+        for case in cases["refused"].as_array().unwrap() {
+            let text = case["selector"].as_str().unwrap();
+            if Selector::parse(text).is_ok() {
+                wrong.push(format!("{text:?} should be refused ({})", case["why"]));
+            }
+            checked += 1;
+        }
+        assert!(checked > 100, "the shared cases are in contract/selectors/cases.json: checked {checked}");
+        assert!(wrong.is_empty(), "{} disagreements with the shared cases:\n{}", wrong.len(), wrong.join("\n"));
+    }
+
+    #[test]
+    fn selector_should_say_what_is_wrong() {
+        let message = |text: &str| Selector::parse(text).unwrap_err().to_string();
+        assert_eq!(message("env in prod"), r#"invalid label selector "env in prod": expected '(' after in or notin"#);
+        assert!(message("app=web,").contains("expected a requirement after ','"), "{}", message("app=web,"));
+        assert!(message("app=-web").contains(r#"invalid label value "-web""#));
+        assert!(message("Example.com/app").contains("lowercase DNS subdomain"));
+        assert!(message("x>1").contains("the > operator is not supported"));
     }
 
     #[test]

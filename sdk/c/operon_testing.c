@@ -138,50 +138,232 @@ static int fake_get(void *self, operon_gvk_t kind, const char *namespace_, const
     return 0;
 }
 
-/* One requirement of a selector against the labels. */
-static bool matches(const operon_json_t *labels, const char *req, size_t n) {
-    while (n && *req == ' ') req++, n--;
-    while (n && req[n - 1] == ' ') n--;
-    if (!n) return true;
-    bool negate = req[0] == '!' && (n < 2 || req[1] != '=');
-    const char *op = NULL;
+/* ------------------------------------------------------------ selectors */
+
+typedef enum { REQ_EXISTS, REQ_NOT_EXISTS, REQ_IN, REQ_NOT_IN } req_op_t;
+
+typedef struct {
+    const char *key;
+    req_op_t op;
+    const char **values;
+    size_t len;
+} requirement_t;
+
+struct operon_selector {
+    requirement_t *requirements;
+    size_t len;
+};
+
+static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+static bool is_symbol(char c) { return c && strchr("!=(),<>", c) != NULL; }
+static bool is_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
+
+/* Up to 63 of [A-Za-z0-9-_.], alphanumeric at both ends. */
+static bool is_name(const char *s, size_t n) {
+    if (n == 0 || n > 63 || !is_alnum(s[0]) || !is_alnum(s[n - 1])) return false;
     for (size_t i = 0; i < n; i++)
-        if (req[i] == '=' || (req[i] == '!' && i + 1 < n && req[i + 1] == '=')) {
-            op = req + i;
-            break;
-        }
-    if (!op) {
-        const char *key = negate ? operon_sprintf("%.*s", (int)(n - 1), req + 1) : operon_sprintf("%.*s", (int)n, req);
-        return (operon_json_get(labels, key) != NULL) != negate;
-    }
-    bool not_equal = *op == '!';
-    const char *key = operon_sprintf("%.*s", (int)(op - req), req);
-    const char *value = op + (not_equal || op[1] == '=' ? 2 : 1);
-    const char *want = operon_sprintf("%.*s", (int)(req + n - value), value);
-    const char *have = operon_json_string(operon_json_get(labels, key));
-    return (have && strcmp(have, want) == 0) != not_equal;
+        if (!is_alnum(s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.') return false;
+    return true;
 }
 
-static int fake_list(void *self, operon_gvk_t kind, const char *namespace_, const char *selector, char ***objects,
+/* A DNS label: up to 63 of [a-z0-9-], alphanumeric at both ends. */
+static bool is_dns_label(const char *s, size_t n) {
+    if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-') return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-')) return false;
+    return true;
+}
+
+/* The parser's state: tokens (words and the symbols ! != = == ( ) ,), the
+ * next one, and the first error. */
+typedef struct {
+    const char **tokens;
+    size_t len, at;
+    const char *error;
+} selector_parser_t;
+
+static const char *peek(selector_parser_t *p) { return p->at < p->len ? p->tokens[p->at] : NULL; }
+static const char *next(selector_parser_t *p) {
+    const char *t = peek(p);
+    p->at++;
+    return t;
+}
+static bool is_word(const char *t) { return t && !is_symbol(t[0]); }
+static bool is_token(const char *t, const char *want) { return t && strcmp(t, want) == 0; }
+static const char *shown(const char *t) { return t ? operon_sprintf("'%s'", t) : "the end"; }
+static bool fail(selector_parser_t *p, const char *error) {
+    if (!p->error) p->error = error;
+    return false;
+}
+
+static bool tokenize(selector_parser_t *p, const char *text) {
+    p->tokens = operon_alloc((strlen(text) + 1) * sizeof *p->tokens);
+    for (const char *at = text; *at;) {
+        size_t n = 1;
+        if (is_space(*at)) {
+            at++;
+            continue;
+        }
+        if (*at == '<' || *at == '>')
+            return fail(p, operon_sprintf("the %c operator is not supported (use in, notin, = or !=)", *at));
+        if ((at[0] == '!' || at[0] == '=') && at[1] == '=')
+            n = 2;
+        else if (!is_symbol(*at))
+            while (at[n] && !is_space(at[n]) && !is_symbol(at[n])) n++;
+        p->tokens[p->len++] = operon_sprintf("%.*s", (int)n, at);
+        at += n;
+    }
+    return true;
+}
+
+static bool check_key(selector_parser_t *p, const char *key) {
+    const char *slash = strrchr(key, '/'), *name = slash ? slash + 1 : key;
+    if (slash) {
+        bool ok = slash - key <= 253;
+        for (const char *l = key; ok && l <= slash;) {
+            const char *end = l;
+            while (end < slash && *end != '.') end++;
+            ok = is_dns_label(l, (size_t)(end - l));
+            l = end + 1;
+        }
+        if (!ok)
+            return fail(p, operon_sprintf("invalid label key \"%s\": the prefix must be a lowercase DNS subdomain", key));
+    }
+    if (!is_name(name, strlen(name)))
+        return fail(p, operon_sprintf("invalid label key \"%s\": the name must be 1-63 characters of [A-Za-z0-9-_.], "
+                                      "starting and ending with a letter or digit",
+                                      key));
+    return true;
+}
+
+static bool check_value(selector_parser_t *p, const char *value) {
+    if (!*value || is_name(value, strlen(value))) return true;
+    return fail(p, operon_sprintf("invalid label value \"%s\": at most 63 characters of [A-Za-z0-9-_.], starting and "
+                                  "ending with a letter or digit",
+                                  value));
+}
+
+static const char *read_key(selector_parser_t *p) {
+    const char *t = next(p);
+    if (!is_word(t)) {
+        fail(p, operon_sprintf("expected a label key, found %s", shown(t)));
+        return NULL;
+    }
+    return check_key(p, t) ? t : NULL;
+}
+
+/* The value after = or !=: empty when nothing follows. */
+static bool read_value(selector_parser_t *p, requirement_t *r) {
+    const char *t = peek(p);
+    r->values = operon_alloc(sizeof *r->values);
+    r->len = 1;
+    r->values[0] = "";
+    if (!t || is_token(t, ",")) return true;
+    if (!is_word(t)) return fail(p, operon_sprintf("expected a label value, found %s", shown(t)));
+    p->at++;
+    r->values[0] = t;
+    return check_value(p, t);
+}
+
+/* (a,b); an empty place in the list is the empty value. */
+static bool read_set(selector_parser_t *p, requirement_t *r) {
+    if (!is_token(next(p), "(")) return fail(p, "expected '(' after in or notin");
+    r->values = operon_alloc((p->len + 1) * sizeof *r->values);
+    const char *current = NULL;
+    for (;;) {
+        const char *t = next(p);
+        if (is_word(t) && !current) {
+            if (!check_value(p, t)) return false;
+            current = t;
+        } else if (is_token(t, ",")) {
+            r->values[r->len++] = current ? current : "";
+            current = NULL;
+        } else if (is_token(t, ")")) {
+            r->values[r->len++] = current ? current : "";
+            return true;
+        } else if (!t) {
+            return fail(p, "unclosed parenthesis");
+        } else {
+            return fail(p, operon_sprintf("expected a value, ',' or ')' in a set, found %s", shown(t)));
+        }
+    }
+}
+
+static bool read_requirement(selector_parser_t *p, requirement_t *r) {
+    if (is_token(peek(p), "!")) {
+        p->at++;
+        r->op = REQ_NOT_EXISTS;
+        return (r->key = read_key(p)) != NULL;
+    }
+    if (!(r->key = read_key(p))) return false;
+    const char *t = peek(p);
+    r->op = REQ_EXISTS;
+    if (!t || is_token(t, ",")) return true;
+    p->at++;
+    if (is_token(t, "=") || is_token(t, "==") || is_token(t, "!=")) {
+        r->op = t[0] == '!' ? REQ_NOT_IN : REQ_IN;
+        return read_value(p, r);
+    }
+    if (is_token(t, "in") || is_token(t, "notin")) {
+        r->op = t[0] == 'n' ? REQ_NOT_IN : REQ_IN;
+        return read_set(p, r);
+    }
+    return fail(p, operon_sprintf("expected an operator (=, ==, !=, in, notin) after \"%s\", found %s", r->key,
+                                  shown(t)));
+}
+
+const operon_selector_t *operon_selector_parse(const char *text, const char **error) {
+    selector_parser_t p = {0};
+    operon_selector_t *s = operon_alloc(sizeof *s);
+    text = text ? text : "";
+    bool ok = tokenize(&p, text);
+    s->requirements = operon_alloc((p.len + 1) * sizeof *s->requirements);
+    s->len = 0;
+    while (ok && p.len) {
+        requirement_t *r = &s->requirements[s->len++];
+        memset(r, 0, sizeof *r);
+        if (!(ok = read_requirement(&p, r))) break;
+        const char *t = next(&p);
+        if (!t) break;
+        if (!is_token(t, ","))
+            ok = fail(&p, operon_sprintf("expected ',' or the end after a requirement, found %s", shown(t)));
+        else if (!is_word(peek(&p)) && !is_token(peek(&p), "!"))
+            ok = fail(&p, "expected a requirement after ','");
+    }
+    if (ok) return s;
+    if (error) *error = operon_sprintf("invalid label selector \"%s\": %s", text, p.error);
+    return NULL;
+}
+
+bool operon_selector_matches(const operon_selector_t *selector, const operon_json_t *labels) {
+    for (size_t i = 0; i < selector->len; i++) {
+        const requirement_t *r = &selector->requirements[i];
+        const operon_json_t *label = operon_json_get(labels, r->key);
+        const char *value = operon_json_string(label);
+        bool in = false;
+        for (size_t j = 0; j < r->len && value; j++) in = in || strcmp(value, r->values[j]) == 0;
+        bool holds = r->op == REQ_EXISTS ? label != NULL : r->op == REQ_NOT_EXISTS ? label == NULL : r->op == REQ_IN ? in : !in;
+        if (!holds) return false;
+    }
+    return true;
+}
+
+static int fake_list(void *self, operon_gvk_t kind, const char *namespace_, const char *selector_text, char ***objects,
                      size_t *len, char **error) {
     operon_fake_cluster_t *c = self;
-    (void)error;
+    const char *why = NULL;
+    const operon_selector_t *selector = operon_selector_parse(selector_text, &why);
+    if (!selector) {
+        *error = copy_text(why);
+        return -1;
+    }
     *objects = calloc(c->len ? c->len : 1, sizeof **objects);
     if (!*objects) abort();
     *len = 0;
     for (size_t i = 0; i < c->len; i++) {
         const operon_json_t *o = in_scope(c, i, kind, namespace_);
-        if (!o) continue;
-        const operon_json_t *labels = operon_json_at(o, "metadata.labels");
-        bool all = true;
-        for (const char *p = selector; all;) {
-            const char *comma = strchr(p, ',');
-            size_t n = comma ? (size_t)(comma - p) : strlen(p);
-            all = matches(labels, p, n);
-            if (!comma) break;
-            p = comma + 1;
-        }
-        if (all) (*objects)[(*len)++] = copy_text(c->objects[i]);
+        if (o && operon_selector_matches(selector, operon_json_at(o, "metadata.labels")))
+            (*objects)[(*len)++] = copy_text(c->objects[i]);
     }
     return 0;
 }

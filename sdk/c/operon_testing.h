@@ -14,9 +14,9 @@
  * The fake cluster answers operon_get and operon_list (objects with no
  * metadata.namespace match any namespace; a read without a namespace means
  * the parent's), and operon_http from recorded exchanges
- * (operon_fake_cluster_egress). Its selectors support `k=v`, `k==v`, `k!=v`, `k` and `!k`,
- * comma-separated. It lets every kind be read: check manifest.reads
- * yourself.
+ * (operon_fake_cluster_egress). Its selectors are Kubernetes label
+ * selectors (operon_selector_parse); a malformed one fails the list. It lets
+ * every kind be read: check manifest.reads yourself.
  *
  * A tiny test harness comes with it: CHECK(cond) and CHECK_STR(a, b)
  * record failures, OPERON_RUN_TEST(fn) runs a test function, and
@@ -37,6 +37,18 @@ operon_fake_cluster_t *operon_fake_cluster_new(void);
 /* Adds an object (JSON text, copied). */
 void operon_fake_cluster_add(operon_fake_cluster_t *cluster, const char *json);
 void operon_fake_cluster_free(operon_fake_cluster_t *cluster);
+/* A label selector in Kubernetes syntax, as the fake cluster's operon_list
+ * reads it: `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`,
+ * `!k`, comma-separated; "" matches everything. Keys and values follow the
+ * Kubernetes label rules. It is held to the host's verdicts by the shared
+ * cases in contract/selectors/cases.json. */
+typedef struct operon_selector operon_selector_t;
+/* Parses text (arena memory); NULL when it is not a selector, with *error
+ * (arena memory, if error is not NULL) saying why. */
+const operon_selector_t *operon_selector_parse(const char *text, const char **error);
+/* Whether labels (a JSON object; NULL is no labels) satisfy every requirement. */
+bool operon_selector_matches(const operon_selector_t *selector, const operon_json_t *labels);
+
 /* The number of lines logged so far, and line i's message. */
 size_t operon_fake_cluster_logs(const operon_fake_cluster_t *cluster);
 const char *operon_fake_cluster_log(const operon_fake_cluster_t *cluster, size_t i);

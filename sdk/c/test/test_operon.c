@@ -774,6 +774,67 @@ static void admission_should_be_denied_every_call(void) {
     operon_raw_admission_free(&out);
 }
 
+static const char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = operon_alloc((size_t)n + 1);
+    size_t got = fread(text, 1, (size_t)n, f);
+    fclose(f);
+    text[got] = '\0';
+    return text;
+}
+
+/* The selector gives every shared case (contract/selectors/cases.json) the
+ * host's verdict: what each selector matches, and what it refuses. */
+static void selector_should_agree_with_every_shared_case(void) {
+    const char *text = read_text("../../contract/selectors/cases.json");
+    const operon_json_t *cases = text ? operon_json_parse(text, strlen(text), NULL) : NULL;
+    const operon_json_t *selectors = operon_json_get(cases, "selectors"), *refused = operon_json_get(cases, "refused");
+    CHECK(operon_json_len(selectors) >= 20 && operon_json_len(refused) >= 20);
+    for (size_t i = 0; i < operon_json_len(selectors); i++) {
+        const operon_json_t *c = operon_json_item(selectors, i);
+        const char *selector_text = operon_json_string_at(c, "selector", ""), *error = NULL;
+        const operon_selector_t *selector = operon_selector_parse(selector_text, &error);
+        if (!selector) {
+            fprintf(stderr, "\"%s\" should parse: %s\n", selector_text, error);
+            CHECK(selector);
+            continue;
+        }
+        const char *keys[] = {"matches", "misses"};
+        for (int k = 0; k < 2; k++) {
+            const operon_json_t *sets = operon_json_get(c, keys[k]);
+            for (size_t j = 0; j < operon_json_len(sets); j++) {
+                const operon_json_t *labels = operon_json_item(sets, j);
+                if (operon_selector_matches(selector, labels) != (k == 0)) {
+                    fprintf(stderr, "\"%s\" %s %s\n", selector_text, k == 0 ? "should match" : "should not match",
+                            operon_json_text(labels, NULL));
+                    CHECK(operon_selector_matches(selector, labels) == (k == 0));
+                }
+            }
+        }
+    }
+    for (size_t i = 0; i < operon_json_len(refused); i++) {
+        const operon_json_t *c = operon_json_item(refused, i);
+        const char *selector_text = operon_json_string_at(c, "selector", "");
+        if (operon_selector_parse(selector_text, NULL)) {
+            fprintf(stderr, "\"%s\" should be refused (%s)\n", selector_text, operon_json_string_at(c, "why", ""));
+            CHECK(!operon_selector_parse(selector_text, NULL));
+        }
+    }
+}
+
+static void a_malformed_selector_should_say_what_is_wrong(void) {
+    const char *error = NULL;
+    CHECK(!operon_selector_parse("env in prod", &error));
+    CHECK_STR(error, "invalid label selector \"env in prod\": expected '(' after in or notin");
+    CHECK(!operon_selector_parse("app=-web", &error));
+    CHECK(strstr(error, "invalid label value \"-web\"") != NULL);
+    CHECK(operon_selector_parse(NULL, NULL) != NULL);
+}
+
 int main(void) {
     void *mark = operon_arena_mark();
     OPERON_RUN_TEST(json_should_round_trip_values);
@@ -794,6 +855,8 @@ int main(void) {
     OPERON_RUN_TEST(the_native_check_should_refuse_what_the_host_refuses_in_0_2);
     OPERON_RUN_TEST(children_without_a_readiness_should_be_rated_by_the_operon_binary);
     OPERON_RUN_TEST(convert_should_answer_every_object_or_an_error);
+    OPERON_RUN_TEST(selector_should_agree_with_every_shared_case);
+    OPERON_RUN_TEST(a_malformed_selector_should_say_what_is_wrong);
     OPERON_RUN_TEST(a_call_with_a_recorded_exchange_should_get_its_answer);
     OPERON_RUN_TEST(replay_should_match_method_without_case_url_body_and_credential_not_headers);
     OPERON_RUN_TEST(an_unrecorded_call_should_fail_the_run_naming_it);

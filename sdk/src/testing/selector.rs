@@ -1,10 +1,14 @@
-//! Kubernetes label selectors in their string form, as `list` takes them.
+//! Kubernetes label selectors in their string form, as `list` takes them:
+//! the host's parser (`operon_contract::selector`), over a guest's label maps.
 
 use std::collections::BTreeMap;
-use std::fmt;
+
+/// A selector that does not parse: the host's error, message for message.
+pub use operon_contract::selector::Error as SelectorError;
 
 /// A parsed label selector: requirements joined by commas, all of which must
-/// hold.
+/// hold. It is the host's own selector (`operon_contract::selector`), so a
+/// `FakeCluster` lists what the host would, and refuses what it refuses.
 ///
 /// | Syntax             | Matches labels that                         |
 /// |--------------------|---------------------------------------------|
@@ -15,7 +19,9 @@ use std::fmt;
 /// | `key`              | have `key`                                  |
 /// | `!key`             | lack `key`                                  |
 ///
-/// The empty selector matches everything.
+/// The empty selector matches everything. Keys and values follow the
+/// Kubernetes label rules; `contract/selectors/cases.json` holds the cases
+/// every SDK's selector agrees on.
 ///
 /// ```
 /// use operon_sdk::testing::Selector;
@@ -23,34 +29,10 @@ use std::fmt;
 /// let selector = Selector::parse("app=web, tier notin (db), !legacy").unwrap();
 /// let labels = [("app".to_owned(), "web".to_owned())].into();
 /// assert!(selector.matches(&labels));
+/// assert!(Selector::parse("app=web,").is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Selector {
-    requirements: Vec<Requirement>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Requirement {
-    In(String, Vec<String>),
-    NotIn(String, Vec<String>),
-    Exists(String),
-    DoesNotExist(String),
-}
-
-/// A selector that does not parse.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SelectorError {
-    selector: String,
-    reason: &'static str,
-}
-
-impl fmt::Display for SelectorError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid label selector {:?}: {}", self.selector, self.reason)
-    }
-}
-
-impl std::error::Error for SelectorError {}
+pub struct Selector(operon_contract::selector::Selector);
 
 impl Selector {
     /// Parses the string form.
@@ -58,98 +40,16 @@ impl Selector {
     /// # Errors
     ///
     /// When the text is not a label selector (an empty key, an unclosed
-    /// parenthesis, an unknown operator).
+    /// parenthesis, an unknown operator, a stray comma) or a key or value
+    /// breaks the Kubernetes label rules.
     pub fn parse(text: &str) -> Result<Selector, SelectorError> {
-        let error = |reason| SelectorError { selector: text.to_owned(), reason };
-        let mut requirements = Vec::new();
-        for part in split_top_level(text).map_err(error)? {
-            let part = part.trim();
-            if part.is_empty() {
-                if text.trim().is_empty() {
-                    continue;
-                }
-                return Err(error("empty requirement"));
-            }
-            requirements.push(parse_requirement(part).map_err(error)?);
-        }
-        Ok(Selector { requirements })
+        operon_contract::selector::Selector::parse(text).map(Selector)
     }
 
     /// Whether `labels` satisfy every requirement.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.requirements.iter().all(|requirement| match requirement {
-            Requirement::In(key, values) => labels.get(key).is_some_and(|value| values.contains(value)),
-            Requirement::NotIn(key, values) => labels.get(key).is_none_or(|value| !values.contains(value)),
-            Requirement::Exists(key) => labels.contains_key(key),
-            Requirement::DoesNotExist(key) => !labels.contains_key(key),
-        })
+        self.0.matches_with(|key| labels.get(key).map(String::as_str))
     }
-}
-
-/// Splits on commas outside parentheses.
-fn split_top_level(text: &str) -> Result<Vec<&str>, &'static str> {
-    let mut parts = Vec::new();
-    let (mut depth, mut start) = (0u32, 0);
-    for (at, c) in text.char_indices() {
-        match c {
-            '(' if depth == 0 => depth = 1,
-            '(' => return Err("nested parenthesis"),
-            ')' if depth == 1 => depth = 0,
-            ')' => return Err("unbalanced parenthesis"),
-            ',' if depth == 0 => {
-                parts.push(&text[start..at]);
-                start = at + 1;
-            }
-            _ => {}
-        }
-    }
-    if depth != 0 {
-        return Err("unclosed parenthesis");
-    }
-    parts.push(&text[start..]);
-    Ok(parts)
-}
-
-fn parse_requirement(part: &str) -> Result<Requirement, &'static str> {
-    if let Some(key) = part.strip_prefix('!') {
-        return Ok(Requirement::DoesNotExist(key_of(key)?));
-    }
-    if let Some((key, value)) = part.split_once("!=") {
-        return Ok(Requirement::NotIn(key_of(key)?, vec![value_of(value)?]));
-    }
-    if let Some((key, value)) = part.split_once("==").or_else(|| part.split_once('=')) {
-        return Ok(Requirement::In(key_of(key)?, vec![value_of(value)?]));
-    }
-    if let Some(open) = part.find('(') {
-        let (head, list) = (part[..open].trim(), &part[open..]);
-        let list =
-            list.strip_prefix('(').and_then(|l| l.strip_suffix(')')).ok_or("text after the closing parenthesis")?;
-        let values = list.split(',').map(value_of).collect::<Result<Vec<_>, _>>()?;
-        let (key, operator) = head.rsplit_once(char::is_whitespace).ok_or("missing operator before (")?;
-        let key = key_of(key)?;
-        return match operator {
-            "in" => Ok(Requirement::In(key, values)),
-            "notin" => Ok(Requirement::NotIn(key, values)),
-            _ => Err("unknown operator (expected in or notin)"),
-        };
-    }
-    Ok(Requirement::Exists(key_of(part)?))
-}
-
-fn key_of(text: &str) -> Result<String, &'static str> {
-    let key = text.trim();
-    if key.is_empty() || key.contains(char::is_whitespace) || key.contains(['=', '!', '(', ')']) {
-        return Err("invalid key");
-    }
-    Ok(key.to_owned())
-}
-
-fn value_of(text: &str) -> Result<String, &'static str> {
-    let value = text.trim();
-    if value.contains(char::is_whitespace) || value.contains(['=', '!', '(', ')', ',']) {
-        return Err("invalid value");
-    }
-    Ok(value.to_owned())
 }
 
 #[cfg(test)]
@@ -204,6 +104,41 @@ mod tests {
         assert!(!matches(selector, &[("app", "web"), ("env", "prod"), ("tier", "x"), ("legacy", "1")]));
         assert!(matches("", &[]));
         assert!(matches("  ", &[("a", "b")]));
+    }
+
+    #[test]
+    fn selector_should_agree_with_every_shared_case() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../contract/selectors/cases.json");
+        let cases: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let (mut checked, mut wrong) = (0, Vec::new());
+        for case in cases["selectors"].as_array().unwrap() {
+            let text = case["selector"].as_str().unwrap();
+            let selector = match Selector::parse(text) {
+                Ok(selector) => selector,
+                Err(e) => {
+                    wrong.push(format!("{text:?} should parse: {e}"));
+                    continue;
+                }
+            };
+            for (key, want) in [("matches", true), ("misses", false)] {
+                for labels in case[key].as_array().unwrap() {
+                    let labels: BTreeMap<String, String> = serde_json::from_value(labels.clone()).unwrap();
+                    if selector.matches(&labels) != want {
+                        wrong.push(format!("{text:?} against {labels:?} should give {want}"));
+                    }
+                    checked += 1;
+                }
+            }
+        }
+        for case in cases["refused"].as_array().unwrap() {
+            let text = case["selector"].as_str().unwrap();
+            if Selector::parse(text).is_ok() {
+                wrong.push(format!("{text:?} should be refused ({})", case["why"]));
+            }
+            checked += 1;
+        }
+        assert!(checked > 100, "the shared cases are in contract/selectors/cases.json: checked {checked}");
+        assert!(wrong.is_empty(), "{} disagreements with the shared cases:\n{}", wrong.len(), wrong.join("\n"));
     }
 
     #[test]
