@@ -523,7 +523,7 @@ fn not_served(e: &watcher::Error) -> bool {
 }
 
 /// ±10% so that many informers do not resync in the same instant.
-fn jitter(period: Duration) -> Duration {
+pub(crate) fn jitter(period: Duration) -> Duration {
     let nanos =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     let factor = 0.9 + 0.2 * (nanos as f64 / 1e9);

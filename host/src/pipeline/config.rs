@@ -184,6 +184,10 @@ pub struct Config {
     /// budget's 64 MiB): past it the reconcile fails with
     /// [`super::Error::RelatedTooLarge`] instead of building the request.
     pub max_related_bytes: usize,
+    /// Reconcile a parent again this long after its last successful
+    /// reconcile, though nothing changed (a Reconciler's
+    /// `spec.resyncPeriodSeconds`); `None`: only on changes and requeues.
+    pub resync: Option<Duration>,
 }
 
 impl Default for Config {
@@ -211,6 +215,7 @@ impl Default for Config {
             egress_allowed: crate::egress::grants::Allowed::default(),
             record: None,
             max_related_bytes: super::request::MAX_RELATED_BYTES,
+            resync: None,
         }
     }
 }

@@ -459,10 +459,11 @@ impl Pipeline {
             }
             return Ok(Action::Done);
         }
-        match outcome.requeue_after {
-            Some(after) => Ok(Action::RequeueAfter(self.requeue_delay(&parent, key, after, fence).await)),
-            None => Ok(Action::Done),
-        }
+        let asked = match outcome.requeue_after {
+            Some(after) => Some(self.requeue_delay(&parent, key, after, fence).await),
+            None => None,
+        };
+        Ok(next(asked, self.config.resync.map(crate::cache::jitter)))
     }
 
     /// Count a call of `module` against its probation (`failure`: why it
@@ -619,3 +620,29 @@ impl Pipeline {
 
 #[doc(hidden)]
 pub use controller::Error as ControllerError;
+
+/// When to reconcile a parent again after a successful reconcile: when the
+/// guest asked (`asked`, after the host's floor and budget), or after the
+/// resync period, whichever comes first; otherwise when something changes.
+fn next(asked: Option<Duration>, resync: Option<Duration>) -> Action {
+    match (asked, resync) {
+        (Some(a), Some(r)) => Action::RequeueAfter(a.min(r)),
+        (Some(after), None) | (None, Some(after)) => Action::RequeueAfter(after),
+        (None, None) => Action::Done,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_next_reconcile_should_be_the_sooner_of_the_guests_requeue_and_the_resync() {
+        let s = Duration::from_secs;
+        assert_eq!(next(None, None), Action::Done);
+        assert_eq!(next(Some(s(5)), None), Action::RequeueAfter(s(5)));
+        assert_eq!(next(None, Some(s(60))), Action::RequeueAfter(s(60)));
+        assert_eq!(next(Some(s(5)), Some(s(60))), Action::RequeueAfter(s(5)));
+        assert_eq!(next(Some(s(600)), Some(s(60))), Action::RequeueAfter(s(60)));
+    }
+}

@@ -114,6 +114,17 @@ pub struct PluginSpec {
     /// parent metadata, then the finalizer. Default: every parent in scope.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotation_selector: Option<AnnotationSelector>,
+    /// Reconcile every parent again this many seconds after its last
+    /// successful reconcile, though nothing it watches changed
+    /// (Metacontroller's `resyncPeriodSeconds`, controller-runtime's
+    /// `SyncPeriod`): for a guest that reads what the host does not watch,
+    /// such as an outside system through egress. Sooner when the guest asks
+    /// to requeue sooner; spread by ±10% and by the controller's requeue
+    /// budget. A parent that is gone is not resynced. Default: only when
+    /// something changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 604800))]
+    pub resync_period_seconds: Option<u32>,
     /// Make every write of this plugin as this ServiceAccount (of the
     /// Reconciler's namespace; `namespace/name` for a ClusterReconciler), so
     /// Kubernetes RBAC bounds the plugin too.

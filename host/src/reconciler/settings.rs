@@ -156,6 +156,7 @@ pub fn derive(key: &PluginKey, spec: &PluginSpec, host: &Host<'_>) -> Result<Set
         grants,
         probation,
         egress,
+        resync: spec.resync_period_seconds.map(|s| Duration::from_secs(s.into())),
         ..base
     };
     let limits = limits(spec);
@@ -169,6 +170,7 @@ pub fn derive(key: &PluginKey, spec: &PluginSpec, host: &Host<'_>) -> Result<Set
         &spec.service_account_name,
         &spec.selector,
         &spec.credentials,
+        &spec.resync_period_seconds,
         format!("{placement:?}"),
     ))
     .unwrap_or_default();

@@ -721,3 +721,39 @@ async fn modules_from_a_url_or_a_registry_load_only_with_their_pinned_digest() {
     .await;
     host.stop().await;
 }
+
+/// `spec.resyncPeriodSeconds` (Metacontroller's name; controller-runtime's
+/// `SyncPeriod`): every parent is reconciled again after the period though
+/// nothing changed, so a guest that reads something the host does not
+/// watch converges; a parent that is gone is not resynced.
+#[tokio::test]
+async fn a_resync_period_reconciles_unchanged_parents_again_and_forgets_deleted_ones() {
+    let host = Host::start("rec-resync").await;
+    host.module_config_map("stamp", &guest("stamp-v1")).await;
+    host.reconciler(
+        "stamp",
+        json!({"module": config_map_module("stamp"), "grants": stamp_grants(), "resyncPeriodSeconds": 1}),
+    )
+    .await;
+    host.thing("a", json!(1)).await;
+    eventually("reconciled", WAIT, || async { host.stamped("a").await }).await;
+    let name = format!("{}/stamp", host.ns);
+    let controller = host.manager.controller(&name).unwrap();
+    let before = controller.stats().reconciles;
+    eventually("three more reconciles of the unchanged Thing", WAIT, || async {
+        (controller.stats().reconciles >= before + 3).then_some(())
+    })
+    .await;
+    assert_eq!(controller.stats().errors, 0);
+
+    host.things().delete("a", &DeleteParams::default()).await.unwrap();
+    eventually("the Thing gone", WAIT, || async { host.things().get_opt("a").await.ok()?.is_none().then_some(()) })
+        .await;
+    // The deletion's own reconcile, then nothing: a parent that is gone
+    // does not come back every period.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = controller.stats().reconciles;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(controller.stats().reconciles, after, "a deleted parent kept being resynced");
+    host.stop().await;
+}
