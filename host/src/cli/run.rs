@@ -188,3 +188,57 @@ pub(crate) async fn wait_signal() {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Run {
+        #[command(flatten)]
+        args: RunArgs,
+    }
+
+    /// `operon run` with no flags runs as the library does by default: a
+    /// default changed in one place and not the other fails here.
+    #[test]
+    fn the_flags_defaults_should_be_the_librarys() {
+        let args = Run::parse_from(["operon"]).args;
+        let built = manager_config(&args).unwrap();
+        let (ours, library) = (&built.pipeline, pipeline::Config::default());
+        let (c, lc) = (&ours.controller, &library.controller);
+        assert_eq!(c.max_concurrent_reconciles, lc.max_concurrent_reconciles, "--max-concurrent-reconciles");
+        assert_eq!(c.retry_qps, lc.retry_qps, "--retry-qps");
+        assert_eq!(c.retry_burst, lc.retry_burst, "--retry-burst");
+        assert_eq!(c.requeue_qps, lc.requeue_qps, "--requeue-qps");
+        assert_eq!(c.requeue_burst, lc.requeue_burst, "--requeue-burst");
+        assert_eq!(c.reconcile_timeout, lc.reconcile_timeout, "--reconcile-timeout");
+        assert_eq!(ours.requeue_floor, library.requeue_floor, "--requeue-floor");
+        assert_eq!(ours.guest_cpu, library.guest_cpu, "--guest-cpu");
+        assert_eq!(ours.guest_cpu_burst, library.guest_cpu_burst, "--guest-cpu-burst");
+        assert_eq!(ours.guest_cpu_max, library.guest_cpu_max, "--max-guest-cpu");
+        assert_eq!(ours.max_desired, library.max_desired, "--max-children-per-outcome");
+        assert_eq!(ours.max_events, library.max_events, "--max-events-per-outcome");
+        assert_eq!(ours.event_qps, library.event_qps, "--event-qps");
+        assert_eq!(ours.event_burst, library.event_burst, "--event-burst");
+        assert_eq!(built.shutdown_timeout, manager::Config::default().shutdown_timeout, "--graceful-shutdown-timeout");
+
+        let leader = crate::leader::Config::new("ns", "id");
+        assert_eq!(args.leader_elect_lease_duration, leader.lease_duration, "--leader-elect-lease-duration");
+        assert_eq!(args.leader_elect_renew_deadline, leader.renew_deadline, "--leader-elect-renew-deadline");
+        assert_eq!(args.leader_elect_retry_period, leader.retry_period, "--leader-elect-retry-period");
+
+        let runtime = runtime::Config::default();
+        assert_eq!(args.max_guest_memory_mib << 20, runtime.max_memory as u64, "--max-guest-memory-mib");
+        assert_eq!(args.artifact_cache_max_size, runtime.artifact_cache_max, "--artifact-cache-max-size");
+
+        let webhooks = webhook_config(&args, "127.0.0.1:9443".parse().unwrap()).unwrap();
+        let library = webhook::Config::default();
+        assert_eq!(webhooks.max_concurrent, library.max_concurrent, "--webhook-max-concurrent");
+        assert_eq!(webhooks.max_concurrent_per_plugin, library.max_concurrent_per_plugin);
+        assert_eq!(webhooks.shutdown_grace, library.shutdown_grace, "--webhook-shutdown-grace");
+        assert_eq!(webhooks.limits.max_connections, library.limits.max_connections, "--webhook-max-connections");
+        assert_eq!(webhooks.limits.max_connections_per_client, library.limits.max_connections_per_client);
+    }
+}

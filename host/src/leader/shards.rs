@@ -291,7 +291,9 @@ impl Membership {
         };
         match self.api.delete(name, &params).await {
             Ok(_) => tracing::info!(lease = name, "deleted the membership Lease of a replica gone for good"),
-            Err(e) => tracing::debug!(lease = name, error = %crate::client::describe(&e), "stale membership Lease not deleted"),
+            Err(e) => {
+                tracing::debug!(lease = name, error = %crate::client::describe(&e), "stale membership Lease not deleted")
+            }
         }
     }
 }

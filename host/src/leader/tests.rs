@@ -643,7 +643,11 @@ async fn a_lease_handed_over_on_shutdown_should_be_taken_beyond_the_share() {
     let b_leads = tokio::time::timeout(RETRY * 2, b.until(true)).await.expect("b takes it beyond its share");
     assert!(b_leads <= stopped + RETRY);
     assert_eq!(shards.held(), 2);
-    assert_eq!(*took_b.borrow(), Some(Takeover { from: Some("a".into()), how: Taken::HandedOver }), "marked as handed over");
+    assert_eq!(
+        *took_b.borrow(),
+        Some(Takeover { from: Some("a".into()), how: Taken::HandedOver }),
+        "marked as handed over"
+    );
     assert_eq!(yielded_by(&fake.lease()), None, "the taker clears the mark");
 }
 

@@ -183,7 +183,9 @@ impl Webhooks {
                     match self.repoint(i, &plugin, &url, &to).await {
                         Ok(true) => moved.push((plugin, to)),
                         Ok(false) => {}
-                        Err(e) => tracing::debug!(%plugin, error = %crate::client::describe(&e), "configuration not re-pointed"),
+                        Err(e) => {
+                            tracing::debug!(%plugin, error = %crate::client::describe(&e), "configuration not re-pointed")
+                        }
                     }
                 }
                 moved.sort();
@@ -230,9 +232,15 @@ impl Webhooks {
         let params = PatchParams { field_manager: Some(config::FIELD_MANAGER.into()), ..PatchParams::default() };
         let client = self.shared.client.clone();
         let written = if which == 0 {
-            Api::<ValidatingWebhookConfiguration>::all(client).patch(&name, &params, &Patch::Strategic(patch)).await.map(|_| ())
+            Api::<ValidatingWebhookConfiguration>::all(client)
+                .patch(&name, &params, &Patch::Strategic(patch))
+                .await
+                .map(|_| ())
         } else {
-            Api::<MutatingWebhookConfiguration>::all(client).patch(&name, &params, &Patch::Strategic(patch)).await.map(|_| ())
+            Api::<MutatingWebhookConfiguration>::all(client)
+                .patch(&name, &params, &Patch::Strategic(patch))
+                .await
+                .map(|_| ())
         };
         match written {
             Ok(()) => Ok(true),

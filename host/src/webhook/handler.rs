@@ -125,9 +125,11 @@ async fn unrouted(webhooks: &Webhooks, hook: Hook, plugin: &str, body: &[u8]) ->
     );
     tracing::warn!(plugin, policy = %configured.failure_policy, "{what}");
     let response = match configured.failure_policy {
-        FailurePolicy::Fail => {
-            Response { allowed: false, status: Some((503, format!("{what} (failurePolicy: Fail)"))), ..Default::default() }
-        }
+        FailurePolicy::Fail => Response {
+            allowed: false,
+            status: Some((503, format!("{what} (failurePolicy: Fail)"))),
+            ..Default::default()
+        },
         FailurePolicy::Ignore => Response {
             allowed: true,
             warnings: vec![format!("{what}; allowed by failurePolicy Ignore")],

@@ -234,8 +234,12 @@ impl Cluster {
         for i in 0..n {
             let ns = operon_envtest::create_namespace(&self.client, &format!("{}-s{i}", self.ns)).await.unwrap();
             self.module(&ns, "stamp", &guest("stamp-v1")).await;
-            self.reconciler(&ns, "stamp", json!({"module": {"configMap": {"name": "stamp"}}, "grants": stamp_grants()}))
-                .await;
+            self.reconciler(
+                &ns,
+                "stamp",
+                json!({"module": {"configMap": {"name": "stamp"}}, "grants": stamp_grants()}),
+            )
+            .await;
             namespaces.push(ns);
         }
         namespaces
@@ -428,9 +432,10 @@ async fn answer(stream: &mut (impl tokio::io::AsyncRead + Unpin)) -> std::io::Re
         }
     }
     let text = String::from_utf8_lossy(&bytes).to_string();
-    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).ok_or_else(|| {
-        std::io::Error::new(std::io::ErrorKind::UnexpectedEof, format!("no HTTP answer: {text:?}"))
-    })?;
+    let status =
+        text.split(' ').nth(1).and_then(|s| s.parse().ok()).ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::UnexpectedEof, format!("no HTTP answer: {text:?}"))
+        })?;
     Ok((status, text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()))
 }
 
@@ -865,7 +870,9 @@ async fn a_rolling_update_under_load_refuses_nothing_and_bypasses_nothing() {
         .filter(|(_, name, valid, o)| *valid && *o == Admission::Admitted && !late.contains_key(name))
         .map(|(_, name, ..)| name)
         .collect();
-    eprintln!("handover: {total} creates over {elapsed:?} (lease {LEASE_SECS}s, retry {RETRY:?}); measured on a shared machine");
+    eprintln!(
+        "handover: {total} creates over {elapsed:?} (lease {LEASE_SECS}s, retry {RETRY:?}); measured on a shared machine"
+    );
     assert_eq!(bypassed, 0, "creates admitted that validate denies");
     assert!(unreconciled.is_empty(), "admitted WebApps never reconciled: {unreconciled:?}");
     for (what, refused, _, leaderless, _) in &figures {

@@ -41,12 +41,17 @@ fn told(me: &str, lease: &str, t: &Takeover) -> (bool, String) {
     let from = t.from.as_deref().unwrap_or("the replica before");
     match t.how {
         Taken::Created => (false, format!("{me} leads this plugin (its Lease {lease} was new)")),
-        Taken::Released => {
-            (false, format!("{me} leads this plugin now: the replica before released its Lease {lease} (it held more than its share)"))
-        }
+        Taken::Released => (
+            false,
+            format!(
+                "{me} leads this plugin now: the replica before released its Lease {lease} (it held more than its share)"
+            ),
+        ),
         Taken::HandedOver => (
             false,
-            format!("{me} leads this plugin now: {from} handed its Lease {lease} over (it shut down, or could not serve it)"),
+            format!(
+                "{me} leads this plugin now: {from} handed its Lease {lease} over (it shut down, or could not serve it)"
+            ),
         ),
         Taken::Expired => (
             true,
