@@ -277,6 +277,11 @@ pub struct BuildOptions {
     /// Also write the component here, under the same lock (`operon dev`'s
     /// staged copy, which it swaps in once the fixtures pass).
     pub copy_to: Option<PathBuf>,
+    /// An `operon` binary whose hidden `wizer` command pre-initialises a
+    /// TypeScript component with a deterministic WASI, so the same sources
+    /// give the same bytes; `None`: componentize-js's own wizer, whose
+    /// snapshot holds the machine's entropy, clocks and paths.
+    pub wizer: Option<PathBuf>,
 }
 
 /// What a build produced.
@@ -305,6 +310,8 @@ pub struct BuildContext<'a> {
     pub verbose: bool,
     /// Progress lines ("running componentize-py", ...).
     pub progress: &'a mut dyn FnMut(&str),
+    /// [`BuildOptions::wizer`].
+    pub wizer: Option<PathBuf>,
 }
 
 /// Build `project` into a component and write it.
@@ -320,7 +327,14 @@ pub fn build(project: &Project, options: &BuildOptions, progress: &mut dyn FnMut
     write_if_changed(&wit_dir.join("reconciler.wit"), WIT.as_bytes())?;
     let build_dir = work_dir.join("build");
     std::fs::create_dir_all(&build_dir).map_err(Error::io(&build_dir))?;
-    let mut cx = BuildContext { project, wit_dir, work_dir: build_dir, verbose: options.verbose, progress };
+    let mut cx = BuildContext {
+        project,
+        wit_dir,
+        work_dir: build_dir,
+        verbose: options.verbose,
+        progress,
+        wizer: options.wizer.clone(),
+    };
     let bytes = lang::build(&mut cx)?;
     check_component(project, &bytes)?;
     let path = options.output.clone().unwrap_or_else(|| project.default_output());
@@ -579,6 +593,7 @@ mod tests {
             work_dir: PathBuf::new(),
             verbose: false,
             progress: &mut progress,
+            wizer: None,
         };
         let err = run_tool(&mut cx, &mut Command::new("operon-no-such-tool"), "install it with `apt install x`")
             .unwrap_err()

@@ -7,6 +7,7 @@ mod flags;
 mod knobs;
 pub mod reference;
 mod run;
+mod wizer;
 
 pub use flags::{BadCpu, BadDuration, BadQuantity, LimitArgs, RecordArgs, RunArgs, duration};
 pub(crate) use run::wait_signal;
@@ -171,6 +172,11 @@ pub enum Command {
         #[arg(long)]
         out_dir: PathBuf,
     },
+    /// Pre-initialise a core module as wizer does, with a WASI that is the
+    /// same on every run: what `operon build` of a TypeScript project hands
+    /// componentize-js as its wizer, so the same sources give the same bytes.
+    #[command(hide = true)]
+    Wizer(wizer::Args),
     /// Print this binary's version, the WIT contract it speaks (which guests
     /// it runs) and the version of each language's SDK package it names.
     Version {
@@ -238,6 +244,12 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// How `operon build` and `operon dev` build: with this binary as the
+/// TypeScript build's wizer (`operon wizer`), so its builds are reproducible.
+pub(crate) fn build_options() -> crate::project::BuildOptions {
+    crate::project::BuildOptions { wizer: std::env::current_exe().ok(), ..Default::default() }
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -308,7 +320,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Build { dir, output, verbose } => {
             let project = crate::project::Project::open(&dir)?;
-            let options = crate::project::BuildOptions { output, verbose, copy_to: None };
+            let options = crate::project::BuildOptions { output, verbose, ..build_options() };
             let built = crate::project::build(&project, &options, &mut |line| eprintln!("operon build: {line}"))?;
             println!(
                 "{} ({} bytes{}) in {:.1}s",
@@ -344,6 +356,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 crate::project::write_if_changed(&path, text.as_bytes())?;
                 println!("{}", path.display());
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Wizer(args) => {
+            wizer::run(args)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Version { json } => {

@@ -177,61 +177,17 @@ fn operon_dev_once_brings_every_sample_webapp_to_ready() {
 /// stays.
 #[test]
 fn operon_dev_should_rebuild_test_and_swap_on_a_change_and_keep_the_running_version_when_fixtures_fail() {
-    use std::io::{BufRead, BufReader};
-    use std::sync::mpsc;
-    use std::time::Duration;
     let scratch = tempfile::tempdir().unwrap();
     let project = new_c_project(scratch.path(), "loop");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_operon"))
-        .args(["dev", "--metrics-bind-address", "127.0.0.1:0", "--kubeconfig"])
-        .arg(plane().kubeconfig_path())
-        .arg(&project)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("running operon dev");
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let stdout = child.stdout.take().unwrap();
-    let _child = Kill(child);
-    let (tx, rx) = mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut seen = String::new();
-    let mut wait_for = |wanted: &str| -> String {
-        let deadline = Instant::now() + Duration::from_secs(300);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(line) => {
-                    seen.push_str(&line);
-                    seen.push('\n');
-                    if line.contains(wanted) {
-                        return line;
-                    }
-                }
-                Err(_) => panic!("operon dev never said {wanted:?}:\n{seen}"),
-            }
-        }
-    };
-    wait_for("watching the projects' sources");
+    let mut dev = DevLoop::start(&project);
+    dev.wait_for("watching the projects' sources");
 
     // A change the fixtures accept: rebuilt, tested, swapped in.
     let main = project.join("src/main.c");
     let source = std::fs::read_to_string(&main).unwrap();
     assert!(source.contains("\"publishing %s\""), "the C scaffold changed: update this test");
     std::fs::write(&main, source.replace("\"publishing %s\"", "\"publishing the greeting %s\"")).unwrap();
-    let swapped = wait_for("✓ loop: built and");
+    let swapped = dev.wait_for("✓ loop: built and");
     assert!(swapped.contains("fixtures passed") && swapped.contains("swapped in sha256:"), "{swapped}");
     let digest = swapped.rsplit("swapped in ").next().unwrap().trim().to_string();
     let dist = std::fs::read(project.join("dist/loop.wasm")).unwrap();
@@ -240,8 +196,112 @@ fn operon_dev_should_rebuild_test_and_swap_on_a_change_and_keep_the_running_vers
     // A change the fixtures refuse: built, not swapped.
     let source = std::fs::read_to_string(&main).unwrap();
     std::fs::write(&main, source.replace("\"%s-greeting\"", "\"%s-greetings\"")).unwrap();
-    let refused = wait_for("✗ loop:");
+    let refused = dev.wait_for("✗ loop:");
     assert!(refused.contains("fixtures failed") && refused.contains("the running version stays"), "{refused}");
+}
+
+/// A save that changes nothing the module is built from is no new version:
+/// `operon dev` compares what the sources hold, not their times nor the
+/// built bytes (a Python build differs each time), so it neither
+/// rebuilds nor swaps; a changed fixture is run against the running
+/// version.
+#[test]
+fn operon_dev_should_neither_rebuild_nor_swap_when_a_save_changes_no_source_of_the_module() {
+    let scratch = tempfile::tempdir().unwrap();
+    let project = new_c_project(scratch.path(), "still");
+    let mut dev = DevLoop::start(&project);
+    dev.wait_for("watching the projects' sources");
+
+    // Saved as it was: nothing to build.
+    let main = project.join("src/main.c");
+    let source = std::fs::read(&main).unwrap();
+    std::fs::write(&main, &source).unwrap();
+    let said = dev.next_about("still");
+    assert!(said.contains("no change; nothing to build") && !said.contains("rebuilding"), "{said}");
+
+    // A fixture changed: the running version is tested, nothing is built.
+    let fixture = project.join("fixtures/create.yaml");
+    let text = std::fs::read_to_string(&fixture).unwrap();
+    std::fs::write(&fixture, format!("# the first reconcile\n{text}")).unwrap();
+    let said = dev.next_about("still");
+    assert!(said.contains("nothing to build: testing the running version") && !said.contains("rebuilding"), "{said}");
+    let tested = dev.next_about("still");
+    assert!(tested.contains("fixtures passed against the running version"), "{tested}");
+    assert!(!tested.contains("swapped in"), "{tested}");
+
+    // A real change still rebuilds and swaps.
+    let text = String::from_utf8(source).unwrap();
+    std::fs::write(&main, text.replace("\"publishing %s\"", "\"publishing the greeting %s\"")).unwrap();
+    assert!(dev.next_about("still").contains("rebuilding"));
+    assert!(dev.next_about("still").contains("swapped in sha256:"));
+}
+
+/// `operon dev PROJECT` left running against the shared control plane, its
+/// output read line by line.
+struct DevLoop {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: String,
+}
+
+impl DevLoop {
+    fn start(project: &Path) -> Self {
+        use std::io::{BufRead, BufReader};
+        let mut child = Command::new(env!("CARGO_BIN_EXE_operon"))
+            .args(["dev", "--metrics-bind-address", "127.0.0.1:0", "--kubeconfig"])
+            .arg(plane().kubeconfig_path())
+            .arg(project)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("running operon dev");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        DevLoop { child, lines, seen: String::new() }
+    }
+
+    /// The next line holding `wanted` (within five minutes).
+    fn wait_for(&mut self, wanted: &str) -> String {
+        self.next(wanted, |line| line.contains(wanted))
+    }
+
+    /// The watcher's next line about `project` (`NAME: …`, `✓ NAME: …`,
+    /// `✗ NAME: …`), not an event's.
+    fn next_about(&mut self, project: &str) -> String {
+        let prefix = format!("{project}:");
+        self.next(&prefix, |line| line.trim_start_matches(['✓', '✗', ' ']).starts_with(&prefix))
+    }
+
+    fn next(&mut self, what: &str, wanted: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + std::time::Duration::from_secs(300);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push_str(&line);
+                    self.seen.push('\n');
+                    if wanted(&line) {
+                        return line;
+                    }
+                }
+                Err(_) => panic!("operon dev never said {what:?}:\n{}", self.seen),
+            }
+        }
+    }
+}
+
+impl Drop for DevLoop {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// A plugin that calls out runs in `operon dev` from its project alone:

@@ -111,8 +111,6 @@ fn a_typescript_guest_that_throws_should_say_why_in_operon_test() {
 /// digest pinned in a Reconciler can be rebuilt, and a save that changes
 /// nothing deploys nothing new.
 #[test]
-#[ignore = "not reproducible yet: componentize-js pre-initializes the engine with wizer, whose WASI gives it the \
-            machine's entropy and clock, and the snapshot differs from build to build even in one directory"]
 fn a_ts_build_should_not_depend_on_the_projects_directory() {
     author::builds_the_same_from_two_directories("ts", &[]);
 }

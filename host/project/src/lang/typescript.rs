@@ -38,7 +38,12 @@
 //!    disabled: the host grants no network, so the component should not
 //!    import it. It keeps WASI stdio (`console.log` and uncaught errors reach
 //!    the host's log), clocks and random, which the host's empty WASI context
-//!    provides. Never `--aot`: it downloads weval at build time.
+//!    provides. Never `--aot`: it downloads weval at build time. Its wizer
+//!    is `operon wizer` of the running `operon` ([`BuildContext::wizer`]):
+//!    wizer's own WASI hands the engine the machine's entropy and clocks
+//!    and componentize-js names the build's directories by their host
+//!    paths, so its snapshot differed from build to build; through `operon
+//!    wizer` the same sources give the same bytes in any directory.
 
 use crate::scaffold::Scaffold;
 use crate::{BuildContext, Error, World, run_tool, write_if_changed};
@@ -131,8 +136,26 @@ pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
         .arg(&cx.wit_dir)
         .args(["--world-name", project.config.world.name(), "--disable", "http", "fetch-event", "--out"])
         .arg(&output);
+    if let Some(operon) = &cx.wizer {
+        componentize.arg("--wizer-bin").arg(wizer_script(&cx.work_dir, operon)?);
+    }
     run_tool(cx, &mut componentize, REQUIREMENTS)?;
     std::fs::read(&output).map_err(Error::io(&output))
+}
+
+/// The program componentize-js runs as its wizer (`--wizer-bin` takes one
+/// path, no arguments): a script in `work_dir` that runs `operon wizer`
+/// of `operon`, whose snapshot depends on the bundle only.
+fn wizer_script(work_dir: &Path, operon: &Path) -> Result<PathBuf, Error> {
+    let path = work_dir.join("wizer");
+    let quoted = operon.display().to_string().replace('\'', "'\\''");
+    write_if_changed(&path, format!("#!/bin/sh\nexec '{quoted}' wizer \"$@\"\n").as_bytes())?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).map_err(Error::io(&path))?;
+    }
+    Ok(path)
 }
 
 /// The statement appended to the bundle that hands esbuild's source map
@@ -399,6 +422,23 @@ mod tests {
                 "mappings": "AAAA;AACA",
             })
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_wizer_script_should_run_operon_wizer_with_every_argument_as_given() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        // An `operon` in a directory whose name needs quoting, printing its arguments.
+        let bin = dir.path().join("it's here");
+        std::fs::create_dir(&bin).unwrap();
+        let operon = bin.join("operon");
+        std::fs::write(&operon, "#!/bin/sh\nfor a in \"$@\"; do echo \"[$a]\"; done\n").unwrap();
+        std::fs::set_permissions(&operon, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let script = wizer_script(dir.path(), &operon).unwrap();
+        let out = Command::new(&script).args(["--dir=/tmp/a b", "-o=out.wasm"]).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "[wizer]\n[--dir=/tmp/a b]\n[-o=out.wasm]\n");
     }
 
     #[test]

@@ -237,7 +237,7 @@ async fn dev(
         let name = project.name().to_string();
         let built = tokio::task::block_in_place(|| {
             ui.step(&format!("build {name} ({})", project.config.lang), |progress| {
-                project::build(&project, &project::BuildOptions::default(), progress)
+                project::build(&project, &super::build_options(), progress)
             })
         });
         let built = match built {

@@ -7,7 +7,13 @@
 //! fixtures pass.
 //!
 //! Polling mtimes rather than inotify: portable, no extra dependency, and
-//! a second's latency is nothing next to a build.
+//! a second's latency is nothing next to a build. A changed time is only a
+//! hint: what decides is what the files hold. A save that changes no file
+//! the module is built from (the same text, or only a fixture) builds
+//! nothing and swaps nothing — a Python build is not byte-reproducible,
+//! so rebuilding would put a "new version" of the same sources on
+//! probation; a changed fixture is run against the running version
+//! instead.
 
 use super::{Loaded, Ui};
 use crate::project::{self, Project};
@@ -33,27 +39,44 @@ pub(crate) struct Loader {
     pub examples: bool,
 }
 
-/// What every project's sources look like now: the baseline of [`run`],
-/// taken before the loop says it watches, so a save right after is seen.
-pub(crate) async fn baseline(loaded: &[Loaded]) -> Vec<Fingerprint> {
-    let mut prints = Vec::new();
+/// What every project's sources look like now, and what they hold: the
+/// baseline of [`run`], taken before the loop says it watches, so a save
+/// right after is seen.
+pub(crate) async fn baseline(loaded: &[Loaded]) -> Vec<(Fingerprint, Contents)> {
+    let mut baselines = Vec::new();
     for l in loaded {
-        prints.push(fingerprint_of(&l.project.dir).await);
+        // The times again after the contents: a save while they were read
+        // would pair old times with new contents, and be missed.
+        let mut print = fingerprint_of(&l.project.dir).await;
+        loop {
+            let contents = contents_of(&print).await;
+            let again = fingerprint_of(&l.project.dir).await;
+            if again == print {
+                baselines.push((print, contents));
+                break;
+            }
+            print = again;
+        }
     }
-    prints
+    baselines
 }
 
-/// Watch every project until aborted, from `prints` ([`baseline`]).
+/// Watch every project until aborted, from its [`baseline`].
 pub(crate) async fn run(
     ui: Ui,
     runtime: Runtime,
     loaded: Arc<Vec<Loaded>>,
     loader: Loader,
-    mut prints: Vec<Fingerprint>,
+    baselines: Vec<(Fingerprint, Contents)>,
 ) {
+    // Per project: its files' times and what they held at the last look
+    // that acted, and what the sources of its running version held.
+    let (mut prints, mut seen): (Vec<Fingerprint>, Vec<Contents>) = baselines.into_iter().unzip();
+    let mut running: Vec<Contents> =
+        loaded.iter().zip(&seen).map(|(l, c)| module_inputs(c, &l.project.fixtures())).collect();
     loop {
         tokio::time::sleep(POLL).await;
-        for (l, print) in loaded.iter().zip(prints.iter_mut()) {
+        for (i, (l, print)) in loaded.iter().zip(prints.iter_mut()).enumerate() {
             let now = fingerprint_of(&l.project.dir).await;
             if now == *print {
                 continue;
@@ -65,22 +88,74 @@ pub(crate) async fn run(
                 .chain(print.keys().filter(|p| !now.contains_key(*p)).map(|p| format!("{} (removed)", p.display())))
                 .take(3)
                 .collect();
-            ui.line(format!("{}: changed {}; rebuilding", l.project.name(), changed.join(", ")));
             let contents = contents_of(&now).await;
-            if rebuild(&ui, &runtime, l).await
+            let inputs = module_inputs(&contents, &l.project.fixtures());
+            if l.held().is_none() && inputs == running[i] {
+                let name = l.project.name();
+                if contents == seen[i] {
+                    ui.line(format!("{name}: saved {} with no change; nothing to build", changed.join(", ")));
+                } else {
+                    ui.line(format!(
+                        "{name}: changed {}; the module's sources are the running version's, so nothing to \
+                         build: testing the running version",
+                        changed.join(", ")
+                    ));
+                    test_running(&ui, &runtime, l).await;
+                }
+                seen[i] = contents;
+                *print = now;
+                continue;
+            }
+            ui.line(format!("{}: changed {}; rebuilding", l.project.name(), changed.join(", ")));
+            let swapped = rebuild(&ui, &runtime, l).await;
+            if swapped {
+                running[i] = inputs;
+            }
+            if swapped
                 && l.held().is_some()
                 && let Err(e) = super::load_project(&ui, &loader.client, l, loader.examples).await
             {
                 ui.line(format!("✗ {}: could not load it: {e:#}", l.project.name()));
             }
+            seen[i] = contents.clone();
             let after = fingerprint_of(&l.project.dir).await;
             *print = tokio::task::spawn_blocking(move || after_build(&now, &contents, after)).await.unwrap_or_default();
         }
     }
 }
 
-/// What a source file held when a build started, as a hash.
-type Contents = BTreeMap<PathBuf, u64>;
+/// What each source file held when a build started, as a hash.
+pub(crate) type Contents = BTreeMap<PathBuf, u64>;
+
+/// The files a module is built from: every watched file but the fixtures,
+/// which test the module and are not in it.
+fn module_inputs(contents: &Contents, fixtures: &Path) -> Contents {
+    contents.iter().filter(|(path, _)| !path.starts_with(fixtures)).map(|(p, h)| (p.clone(), *h)).collect()
+}
+
+/// Run the project's fixtures against the version running now, printing
+/// the verdict; nothing is built or swapped.
+async fn test_running(ui: &Ui, runtime: &Runtime, l: &Loaded) {
+    let name = l.project.name().to_string();
+    let (project, runtime, path) = (l.project.clone(), runtime.clone(), l.module_path.clone());
+    let result = tokio::task::spawn_blocking(move || {
+        let module = crate::cli::load(&runtime, &path, Limits::default())?;
+        fixtures(&project, &module)
+    })
+    .await;
+    match result {
+        Ok(Ok(Verdict::Passed { passed, digest })) => {
+            ui.line(format!("✓ {name}: {passed} fixtures passed against the running version {digest}"));
+        }
+        Ok(Ok(Verdict::FixturesFailed { failed, output })) => ui.line(format!(
+            "✗ {name}: fixtures failed against the running version: {}\n{}",
+            failed.join(", "),
+            output.trim_end()
+        )),
+        Ok(Err(e)) => ui.line(format!("✗ {name}: could not test the running version: {e:#}")),
+        Err(e) => ui.line(format!("✗ {name}: testing the running version panicked: {e}")),
+    }
+}
 
 async fn contents_of(print: &Fingerprint) -> Contents {
     let paths: Vec<PathBuf> = print.keys().cloned().collect();
@@ -199,7 +274,7 @@ pub(crate) enum Verdict {
 /// project's build lock), so `operon test` beside the loop tests what the
 /// loop built, and staged at `out` for the swap.
 fn build_and_test(project: &Project, runtime: &Runtime, out: &Path) -> anyhow::Result<Verdict> {
-    let options = project::BuildOptions { output: None, verbose: false, copy_to: Some(out.to_path_buf()) };
+    let options = project::BuildOptions { copy_to: Some(out.to_path_buf()), ..crate::cli::build_options() };
     project::build(project, &options, &mut |_| {})?;
     let module = crate::cli::load(runtime, out, Limits::default())?;
     fixtures(project, &module)
