@@ -330,7 +330,7 @@ async fn rss_child() {
         json!({"n": n, "vmRss": vm, "rssAnon": anon, "rssFile": file, "maxVmRss": max,
             "baseline": baseline.0, "beforeClient": before_client.0, "reconcilesWhileIdle": after_idle - reconciles})
     );
-    // Idle unload (issue #21): every module gives back its code and
+    // Idle unload: every module gives back its code and
     // instances; RSS again; then one WebApp of each controller changes, and
     // its first reconcile loads the module again from the artifact cache.
     let unloaded = host.runtime.unload_idle(Duration::ZERO);

@@ -60,7 +60,7 @@ const ROUNDS: usize = 25;
 const CALLS: usize = 2000;
 
 /// Targets: a fresh-instance reconcile within 30 µs (p50, the design's) and
-/// at most 1.5 times the native cost (issue 12's; the design said 2).
+/// at most 1.5 times the native cost (the design said 2).
 const TARGET_FRESH_P50: Duration = Duration::from_micros(30);
 const TARGET_RATIO: f64 = 1.5;
 
@@ -198,7 +198,7 @@ fn main() {
     async_calls(&pooled, &host_request, &reader, median_dur(pooled_v.p50s.iter().copied()));
 }
 
-/// What issue 21's item 5 (guest calls on the async workers, wasmtime's
+/// What moving (guest calls on the async workers, wasmtime's
 /// async support with epoch yields, instead of tokio's blocking pool) took
 /// away from a call and what it added, measured apart:
 ///
@@ -326,7 +326,7 @@ fn async_calls(pooled: &Module, request: &Request, reader: &Arc<dyn runtime::Obj
     }
     let fiber = median_dur(async_p50.iter().zip(&sync_p50).map(|(a, s)| a.saturating_sub(*s)));
     let share = |d: Duration| 100.0 * d.as_secs_f64() / pooled_p50.as_secs_f64();
-    println!("guest calls off the blocking pool (issue 21 item 5), p50, median of 9 rounds x {N}:");
+    println!("guest calls off the blocking pool, p50, median of 9 rounds x {N}:");
     println!(
         "  pooled call, inline {:>10}; from a task, before, through spawn_blocking {:>10}: hand-off {:>8} ({:.1} %)",
         us(median_dur(inline.into_iter())),

@@ -27,7 +27,7 @@
 //! **Artifacts are mapped, not read** (`Component::deserialize_file`): the
 //! compiled code is file-backed pages, shared by every Reconciler that runs
 //! the same module and resident only where touched, rather than a private
-//! copy in anonymous memory per load (issue 21). The checksum is taken from
+//! copy in anonymous memory per load. The checksum is taken from
 //! the mapped file first, never read into memory. A mapped file is never written in place
 //! (entries are written beside and renamed over), so a mapping never sees
 //! it change.

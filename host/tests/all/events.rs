@@ -2,7 +2,7 @@
 //! as the plugin's ServiceAccount (so RBAC bounds them as it bounds its
 //! other writes, and they are not the host's), all of the 50 one outcome
 //! may carry, and within a budget per controller whose drops are counted
-//! (issue 18, findings 5 and 11).
+//!.
 //!
 //! The plugin is the `chatty` guest (a Thing whose `spec.mode` is `events`
 //! gets `spec.events` distinct events, reason `Chatty`), run as a
@@ -106,7 +106,7 @@ impl Host {
     }
 }
 
-/// Finding 11: an outcome may carry 50 events (`--max-events-per-outcome`);
+/// An outcome may carry 50 events (`--max-events-per-outcome`);
 /// every one of them is recorded, not the first 25.
 #[tokio::test]
 async fn every_event_one_outcome_may_carry_is_recorded() {
@@ -123,7 +123,7 @@ async fn every_event_one_outcome_may_carry_is_recorded() {
     host.stop().await;
 }
 
-/// Finding 5: the events an outcome asks for are written as the
+/// The events an outcome asks for are written as the
 /// Reconciler's ServiceAccount, as its other writes are: without a Role
 /// that allows events, none is written (and the refusal is counted); with
 /// one, they are.
@@ -183,7 +183,7 @@ async fn a_plugins_events_are_written_as_its_service_account() {
     host.stop().await;
 }
 
-/// Finding 5: events are bounded per controller, not only per object: six
+/// Events are bounded per controller, not only per object: six
 /// parents asking for 50 events each (300) get at most the controller's
 /// burst (`--event-burst`, 200 here) plus its rate while they are
 /// written; every event beyond is counted as dropped.

@@ -204,3 +204,26 @@ fn a_c_build_should_refuse_an_sdk_of_another_contract_minor() {
     );
     author::refuses_an_sdk_of_another_minor("c", "operon-sdk/operon.h", &from, &to, &[]);
 }
+
+/// The C SDK's `make test` builds its test binaries inside the SDK's
+/// directory: at a fixed path elsewhere (`/tmp/...`), every checkout on a
+/// machine shared one binary, and make ran another checkout's when it was
+/// newer — testing code that is not this checkout's.
+#[test]
+fn the_c_sdks_tests_should_be_built_inside_its_directory() {
+    let planned =
+        run(Command::new("make").current_dir(repo().join("sdk/c")).args(["--dry-run", "--always-make", "test"]));
+    let outputs: Vec<&str> = planned
+        .split_whitespace()
+        .zip(planned.split_whitespace().skip(1))
+        .filter(|(a, _)| *a == "-o")
+        .map(|(_, o)| o)
+        .collect();
+    assert!(!outputs.is_empty(), "make --dry-run test compiles nothing:\n{planned}");
+    for output in outputs {
+        assert!(
+            !Path::new(output).is_absolute() && !output.starts_with(".."),
+            "a test binary built outside sdk/c: {output}"
+        );
+    }
+}

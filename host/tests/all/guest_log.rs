@@ -1,5 +1,5 @@
 //! What a guest says through `host.log` reaches the host's log bounded and
-//! plain (issue 18, finding 9): at most a budget of lines per call, within
+//! plain: at most a budget of lines per call, within
 //! the module's log rate (the one its stdout and stderr share), each line
 //! cut at a length, and no control character that could start a forged
 //! line of its own or repaint a terminal. The `chatty` guest floods it.

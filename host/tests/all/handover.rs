@@ -17,6 +17,7 @@
 //! run these scenarios against another build).
 
 use crate::common;
+use crate::common::replica::{Replica, cert_dir};
 use crate::common::serve;
 
 use common::{eventually, free_port, guest, thing_crd, webapp_crd};
@@ -31,7 +32,6 @@ use operon::reconciler::crd::{ClusterReconciler, Reconciler};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -48,137 +48,19 @@ fn plane() -> &'static operon_envtest::ControlPlane {
     })
 }
 
-/// The `operon` binary these tests run.
-fn operon_bin() -> PathBuf {
-    std::env::var_os("OPERON_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_operon")))
+/// A replica of these tests: `operon run --reconcilers --leader-elect
+/// --lease-per-reconciler` (lease 4 s, retry 500 ms), serving webhooks with
+/// the certificates in `certs` when given.
+fn replica(name: &str, ns: &str, certs: Option<&Path>) -> Replica {
+    replica_with(name, ns, certs, LEASE_SECS, &[])
 }
 
-/// A serving certificate for 127.0.0.1 and its CA, as a mounted Secret
-/// holds them (`tls.crt`, `tls.key`, `ca.crt`): what replicas share.
-fn cert_dir() -> tempfile::TempDir {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-    let dir = tempfile::tempdir().unwrap();
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::default();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_cert = ca.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca, ca_key);
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap().signed_by(&key, &issuer).unwrap();
-    std::fs::write(dir.path().join("ca.crt"), ca_cert.pem()).unwrap();
-    std::fs::write(dir.path().join("tls.crt"), cert.pem()).unwrap();
-    std::fs::write(dir.path().join("tls.key"), key.serialize_pem()).unwrap();
-    dir
-}
-
-/// One `operon run --reconcilers --leader-elect --lease-per-reconciler`
-/// process acting on the Reconcilers labelled for its test (Leases in the
-/// test's namespace, lease 4 s, retry 500 ms), killed when dropped.
-struct Replica {
-    name: String,
-    child: Child,
-    metrics: u16,
-    webhooks: u16,
-    log: PathBuf,
-}
-
-impl Replica {
-    /// Serving webhooks with the certificates in `certs`, when given, at
-    /// `https://127.0.0.1:<its own port>` (the default `--webhook-url-host`).
-    fn start(name: &str, ns: &str, certs: Option<&Path>) -> Replica {
-        Replica::start_with(name, ns, certs, LEASE_SECS, &[])
-    }
-
-    fn start_with(name: &str, ns: &str, certs: Option<&Path>, lease_secs: u64, extra: &[&str]) -> Replica {
-        let (metrics, webhooks) = (free_port(), free_port());
-        let log = std::env::temp_dir().join(format!("operon-handover-{ns}-{name}.log"));
-        let mut cmd = Command::new(operon_bin());
-        cmd.args(["run", "--reconcilers", "--reconciler-selector", &format!("operon.dev/test={ns}")])
-            .arg("--egress-allow=*,127.0.0.1")
-            .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}"), "--metrics-secure=false"])
-            .args(["--health-probe-bind-address", "0"])
-            .args(["--leader-elect", "--lease-per-reconciler", "--leader-election-namespace", ns])
-            .args(["--leader-elect-lease-duration", &format!("{lease_secs}s")])
-            .args(["--leader-elect-renew-deadline", &format!("{}ms", lease_secs * 750)])
-            .args(["--leader-elect-retry-period", &format!("{}ms", RETRY.as_millis())])
-            .args(extra);
-        if let Some(dir) = certs {
-            cmd.args(["--webhook-bind-address", &format!("127.0.0.1:{webhooks}")])
-                .args(["--webhook-cert-dir", dir.to_str().unwrap()]);
-        }
-        let child = cmd
-            .env("KUBECONFIG", plane().kubeconfig_path())
-            .env("HOSTNAME", name)
-            .env("RUST_LOG", std::env::var("OPERON_TEST_LOG").unwrap_or_else(|_| "info,kube=warn".into()))
-            .env("OPERON_LOG_FORMAT", "text")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("starting operon");
-        Replica { name: name.into(), child, metrics, webhooks, log }
-    }
-
-    /// `/readyz` answered 200; `None` while it cannot be reached.
-    async fn ready(&self) -> Option<bool> {
-        let r = common::http_get(format!("http://127.0.0.1:{}/readyz", self.metrics)).await.ok()?;
-        Some(r.status().is_success())
-    }
-
-    async fn wait_ready(&self) {
-        eventually(&format!("{} ready", self.name), WAIT, || async { self.ready().await.filter(|r| *r) }).await;
-    }
-
-    /// Whether a series of `family` matching `filter` is exported.
-    async fn has_series(&self, family: &str, filter: &str) -> Option<bool> {
-        let r = common::http_get(format!("http://127.0.0.1:{}/metrics", self.metrics)).await.ok()?;
-        let text = r.text().await.ok()?;
-        Some(text.lines().any(|l| l.starts_with(family) && l.contains(filter)))
-    }
-
-    /// Send SIGTERM (a rolling update's stop).
-    fn signal_term(&self) {
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
-    }
-
-    /// Wait for the process to end, at most 60 s.
-    async fn exited(&mut self) -> std::process::ExitStatus {
-        for _ in 0..600 {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("{} did not stop within 60 s after SIGTERM; log: {}", self.name, self.log.display());
-    }
-
-    /// SIGTERM, and wait for the process to end.
-    async fn terminate(&mut self) -> std::process::ExitStatus {
-        self.signal_term();
-        self.exited().await
-    }
-
-    /// SIGKILL: no release of anything.
-    fn kill9(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        // A failed test shows what each replica said (CI keeps no files).
-        if std::thread::panicking() {
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            let lines: Vec<&str> = log.lines().collect();
-            let tail = &lines[lines.len().saturating_sub(60)..];
-            eprintln!("---- the last {} lines of {}'s log ({}):", tail.len(), self.name, self.log.display());
-            for line in tail {
-                eprintln!("{}", line.chars().take(600).collect::<String>());
-            }
-        }
-    }
+fn replica_with(name: &str, ns: &str, certs: Option<&Path>, lease_secs: u64, extra: &[&str]) -> Replica {
+    Replica::options(plane(), "handover", name, ns)
+        .leases(Duration::from_secs(lease_secs), RETRY)
+        .webhooks(certs)
+        .args(extra)
+        .start()
 }
 
 /// The test's namespace (Reconcilers, Leases, WebApps) and helpers.
@@ -447,7 +329,7 @@ async fn a_replica_stopped_with_sigterm_hands_over_every_lease_before_it_exits()
     let c = Cluster::new("ho-release").await;
     const RECONCILERS: usize = 8;
     c.stamps(RECONCILERS).await;
-    let mut a = Replica::start("host-a", &c.ns, None);
+    let mut a = replica("host-a", &c.ns, None);
     let held = c.held_by(RECONCILERS, &["host-a"]).await;
     eprintln!("handover: host-a leads {} Reconcilers", held.len());
     let status = a.terminate().await;
@@ -475,15 +357,15 @@ async fn a_warm_standby_takes_what_is_handed_over_before_a_replica_still_loading
         let spec = json!({"module": {"url": {"href": url, "sha256": sha}}, "grants": stamp_grants()});
         c.reconciler(&ns, "stamp", spec).await;
     }
-    let mut a = Replica::start("host-a", &c.ns, None);
-    let b = Replica::start("host-b", &c.ns, None);
+    let mut a = replica("host-a", &c.ns, None);
+    let b = replica("host-b", &c.ns, None);
     a.wait_ready().await;
     b.wait_ready().await;
     c.held_by(RECONCILERS, &["host-a", "host-b"]).await;
 
     // A new replica starts (a rolling update's surge); while it loads, the
     // first one stops.
-    let fresh = Replica::start("host-c", &c.ns, None);
+    let fresh = replica("host-c", &c.ns, None);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let stopped = Instant::now();
     a.terminate().await;
@@ -520,7 +402,7 @@ async fn admission_calls_in_flight_are_answered_across_a_graceful_stop() {
     let c = Cluster::new("ho-drain").await;
     let certs = cert_dir();
     webapp_plugin(&c).await;
-    let mut a = Replica::start("host-a", &c.ns, Some(certs.path()));
+    let mut a = replica("host-a", &c.ns, Some(certs.path()));
     eventually("the webhooks to answer", WAIT, || async { answers(&c).await.then_some(()) }).await;
     let path = format!("/validate/r.{}.webapp", c.ns);
     let body = review(&c.ns);
@@ -564,12 +446,12 @@ async fn a_replica_still_loading_a_plugin_does_not_answer_404_for_it() {
     let spec = json!({"module": {"url": {"href": url, "sha256": sha}}, "grants": webapp_grants(),
                       "admission": {"failurePolicy": "Fail", "timeoutSeconds": 10}});
     c.reconciler(&c.ns, "webapp", spec).await;
-    let _a = Replica::start("host-a", &c.ns, Some(certs.path()));
+    let _a = replica("host-a", &c.ns, Some(certs.path()));
     eventually("the webhooks to answer", WAIT, || async { answers(&c).await.then_some(()) }).await;
 
     // Another replica starts; as soon as its port takes connections, the
     // plugin is asked there (as a Service or a re-pointed URL would).
-    let b = Replica::start("host-b", &c.ns, Some(certs.path()));
+    let b = replica("host-b", &c.ns, Some(certs.path()));
     let started = Instant::now();
     let path = format!("/validate/r.{}.webapp", c.ns);
     let body = review(&c.ns);
@@ -600,8 +482,8 @@ async fn the_webhooks_of_a_killed_replica_move_before_its_lease_expires() {
     // A long lease: the webhooks must not wait for it.
     const LONG_LEASE: u64 = 15;
     let mut replicas = [
-        Replica::start_with("host-a", &c.ns, Some(certs.path()), LONG_LEASE, &[]),
-        Replica::start_with("host-b", &c.ns, Some(certs.path()), LONG_LEASE, &[]),
+        replica_with("host-a", &c.ns, Some(certs.path()), LONG_LEASE, &[]),
+        replica_with("host-b", &c.ns, Some(certs.path()), LONG_LEASE, &[]),
     ];
     eventually("the webhooks to answer", WAIT, || async { answers(&c).await.then_some(()) }).await;
     let route = format!("webhook=\"/validate/r.{}.webapp\"", c.ns);
@@ -646,7 +528,7 @@ async fn the_webhooks_of_a_killed_replica_move_before_its_lease_expires() {
 async fn a_hand_over_keeps_the_status_history_and_says_so_in_an_event() {
     let c = Cluster::new("ho-status").await;
     let ns = c.stamps(1).await.remove(0);
-    let mut a = Replica::start("host-a", &c.ns, None);
+    let mut a = replica("host-a", &c.ns, None);
     eventually("Ready", WAIT, || async {
         let r = c.reconcilers(&ns).get("stamp").await.ok()?;
         r.status?.conditions.into_iter().find(|x| x.type_ == "Ready" && x.status == "True").map(|_| ())
@@ -654,7 +536,7 @@ async fn a_hand_over_keeps_the_status_history_and_says_so_in_an_event() {
     .await;
     // The standby loads the module seconds later than the leader did.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let b = Replica::start("host-b", &c.ns, None);
+    let b = replica("host-b", &c.ns, None);
     b.wait_ready().await;
     let before = c.reconcilers(&ns).get("stamp").await.unwrap().status.unwrap();
     let ready_since = |s: &operon::reconciler::crd::ReconcilerStatus| {
@@ -684,8 +566,8 @@ async fn a_hand_over_keeps_the_status_history_and_says_so_in_an_event() {
 async fn a_killed_replicas_membership_is_cleaned_up_by_the_others() {
     let c = Cluster::new("ho-members").await;
     c.stamps(1).await;
-    let _a = Replica::start("host-a", &c.ns, None);
-    let mut b = Replica::start("host-b", &c.ns, None);
+    let _a = replica("host-a", &c.ns, None);
+    let mut b = replica("host-b", &c.ns, None);
     eventually("two members", WAIT, || async { (c.members().await.len() == 2).then_some(()) }).await;
     b.kill9();
     let killed = Instant::now();
@@ -779,7 +661,7 @@ async fn a_rolling_update_under_load_refuses_nothing_and_bypasses_nothing() {
     webapp_plugin(&c).await;
     c.stamps(2).await;
     let mut replicas: std::collections::VecDeque<Replica> =
-        (0..2).map(|i| Replica::start(&format!("host-{i}"), &c.ns, Some(certs.path()))).collect();
+        (0..2).map(|i| replica(&format!("host-{i}"), &c.ns, Some(certs.path()))).collect();
     for r in &replicas {
         r.wait_ready().await;
     }
@@ -795,7 +677,7 @@ async fn a_rolling_update_under_load_refuses_nothing_and_bypasses_nothing() {
     let mut hand_overs = Vec::new();
     let mut next = 2;
     for _ in 0..3 {
-        let fresh = Replica::start(&format!("host-{next}"), &c.ns, Some(certs.path()));
+        let fresh = replica(&format!("host-{next}"), &c.ns, Some(certs.path()));
         next += 1;
         fresh.wait_ready().await;
         replicas.push_back(fresh);
@@ -811,7 +693,7 @@ async fn a_rolling_update_under_load_refuses_nothing_and_bypasses_nothing() {
     let mut dead = replicas.remove(named).unwrap();
     hand_overs.push(HandOver { what: "kill -9", at: Instant::now(), gone: dead.name.clone() });
     dead.kill9();
-    let fresh = Replica::start(&format!("host-{next}"), &c.ns, Some(certs.path()));
+    let fresh = replica(&format!("host-{next}"), &c.ns, Some(certs.path()));
     fresh.wait_ready().await;
     replicas.push_back(fresh);
     tokio::time::sleep(Duration::from_secs(LEASE_SECS + 2)).await;

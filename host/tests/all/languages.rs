@@ -1,7 +1,6 @@
 //! Every language's WebApp against a real API server: a failure that
 //! carries a status (contract 0.2) tells the truth on the parent, through
-//! each SDK, and is replaced when the spec is fixed — never left stale
-//! (issue #23).
+//! each SDK, and is replaced when the spec is fixed — never left stale.
 //!
 //! The WebApp CRD here keeps unknown fields (no schema), so a spec the
 //! shipped schema would refuse reaches the guests, as it would on a cluster

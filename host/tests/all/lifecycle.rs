@@ -10,9 +10,10 @@
 //! issue's numbers are in the test docs).
 
 use crate::common;
+use crate::common::replica::{Replica, cert_dir};
 use crate::common::serve;
 
-use common::{eventually, free_port, guest, thing_crd, webapp_crd};
+use common::{eventually, guest, thing_crd, webapp_crd};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -24,8 +25,7 @@ use kube::api::{
 };
 use operon::reconciler::crd::{ClusterReconciler, Reconciler};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -39,163 +39,24 @@ fn plane() -> &'static operon_envtest::ControlPlane {
     })
 }
 
-/// The `operon` binary these tests run.
-fn operon_bin() -> PathBuf {
-    std::env::var_os("OPERON_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_operon")))
-}
-
-/// Whether that binary serves /metrics over HTTPS by default (and so takes
-/// `--metrics-secure=false`); the builds before that serve plain HTTP.
-fn secure_by_default() -> bool {
-    static SECURE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *SECURE.get_or_init(|| {
-        let help = Command::new(operon_bin()).args(["run", "--help"]).output().expect("running operon run --help");
-        String::from_utf8_lossy(&help.stdout).contains("--metrics-secure")
-    })
-}
-
-/// A serving certificate for 127.0.0.1 and its CA, in a directory as a
-/// mounted Secret holds them (`tls.crt`, `tls.key`, `ca.crt`): what the
-/// replicas of the Helm chart share.
-fn cert_dir() -> tempfile::TempDir {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-    let dir = tempfile::tempdir().unwrap();
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::default();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_cert = ca.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca, ca_key);
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap().signed_by(&key, &issuer).unwrap();
-    std::fs::write(dir.path().join("ca.crt"), ca_cert.pem()).unwrap();
-    std::fs::write(dir.path().join("tls.crt"), cert.pem()).unwrap();
-    std::fs::write(dir.path().join("tls.key"), key.serialize_pem()).unwrap();
-    dir
-}
-
-/// How a replica is started.
+/// How a replica of these tests is started.
 #[derive(Clone, Default)]
 struct Opts<'a> {
-    /// `--leader-elect --lease-per-reconciler`.
+    /// `--leader-elect --lease-per-reconciler` (lease 4 s, retry 500 ms).
     leases: bool,
     /// Serve webhooks with this certificate directory.
     certs: Option<&'a Path>,
 }
 
-/// One `operon run --reconcilers` process acting on the Reconcilers
-/// labelled for its test, killed when dropped.
-struct Replica {
-    name: String,
-    child: Child,
-    metrics: u16,
-    webhooks: u16,
-    log: PathBuf,
-}
-
-impl Replica {
-    fn start(name: &str, ns: &str, opts: &Opts<'_>) -> Replica {
-        let (metrics, webhooks) = (free_port(), free_port());
-        let log = std::env::temp_dir().join(format!("operon-lifecycle-{ns}-{name}.log"));
-        let mut cmd = Command::new(operon_bin());
-        cmd.args(["run", "--reconcilers", "--reconciler-selector", &format!("operon.dev/test={ns}")])
-            // The operator opens loopback, where the tests serve modules.
-            .arg("--egress-allow=*,127.0.0.1")
-            .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}"), "--health-probe-bind-address", "0"]);
-        if secure_by_default() {
-            cmd.arg("--metrics-secure=false");
-        }
-        if opts.leases {
-            // The duration flags in the units every build takes.
-            cmd.args(["--leader-elect", "--lease-per-reconciler", "--leader-election-namespace", ns]).args([
-                "--lease-duration-secs",
-                "4",
-                "--renew-deadline-ms",
-                "3000",
-                "--retry-period-ms",
-                "500",
-            ]);
-        }
-        if let Some(dir) = opts.certs {
-            cmd.args(["--webhook-bind-address", &format!("127.0.0.1:{webhooks}")])
-                .args(["--webhook-cert-dir", dir.to_str().unwrap()]);
-        }
-        let child = cmd
-            .env("KUBECONFIG", plane().kubeconfig_path())
-            .env("HOSTNAME", name)
-            .env(
-                "RUST_LOG",
-                std::env::var("OPERON_TEST_LOG")
-                    .unwrap_or_else(|_| "info,kube=warn,operon::reconciler::lifecycle=debug".into()),
-            )
-            .env("OPERON_LOG_FORMAT", "text")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("starting operon");
-        Replica { name: name.into(), child, metrics, webhooks, log }
+/// A replica of these tests (the lifecycle logged at debug).
+fn replica(name: &str, ns: &str, opts: &Opts<'_>) -> Replica {
+    let mut o = Replica::options(plane(), "lifecycle", name, ns)
+        .webhooks(opts.certs)
+        .log_filter("info,kube=warn,operon::reconciler::lifecycle=debug");
+    if opts.leases {
+        o = o.leases(Duration::from_secs(4), Duration::from_millis(500));
     }
-
-    /// `/readyz` answered 200; `None` while it cannot be reached.
-    async fn ready(&self) -> Option<bool> {
-        let r = common::http_get(format!("http://127.0.0.1:{}/readyz", self.metrics)).await.ok()?;
-        Some(r.status().is_success())
-    }
-
-    /// The sum of a metric family's series matching `filter`; `None` when
-    /// the endpoint cannot be scraped.
-    async fn metric(&self, family: &str, filter: &str) -> Option<f64> {
-        let r = common::http_get(format!("http://127.0.0.1:{}/metrics", self.metrics)).await.ok()?;
-        let text = r.text().await.ok()?;
-        Some(
-            text.lines()
-                .filter(|l| l.starts_with(family) && l.contains(filter))
-                .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
-                .sum(),
-        )
-    }
-
-    /// Whether a series of `family` matching `filter` is exported (`None`
-    /// when the endpoint cannot be scraped).
-    async fn has_series(&self, family: &str, filter: &str) -> Option<bool> {
-        let r = common::http_get(format!("http://127.0.0.1:{}/metrics", self.metrics)).await.ok()?;
-        let text = r.text().await.ok()?;
-        Some(text.lines().any(|l| l.starts_with(family) && l.contains(filter)))
-    }
-
-    /// SIGTERM, and wait for the process to end (a rolling update's stop).
-    fn terminate(&mut self) {
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
-        for _ in 0..600 {
-            if self.child.try_wait().unwrap().is_some() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!("{} did not stop within 60 s after SIGTERM; log: {}", self.name, self.log.display());
-    }
-
-    /// SIGKILL: no release of anything.
-    fn kill9(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        // A failed test shows what each replica said (CI keeps no files).
-        if std::thread::panicking() {
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            let lines: Vec<&str> = log.lines().collect();
-            let tail = &lines[lines.len().saturating_sub(60)..];
-            eprintln!("---- the last {} lines of {}'s log ({}):", tail.len(), self.name, self.log.display());
-            for line in tail {
-                eprintln!("{}", line.chars().take(600).collect::<String>());
-            }
-        }
-    }
+    o.start()
 }
 
 /// The test's namespace, API handles and helpers.
@@ -341,15 +202,15 @@ async fn defaulted(api: &Api<DynamicObject>) -> Result<bool, String> {
     }
 }
 
-/// Issue #17, defect 1: a replica that shuts down (a rolling update of the
+/// A replica that shuts down (a rolling update of the
 /// two-replica chart) must not take every plugin's webhooks with it.
 #[tokio::test]
 async fn webhooks_outlive_a_replica_that_shuts_down() {
     let c = Cluster::new("lc-webhooks").await;
     let certs = cert_dir();
     let opts = Opts { leases: true, certs: Some(certs.path()) };
-    let mut a = Replica::start("host-a", &c.ns, &opts);
-    let b = Replica::start("host-b", &c.ns, &opts);
+    let mut a = replica("host-a", &c.ns, &opts);
+    let b = replica("host-b", &c.ns, &opts);
     c.module("webapp", &guest("rust-webapp")).await;
     c.reconciler("webapp", webapp_spec(json!({"failurePolicy": "Fail", "timeoutSeconds": 5}))).await;
     let webapps = c.webapps(&c.ns);
@@ -368,11 +229,11 @@ async fn webhooks_outlive_a_replica_that_shuts_down() {
     // stays. Its webhooks must keep being served.
     let leader = eventually("a leader", WAIT, || c.leader("webapp")).await;
     let mut survivor = if leader == "host-a" {
-        a.terminate();
+        let _ = a.terminate().await;
         b
     } else {
         let mut b = b;
-        b.terminate();
+        let _ = b.terminate().await;
         a
     };
     eventually("the surviving replica to serve the webhooks", WAIT, || async {
@@ -392,10 +253,10 @@ async fn webhooks_outlive_a_replica_that_shuts_down() {
         validating.get_opt(&name).await.unwrap().is_none().then_some(())
     })
     .await;
-    survivor.terminate();
+    let _ = survivor.terminate().await;
 }
 
-/// Issue #17, defect 7: a new replica reports Ready (and so gets webhook
+/// A new replica reports Ready (and so gets webhook
 /// traffic from its Service) only once it can answer its plugins' webhooks.
 #[tokio::test]
 async fn a_new_replica_is_ready_only_once_it_can_answer_webhooks() {
@@ -409,7 +270,7 @@ async fn a_new_replica_is_ready_only_once_it_can_answer_webhooks() {
         "grants": webapp_spec(json!({}))["grants"], "admission": {"failurePolicy": "Fail"}});
     c.reconciler("webapp", spec).await;
     let opts = Opts { leases: true, certs: Some(certs.path()) };
-    let b = Replica::start("host-b", &c.ns, &opts);
+    let b = replica("host-b", &c.ns, &opts);
     let ready =
         eventually("the new replica to say it is ready", WAIT, || async { b.ready().await.filter(|r| *r) }).await;
     assert!(ready);
@@ -434,15 +295,15 @@ async fn a_new_replica_is_ready_only_once_it_can_answer_webhooks() {
     );
 }
 
-/// Issue #17, defect 4: a rolled-back version stays refused on the replica
+/// A rolled-back version stays refused on the replica
 /// that takes over and after a restart; probation and the last good
 /// version are in the status, not in one process's memory.
 #[tokio::test]
 async fn a_rolled_back_version_stays_refused_after_a_failover_and_a_restart() {
     let c = Cluster::new("lc-rollback").await;
     let opts = Opts { leases: true, certs: None };
-    let a = Replica::start("host-a", &c.ns, &opts);
-    let b = Replica::start("host-b", &c.ns, &opts);
+    let a = replica("host-a", &c.ns, &opts);
+    let b = replica("host-b", &c.ns, &opts);
     c.module("stamp", &guest("stamp-v1")).await;
     c.reconciler(
         "stamp",
@@ -482,7 +343,7 @@ async fn a_rolled_back_version_stays_refused_after_a_failover_and_a_restart() {
 
     // Every replica gone; a new one starts from the status alone.
     drop(survivor);
-    let fresh = Replica::start("host-c", &c.ns, &opts);
+    let fresh = replica("host-c", &c.ns, &opts);
     c.thing("t", json!({"value": 200})).await;
     c.stamped_by("t", "v1", json!(200)).await;
     assert_eq!(c.digest("stamp").await.as_deref(), Some(v1.as_str()));
@@ -490,14 +351,14 @@ async fn a_rolled_back_version_stays_refused_after_a_failover_and_a_restart() {
     assert_eq!(traps, 0.0, "a restarted host loaded the refused version again");
 }
 
-/// Issue #17, defect 2: a ClusterReconciler granted every namespace (`*`)
+/// A ClusterReconciler granted every namespace (`*`)
 /// validates in every namespace.
 #[tokio::test]
 async fn a_cluster_reconciler_granted_every_namespace_is_admitted_everywhere() {
     let c = Cluster::new("lc-star").await;
     let other = operon_envtest::create_namespace(&c.client, "lc-star-other").await.unwrap();
     let certs = cert_dir();
-    let _host = Replica::start("host-a", &c.ns, &Opts { leases: false, certs: Some(certs.path()) });
+    let _host = replica("host-a", &c.ns, &Opts { leases: false, certs: Some(certs.path()) });
     // The module lives in a ConfigMap of the host's namespace... a
     // ClusterReconciler takes a URL.
     let bytes = guest("rust-webapp");
@@ -544,12 +405,12 @@ async fn a_cluster_reconciler_granted_every_namespace_is_admitted_everywhere() {
     .await;
 }
 
-/// Issue #17, defect 3: while the source holds a refused version, a change
+/// While the source holds a refused version, a change
 /// of the spec still takes effect — narrowed grants stop the running one.
 #[tokio::test]
 async fn narrowed_grants_take_effect_while_the_source_is_refused() {
     let c = Cluster::new("lc-refused").await;
-    let _host = Replica::start("host-a", &c.ns, &Opts::default());
+    let _host = replica("host-a", &c.ns, &Opts::default());
     c.module("stamp", &guest("stamp-v1")).await;
     c.reconciler("stamp", json!({"module": {"configMap": {"name": "stamp"}}, "grants": stamp_grants()})).await;
     c.thing("t", json!({"value": 1})).await;
@@ -574,13 +435,13 @@ async fn narrowed_grants_take_effect_while_the_source_is_refused() {
     assert_eq!(c.stamped("t").await, Some(("v1".into(), json!(1))), "a revoked plugin reconciled");
 }
 
-/// Issue #17, defect 5: a candidate that changes its manifest is still a
+/// A candidate that changes its manifest is still a
 /// candidate: under `rollout: shadow` it shadows, and a swapped-in version
 /// with a new manifest is on probation like any other.
 #[tokio::test]
 async fn a_new_manifest_neither_bypasses_shadow_nor_probation() {
     let c = Cluster::new("lc-manifest").await;
-    let _host = Replica::start("host-a", &c.ns, &Opts::default());
+    let _host = replica("host-a", &c.ns, &Opts::default());
     c.module("stamp", &guest("stamp-v1")).await;
     let spec = |rollout: &str| {
         json!({"module": {"configMap": {"name": "stamp"}}, "grants": stamp_grants(), "rollout": rollout,
@@ -626,12 +487,12 @@ async fn a_new_manifest_neither_bypasses_shadow_nor_probation() {
     c.stamped_by("t", "v3", json!(20)).await;
 }
 
-/// Issue #17, defect 6: parents a version refused terminally are tried
+/// Parents a version refused terminally are tried
 /// again when the module is replaced, as the event promises.
 #[tokio::test]
 async fn terminal_parents_are_retried_after_a_swap() {
     let c = Cluster::new("lc-terminal").await;
-    let _host = Replica::start("host-a", &c.ns, &Opts::default());
+    let _host = replica("host-a", &c.ns, &Opts::default());
     c.module("stamp", &guest("stamp-v1")).await;
     c.reconciler("stamp", json!({"module": {"configMap": {"name": "stamp"}}, "grants": stamp_grants()})).await;
     c.thing("hard", json!({"value": 1, "terminalFor": "v1"})).await;
@@ -646,12 +507,12 @@ async fn terminal_parents_are_retried_after_a_swap() {
     c.stamped_by("hard", "v2", json!(1)).await;
 }
 
-/// Issue #17, defect 8: every load, swap and rebuild of a Reconciler is
+/// Every load, swap and rebuild of a Reconciler is
 /// an event on it, also under per-Reconciler Leases.
 #[tokio::test]
 async fn every_load_swap_and_rebuild_is_an_event() {
     let c = Cluster::new("lc-events").await;
-    let _host = Replica::start("host-a", &c.ns, &Opts { leases: true, certs: None });
+    let _host = replica("host-a", &c.ns, &Opts { leases: true, certs: None });
     c.module("stamp", &guest("stamp-v1")).await;
     let spec = |sa_label: &str| {
         let mut grants = stamp_grants();
@@ -684,13 +545,13 @@ async fn every_load_swap_and_rebuild_is_an_event() {
     assert!(events.get("ModuleSwapped").copied().unwrap_or(0) >= 3, "{events:?}");
 }
 
-/// Issue #17, defect 9: what a Reconciler holds is released — its parents'
+/// What a Reconciler holds is released — its parents'
 /// finalizers (when it goes, when its new module renames the finalizer,
 /// when its selector no longer matches) and its Lease.
 #[tokio::test]
 async fn what_a_reconciler_holds_is_released() {
     let c = Cluster::new("lc-release").await;
-    let _host = Replica::start("host-a", &c.ns, &Opts { leases: true, certs: None });
+    let _host = replica("host-a", &c.ns, &Opts { leases: true, certs: None });
     let has = |t: &DynamicObject, f: &str| t.metadata.finalizers.as_ref().is_some_and(|fs| fs.iter().any(|x| x == f));
     c.module("stamp", &guest("stamp-finalizer")).await;
     let spec = |tier: &str| json!({"module": {"configMap": {"name": "stamp"}}, "grants": stamp_grants(), "selector": {"matchLabels": {"tier": tier}}});

@@ -446,7 +446,7 @@ fn the_host_gate_bounds_guest_memory_and_calls_across_every_caller() {
     assert_eq!(most_at_once(runtime::GateLimits::default(), 64 << 20), 8);
 }
 
-/// Issue #21: an idle module gives back its compiled code and instances, and
+/// An idle module gives back its compiled code and instances, and
 /// its next call loads them again from the artifact cache and answers the
 /// same; a call in flight keeps what it uses.
 #[test]

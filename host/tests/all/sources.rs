@@ -4,7 +4,7 @@
 //! pinned OCI digest that must not be pulled again. Every test runs real
 //! `operon run --reconcilers` processes against the real API server (the
 //! binary under test, or `$OPERON_BIN`: each test here failed on the build
-//! before the sources were bounded, issue 18 findings 3 and 4) and watches
+//! before the sources were bounded) and watches
 //! what a platform team would: the Reconcilers' status, the process's
 //! memory, the registry's own log.
 
@@ -280,7 +280,7 @@ fn answer(a: Answer) -> Arc<dyn Fn() -> Answer + Send + Sync> {
     Arc::new(move || a.clone())
 }
 
-/// Issue 18, finding 4: a URL source that redirects to plain HTTP on
+/// A URL source that redirects to plain HTTP on
 /// another host is refused before anything is fetched from there, with a
 /// status that says so — and no digest of whatever that host would have
 /// served (the status must not be an oracle on internal addresses).
@@ -310,7 +310,7 @@ async fn a_redirect_to_plain_http_elsewhere_is_refused_and_no_digest_shows() {
     assert!(c.reconcilers().get("bounced").await.unwrap().status.unwrap().digest.is_none(), "no digest");
 }
 
-/// Issue 18, finding 3: a body or a layer larger than `--max-module-size`
+/// A body or a layer larger than `--max-module-size`
 /// is refused at the cap, naming the flag, and the host's memory does not
 /// grow with what the source would send (a body of 256 MiB, never
 /// announced; a registry layer of 9 MiB against a cap of 8 MiB).
@@ -375,7 +375,7 @@ async fn an_oversized_module_is_refused_at_the_cap_and_the_host_does_not_grow() 
     assert!(grown < 64 << 20, "the host buffered what it refused: its peak memory grew by {} MiB", grown >> 20);
 }
 
-/// Issue 18, finding 3: sources that never answer, or answer a byte a
+/// Sources that never answer, or answer a byte a
 /// second, stall nobody else — a Reconciler with a ConfigMap source created
 /// after them loads while they still wait — and each ends refused, naming
 /// the timeout to change.
@@ -432,7 +432,7 @@ async fn stalled_sources_time_out_while_another_reconciler_loads() {
     }
 }
 
-/// Issue 18, finding 3: a pinned OCI digest that does not change is pulled
+/// A pinned OCI digest that does not change is pulled
 /// once, however often its Reconciler is reconciled (status timer,
 /// metadata changes, a limits change that reloads the module).
 #[tokio::test]

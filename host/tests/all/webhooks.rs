@@ -431,7 +431,7 @@ fn write_certs(dir: &Path) -> String {
     ca_cert.pem()
 }
 
-/// Suspected in issue 18: a CA rotated in the cert directory (cert-manager
+/// A CA rotated in the cert directory (cert-manager
 /// renewing the Secret) must reach the webhook configurations' caBundle,
 /// and the server must serve the new certificate, so the API server keeps
 /// calling the webhooks.
@@ -484,7 +484,7 @@ async fn a_rotated_ca_reaches_the_configurations_and_the_new_certificate_is_serv
 /// With `--webhook-client-ca-file`, only a client presenting a certificate
 /// that CA signed (the API server, given one by its AdmissionConfiguration)
 /// gets an answer; any other pod that reaches the port fails the handshake
-/// before a byte of its review is read (issue 18, finding 2).
+/// before a byte of its review is read.
 #[tokio::test]
 async fn with_a_client_ca_only_clients_it_signed_are_served() {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};

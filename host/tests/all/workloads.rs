@@ -31,7 +31,7 @@ fn ready(object: &DynamicObject) -> Option<(String, String, String, String)> {
     Some((text("status"), text("reason"), text("message"), text("lastTransitionTime")))
 }
 
-/// Issue #19: a WebApp's `Ready` follows its Deployment's availability, as
+/// A WebApp's `Ready` follows its Deployment's availability, as
 /// the host rates it — the guest has no rollout arithmetic, only
 /// `readiness` — on a cluster where the Deployment really rolls out.
 #[tokio::test]
@@ -104,7 +104,7 @@ async fn a_webapps_ready_follows_its_deployments_availability() {
     r.stop().await;
 }
 
-/// Issue #19: the time-driven example acts when its schedule turns — woken
+/// The time-driven example acts when its schedule turns — woken
 /// by its own `requeue-at`, not by polling or an event — and never before.
 #[tokio::test]
 async fn a_scheduled_scale_acts_when_its_schedule_turns() {

@@ -4,6 +4,7 @@ pub mod author;
 pub mod logs;
 pub mod pdns;
 pub mod plugins;
+pub mod replica;
 pub mod running;
 pub mod serve;
 pub mod skip;
