@@ -173,6 +173,10 @@ pub struct Config {
     pub egress_allowed: crate::egress::grants::Allowed,
     /// Record sampled reconciles as fixtures (`operon run --record`).
     pub record: Option<Arc<super::record::Recorder>>,
+    /// Write the host's `Synced` condition on parents whose CRD has a
+    /// conditions list keyed by type (a Reconciler's
+    /// `spec.syncedCondition`, on by default).
+    pub synced: bool,
 }
 
 impl Default for Config {
@@ -199,6 +203,7 @@ impl Default for Config {
             egress: None,
             egress_allowed: crate::egress::grants::Allowed::default(),
             record: None,
+            synced: true,
         }
     }
 }

@@ -46,6 +46,9 @@ pub enum InvalidSpec {
     /// `spec.grants.egress` or `spec.credentials` cannot be used.
     #[error("{0}")]
     Egress(String),
+    /// `spec.module.verify` names a key that cannot be used.
+    #[error("{0}")]
+    Verify(String),
     /// Credentials without a ServiceAccount to read them as.
     #[error(
         "spec.credentials needs spec.serviceAccountName: the host reads a credential's Secret as the plugin's ServiceAccount, never as itself"
@@ -107,6 +110,13 @@ pub struct Host<'a> {
 /// [`InvalidSpec`] naming the field.
 pub fn derive(key: &PluginKey, spec: &PluginSpec, host: &Host<'_>) -> Result<Settings, InvalidSpec> {
     let placement = key.placement();
+    if let Some(verify) = &spec.module.verify {
+        let namespace = match &placement {
+            Placement::Namespaced(ns) => Some(ns.as_str()),
+            Placement::Cluster => None,
+        };
+        super::verify::check_spec(verify, namespace).map_err(InvalidSpec::Verify)?;
+    }
     let labels = spec.selector.as_ref().map(label_selector).transpose()?;
     let annotations = spec
         .annotation_selector
@@ -138,6 +148,7 @@ pub fn derive(key: &PluginKey, spec: &PluginSpec, host: &Host<'_>) -> Result<Set
         grants,
         probation,
         egress,
+        synced: spec.synced_condition.unwrap_or(true),
         ..base
     };
     let limits = limits(spec);
@@ -151,6 +162,7 @@ pub fn derive(key: &PluginKey, spec: &PluginSpec, host: &Host<'_>) -> Result<Set
         &spec.service_account_name,
         &spec.selector,
         &spec.credentials,
+        &spec.synced_condition,
         format!("{placement:?}"),
     ))
     .unwrap_or_default();

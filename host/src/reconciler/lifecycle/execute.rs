@@ -128,9 +128,24 @@ impl Lifecycle {
                         }),
                         _ => None,
                     };
+                    let untrusted = match &observed.spec {
+                        Ok(spec) if !self.loader.verified(key, &spec.module, d) => Some(format!(
+                            "module {} was not verified against the keys now required (spec.module.verify{}): \
+                             it is fetched and checked again, and serves only if its signature verifies",
+                            plan::short(d),
+                            if self.loader.policy().trust().is_some() { ", --require-signed-modules" } else { "" },
+                        )),
+                        _ => None,
+                    };
                     (
                         d.clone(),
-                        plan::Module { digest: d.clone(), forbidden, overlaps, admission: h.module.admission() },
+                        plan::Module {
+                            digest: d.clone(),
+                            forbidden,
+                            overlaps,
+                            untrusted,
+                            admission: h.module.admission(),
+                        },
                     )
                 })
                 .collect();
@@ -162,7 +177,8 @@ impl Lifecycle {
         // Nothing to serve here because this replica cannot get it (the
         // source unreachable or refused from here, a rollback version it
         // lacks): the unit's Lease goes to a replica that can, if any.
-        let stuck_here = matches!(facts.source, Source::Unavailable(_) | Source::Refused(_)) || restore_unavailable;
+        let stuck_here =
+            matches!(facts.source, Source::Unavailable(_) | Source::Refused(_) | Source::Untrusted(_)) || restore_unavailable;
         leadership.set_able(plan.serve.is_some() || live.serving.is_some() || !stuck_here);
         let outcome = self
             .execute(key, &name, &plugin, &leadership, &observed, derived.as_ref().ok(), &facts, &plan, durable)
@@ -179,7 +195,7 @@ impl Lifecycle {
             return Ok(Action::RequeueAfter(loader::RESTORE_RETRY));
         }
         if facts.retry {
-            if let Source::Unavailable(m) = &facts.source {
+            if let Source::Unavailable(m) | Source::Untrusted(m) = &facts.source {
                 return Err(StepError::Source(m.clone()));
             }
         }
@@ -194,6 +210,7 @@ impl Lifecycle {
         let plugin = self.plugin(key);
         if let Some(pinned) = self.loader.pinned(&spec.module)
             && plugin.lock().unwrap_or_else(|e| e.into_inner()).modules.contains_key(&pinned)
+            && self.loader.verified(key, &spec.module, &pinned)
         {
             return SourceFacts { source: Source::Holds(pinned), fetched: None, retry: false };
         }
@@ -212,6 +229,7 @@ impl Lifecycle {
         // version) unchanged: nothing to read.
         if let Some(known) = self.loader.known(key, &spec.module, config_map.clone().flatten().as_deref())
             && plugin.lock().unwrap_or_else(|e| e.into_inner()).modules.contains_key(&known)
+            && self.loader.verified(key, &spec.module, &known)
         {
             return SourceFacts { source: Source::Holds(known), fetched: None, retry: false };
         }
@@ -219,6 +237,9 @@ impl Lifecycle {
         match self.loader.fetch(key, &spec.module, config_map, allow_paths).await {
             Fetch::Running => SourceFacts { source: Source::Pending, fetched: None, retry: false },
             Fetch::Done(f) => SourceFacts { source: Source::Holds(f.digest.clone()), fetched: Some(f), retry: false },
+            Fetch::Failed { error: error @ super::super::source::Error::Untrusted { .. }, retry } => {
+                SourceFacts { source: Source::Untrusted(error.to_string()), fetched: None, retry }
+            }
             Fetch::Failed { error, retry: true } => {
                 SourceFacts { source: Source::Unavailable(error.to_string()), fetched: None, retry: true }
             }
