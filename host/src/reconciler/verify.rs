@@ -366,7 +366,7 @@ async fn url_signature(
     let subject = Subject {
         what: url.href.clone(),
         looked: sig.to_string(),
-        sign: "operon sign --key KEY module.wasm, and publish module.wasm.sig beside it".into(),
+        sign: "operon sign --key KEY module.wasm".into(),
         digest: None,
     };
     let signature = match source::get(http, &sig, signing::MAX_SIGNATURE_BYTES, bounds).await {
