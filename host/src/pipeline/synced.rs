@@ -33,6 +33,9 @@ use std::time::{Duration, Instant};
 /// The shortest time between two writes of the condition on one parent
 /// whose status and reason stay the same.
 pub const MIN_INTERVAL: Duration = Duration::from_secs(30);
+/// How long an unanswered question about the parent kind's CRD waits
+/// before it is asked again.
+const ASK_AGAIN: Duration = Duration::from_secs(60);
 /// Most parents whose last write is remembered.
 const REMEMBERED: usize = 10_000;
 /// The field manager's suffix (`operon/<controller>-synced`).
@@ -118,8 +121,9 @@ pub struct Synced {
     enabled: bool,
     /// The host's client: reads the parent's CRD.
     host: kube::Client,
-    /// Whether the parent kind supports it, once learnt.
-    support: tokio::sync::OnceCell<bool>,
+    /// Whether the parent kind supports it, once learnt; else when it was
+    /// last asked (the API server did not answer).
+    support: Mutex<Result<bool, Option<Instant>>>,
     /// When each parent's condition was last written.
     written: Mutex<HashMap<ObjectKey, Instant>>,
 }
@@ -127,7 +131,7 @@ pub struct Synced {
 impl Synced {
     /// For a controller whose parents are `kind`.
     pub fn new(enabled: bool, host: kube::Client) -> Synced {
-        Synced { enabled, host, support: tokio::sync::OnceCell::new(), written: Mutex::new(HashMap::new()) }
+        Synced { enabled, host, support: Mutex::new(Err(None)), written: Mutex::new(HashMap::new()) }
     }
 
     /// Say on `parent` how its reconcile ended. Failures to write are
@@ -187,36 +191,42 @@ impl Synced {
     }
 
     /// Whether the parents' kind can carry the condition: asked of its CRD
-    /// once (a built-in kind, or a CRD the host cannot read: no).
+    /// once (a built-in kind: no). An unanswered question is asked again a
+    /// minute later, meanwhile the answer is no.
     async fn supported(&self, kind: &Gvk) -> bool {
-        *self
-            .support
-            .get_or_init(|| async {
-                let supported = match crd_of(&self.host, kind).await {
-                    Some(crd) => supports(&crd, &kind.version),
-                    None => false,
-                };
-                if !supported {
-                    tracing::info!(
-                        %kind,
-                        "the Synced condition is not written on this kind: its CRD's status has no `conditions` list keyed by type \
-                         (x-kubernetes-list-type: map, x-kubernetes-list-map-keys: [type]) to merge it into"
-                    );
-                }
-                supported
-            })
-            .await
+        match *self.support.lock().unwrap_or_else(|p| p.into_inner()) {
+            Ok(known) => return known,
+            Err(Some(asked)) if asked.elapsed() < ASK_AGAIN => return false,
+            Err(_) => {}
+        }
+        let answer = match crd_of(&self.host, kind).await {
+            Ok(Some(crd)) => Ok(supports(&crd, &kind.version)),
+            Ok(None) => Ok(false),
+            Err(e) => {
+                tracing::debug!(%kind, "whether the Synced condition may be written is not known yet: {e}");
+                Err(Some(Instant::now()))
+            }
+        };
+        if answer == Ok(false) {
+            tracing::info!(
+                %kind,
+                "the Synced condition is not written on this kind: its CRD's status has no `conditions` list keyed by type \
+                 (x-kubernetes-list-type: map, x-kubernetes-list-map-keys: [type]) to merge it into"
+            );
+        }
+        *self.support.lock().unwrap_or_else(|p| p.into_inner()) = answer;
+        answer == Ok(true)
     }
 }
 
-/// The CRD serving `kind`, if it is a custom kind the host may read.
-async fn crd_of(client: &kube::Client, kind: &Gvk) -> Option<CustomResourceDefinition> {
+/// The CRD serving `kind` (`None`: a built-in kind).
+async fn crd_of(client: &kube::Client, kind: &Gvk) -> Result<Option<CustomResourceDefinition>, kube::Error> {
     if kind.group.is_empty() || !kind.group.contains('.') {
-        return None;
+        return Ok(None);
     }
-    let (resource, _) = crate::cache::resolve(client, kind).await.ok()?;
+    let (resource, _) = crate::cache::resolve(client, kind).await?;
     let api: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
-    api.get_opt(&format!("{}.{}", resource.plural, kind.group)).await.ok().flatten()
+    api.get_opt(&format!("{}.{}", resource.plural, kind.group)).await
 }
 
 #[cfg(test)]
