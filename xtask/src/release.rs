@@ -31,14 +31,16 @@ use std::process::Command;
 use std::time::Instant;
 
 const USAGE: &str = "\
-usage: cargo xtask release (--key KEY.key | --ephemeral-key) [--out DIR]
+usage: cargo xtask release (--key KEY.key | --ephemeral-key) [--out DIR] [--profile release-test]
 
 KEY.key is a PEM private key (ECDSA P-256, `operon sign --new-key KEY` makes
 one), its public half in KEY.pub beside it.
 
 Builds the static binary (release profile), the SDK packages, the chart, the
 image (an OCI layout) and the SBOMs into DIR (default target/release-dir),
-with SHA256SUMS and a signature beside every file.
+with SHA256SUMS and a signature beside every file. `--profile release-test`
+builds the binary as `cargo xtask test` does (to try the pipeline, not to
+publish).
 ";
 
 /// Where the release directory goes by default.
@@ -58,13 +60,20 @@ pub enum Key {
 }
 
 pub fn run(args: &[&str]) -> Result<()> {
-    let (mut out, mut key) = (default_dir(), None);
+    let (mut out, mut key, mut profile) = (default_dir(), None, crate::image::Profile::Release);
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match *arg {
             "--out" => out = PathBuf::from(it.next().context("--out needs a directory")?),
             "--key" => key = Some(Key::File(PathBuf::from(it.next().context("--key needs a file")?))),
             "--ephemeral-key" => key = Some(Key::Ephemeral),
+            "--profile" => {
+                profile = match it.next().copied() {
+                    Some("release") => crate::image::Profile::Release,
+                    Some("release-test") => crate::image::Profile::ReleaseTest,
+                    other => bail!("--profile takes release or release-test, not {other:?}"),
+                }
+            }
             _ => {
                 print!("{USAGE}");
                 bail!("unknown argument: {arg}");
@@ -76,7 +85,7 @@ pub fn run(args: &[&str]) -> Result<()> {
         bail!("give the release key (--key KEY.pem), or --ephemeral-key to test the pipeline");
     };
     let started = Instant::now();
-    let binary = crate::image::build_binary(crate::image::Profile::Release)?;
+    let binary = crate::image::build_binary(profile)?;
     crate::packages::run(&[])?;
     let image = crate::root().join("target/release-image");
     crate::image::write_layout(&binary, &image.join("oci"), &image.join("bundle"))?;
