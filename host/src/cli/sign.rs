@@ -91,7 +91,9 @@ pub async fn verify(args: VerifyArgs) -> anyhow::Result<Vec<String>> {
         keys.push((path.display().to_string(), PublicKey::from_pem(&text).with_context(|| path.display().to_string())?));
     }
     let trust = [Trust { by: "operon verify --key", keys }];
-    let (http, bounds) = (source::http_client(Bounds::default()), Bounds::default());
+    // Any file, not only a module: no module size bound here.
+    let bounds = Bounds { max_bytes: usize::MAX, ..Bounds::default() };
+    let http = source::http_client(bounds);
     let mut out = Vec::new();
     for file in &args.files {
         let path = file.display().to_string();
