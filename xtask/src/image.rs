@@ -44,11 +44,12 @@ pub const ENTRYPOINT: &str = "/usr/local/bin/operon";
 const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 const USAGE: &str = "\
-usage: cargo xtask image [--push REF]
+usage: cargo xtask image [--profile release|release-test] [--push REF]
 
 Builds the operon image (a static binary and CA certificates, user 65532)
 into target/image/oci and pushes it to a loopback registry storing under
-target/image/registry; with --push, also to REF.
+target/image/registry; with --push, also to REF. The profile is release
+unless given; release-test builds the binary as `cargo xtask test` does.
 ";
 
 /// The cargo profile of the static binary.
@@ -71,7 +72,12 @@ impl Profile {
 }
 
 pub fn run(args: &[&str]) -> Result<()> {
-    let push = match args {
+    let (profile, rest) = match args {
+        ["--profile", "release-test", rest @ ..] => (Profile::ReleaseTest, rest),
+        ["--profile", "release", rest @ ..] => (Profile::Release, rest),
+        rest => (Profile::Release, rest),
+    };
+    let push = match rest {
         [] => None,
         ["--push", reference] => Some(*reference),
         _ => {
@@ -79,7 +85,7 @@ pub fn run(args: &[&str]) -> Result<()> {
             bail!("unknown arguments: {}", args.join(" "));
         }
     };
-    build(Profile::Release, push).map(|_| ())
+    build(profile, push).map(|_| ())
 }
 
 /// Build the image with the binary of `profile`, push it to the loopback
