@@ -12,7 +12,7 @@
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// One HTTP request of a guest.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -224,11 +224,21 @@ impl Exchange {
     }
 }
 
-/// The call a request is, in one line: `GET https://host/path`.
+/// The longest URL [`describe`] shows whole.
+const SHOWN_URL: usize = 256;
+
+/// The call a request is, in one line: `GET https://host/path` (a URL
+/// longer than 256 characters cut, with `…`).
 pub fn describe(request: &HttpRequest) -> String {
     let body = request.body.as_ref().map_or(String::new(), |b| format!(" ({} bytes of body)", b.len()));
     let credential = request.credential.as_ref().map_or(String::new(), |c| format!(" with credential {c:?}"));
-    format!("{} {}{body}{credential}", request.method.to_ascii_uppercase(), request.url)
+    let method: String = request.method.to_ascii_uppercase().chars().take(16).collect();
+    let url = if request.url.chars().count() > SHOWN_URL {
+        format!("{}…", request.url.chars().take(SHOWN_URL).collect::<String>())
+    } else {
+        request.url.clone()
+    };
+    format!("{method} {url}{body}{credential}")
 }
 
 /// Whether a recorded request answers `asked`: the same method (without
@@ -245,27 +255,39 @@ pub fn same_call(recorded: &HttpRequest, asked: &HttpRequest) -> bool {
 /// call takes the first exchange not yet used that is the [`same_call`];
 /// a call with none is answered `not-recorded` and remembered, so the
 /// runner fails the fixture naming it (whatever the guest made of the
-/// error).
+/// error). The exchanges are shared, never copied (a shadow candidate
+/// replays the live call's); what an error names and what is remembered
+/// are bounded, however many calls the guest makes.
 #[derive(Debug, Default)]
 pub struct Replay {
+    exchanges: Arc<[Exchange]>,
     state: Mutex<ReplayState>,
 }
 
+/// Recorded calls a `not-recorded` error names at most.
+const NAMED: usize = 5;
+/// Missed calls a replay remembers at most.
+const REMEMBERED: usize = 16;
+
 #[derive(Debug, Default)]
 struct ReplayState {
-    exchanges: Vec<(Exchange, bool)>,
-    missed: Vec<HttpRequest>,
+    used: Vec<bool>,
+    /// The missed calls, described.
+    missed: Vec<String>,
+    /// Missed calls past [`REMEMBERED`].
+    more: usize,
 }
 
 impl Replay {
     /// A replay of `exchanges`.
     pub fn new(exchanges: Vec<Exchange>) -> Replay {
-        Replay {
-            state: Mutex::new(ReplayState {
-                exchanges: exchanges.into_iter().map(|e| (e, false)).collect(),
-                missed: Vec::new(),
-            }),
-        }
+        Replay::shared(exchanges.into())
+    }
+
+    /// A replay of exchanges shared with others (a recording).
+    pub fn shared(exchanges: Arc<[Exchange]>) -> Replay {
+        let used = vec![false; exchanges.len()];
+        Replay { exchanges, state: Mutex::new(ReplayState { used, ..ReplayState::default() }) }
     }
 
     /// The answer to one call.
@@ -274,14 +296,20 @@ impl Replay {
     /// The recorded error, or [`HttpError::NotRecorded`].
     pub fn fetch(&self, asked: &HttpRequest) -> Result<HttpResponse, HttpError> {
         let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((exchange, used)) =
-            state.exchanges.iter_mut().find(|(e, used)| !used && same_call(&e.request, asked))
-        {
-            *used = true;
+        let found = self.exchanges.iter().enumerate().find(|(i, e)| !state.used[*i] && same_call(&e.request, asked));
+        if let Some((i, exchange)) = found {
+            state.used[i] = true;
             return exchange.answer();
         }
-        state.missed.push(asked.clone());
-        let recorded = state.exchanges.iter().map(|(e, _)| describe(&e.request)).collect::<Vec<_>>();
+        if state.missed.len() < REMEMBERED {
+            state.missed.push(describe(asked));
+        } else {
+            state.more += 1;
+        }
+        let mut recorded: Vec<String> = self.exchanges.iter().take(NAMED).map(|e| describe(&e.request)).collect();
+        if self.exchanges.len() > NAMED {
+            recorded.push(format!("and {} more", self.exchanges.len() - NAMED));
+        }
         Err(HttpError::NotRecorded(format!(
             "{} is not in the recording{}",
             describe(asked),
@@ -293,17 +321,18 @@ impl Replay {
         )))
     }
 
-    /// The calls no exchange answered, in order.
-    pub fn missed(&self) -> Vec<HttpRequest> {
+    /// The calls no exchange answered, in order, described (at most 16).
+    pub fn missed(&self) -> Vec<String> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner).missed.clone()
     }
 
-    /// Why the run fails, if a call was not recorded: one line naming each.
+    /// Why the run fails, if a call was not recorded: one line naming each
+    /// (the first 16).
     pub fn verdict(&self) -> Option<String> {
-        let missed = self.missed();
-        (!missed.is_empty()).then(|| {
-            let calls: Vec<String> = missed.iter().map(describe).collect();
-            format!("the guest made calls the fixture's `egress` does not hold: {}", calls.join("; "))
+        let state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        (!state.missed.is_empty()).then(|| {
+            let more = if state.more > 0 { format!("; and {} more", state.more) } else { String::new() };
+            format!("the guest made calls the fixture's `egress` does not hold: {}{more}", state.missed.join("; "))
         })
     }
 }
@@ -434,5 +463,25 @@ mod tests {
         let error: Exchange =
             serde_json::from_str(r#"{"request":{"method":"GET","url":"https://x/"},"error":{"denied":"no"}}"#).unwrap();
         assert_eq!(error.answer(), Err(HttpError::Denied("no".into())));
+    }
+
+    /// A guest looping on calls a recording does not hold: each error and
+    /// the verdict name a bounded number of calls, however many there are
+    /// (a replay's error listing every recorded call is quadratic).
+    #[test]
+    fn a_replay_should_name_a_bounded_number_of_calls() {
+        let ok = HttpResponse { status: 200, headers: vec![], body: vec![] };
+        let recorded: Vec<Exchange> =
+            (0..1000).map(|i| Exchange::of(get(&format!("https://a.example/{i}")), &Ok(ok.clone()))).collect();
+        let replay = Replay::new(recorded);
+        let long = get(&format!("https://a.example/{}", "x".repeat(100_000)));
+        let mut longest = 0;
+        for _ in 0..1000 {
+            longest = longest.max(replay.fetch(&long).unwrap_err().to_string().len());
+        }
+        assert!(longest < 4096, "an error of {longest} bytes");
+        assert_eq!(replay.missed().len(), 16);
+        let verdict = replay.verdict().unwrap();
+        assert!(verdict.len() < 16 * 400 && verdict.ends_with("and 984 more"), "{}", verdict.len());
     }
 }

@@ -3,7 +3,10 @@
 //!
 //! A fixture directory holds, per case, a request file `NAME.yaml` and its
 //! expected file `NAME.expected.yaml` (`.yml` and `.json` work too); a
-//! subdirectory [`ADMISSION_DIR`] holds admission reviews named the same way.
+//! subdirectory [`ADMISSION_DIR`] holds admission reviews named the same
+//! way, and [`CONVERSION_DIR`] conversion cases. Every other subdirectory
+//! (`recorded/`, say) holds more request fixtures, named by their path
+//! (`recorded/live-create`): a fixture is never skipped for where it is.
 //!
 //! ```yaml
 //! # NAME.yaml
@@ -189,17 +192,45 @@ pub fn cases_in(dir: &Path) -> Result<Vec<Case>, Error> {
     Ok(paths.iter().map(|p| Case::of(p)).collect())
 }
 
-/// Every case of a fixture directory: `dir` and `dir/admission`.
+/// The cases in `dir` and, after them, in each of its subdirectories
+/// (depth first, sorted by name; hidden ones and those named in `skip`
+/// left out), each named by its path below `dir` (`recorded/live-create`).
+///
+/// # Errors
+///
+/// When a directory cannot be read.
+pub fn cases_under(dir: &Path, skip: &[&str]) -> Result<Vec<Case>, Error> {
+    let mut cases = cases_in(dir)?;
+    let mut subdirs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(Error::io(dir))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| !n.starts_with('.') && !skip.contains(&n)))
+        .collect();
+    subdirs.sort();
+    for sub in subdirs {
+        let prefix = sub.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        for mut case in cases_under(&sub, &[])? {
+            case.name = format!("{prefix}/{}", case.name);
+            cases.push(case);
+        }
+    }
+    Ok(cases)
+}
+
+/// Every case of a fixture directory: requests in `dir` and in every
+/// subdirectory but `admission/` and `conversion/`, whose reviews and
+/// conversion cases come apart ([`cases_under`]).
 ///
 /// # Errors
 ///
 /// When a directory cannot be read, or there is no case at all.
 pub fn discover(dir: &Path) -> Result<Cases, Error> {
-    let requests = cases_in(dir)?;
+    let requests = cases_under(dir, &[ADMISSION_DIR, CONVERSION_DIR])?;
     let admission = dir.join(ADMISSION_DIR);
-    let reviews = if admission.is_dir() { cases_in(&admission)? } else { Vec::new() };
+    let reviews = if admission.is_dir() { cases_under(&admission, &[])? } else { Vec::new() };
     let conversion = dir.join(CONVERSION_DIR);
-    let conversions = if conversion.is_dir() { cases_in(&conversion)? } else { Vec::new() };
+    let conversions = if conversion.is_dir() { cases_under(&conversion, &[])? } else { Vec::new() };
     if requests.is_empty() && reviews.is_empty() && conversions.is_empty() {
         return Err(Error::invalid(dir, "no fixtures (*.yaml, *.yml or *.json other than *.expected.*)"));
     }
@@ -605,7 +636,13 @@ fn to_write(kind: Kind, actual: &Value) -> Value {
 ///
 /// When the file cannot be written.
 pub fn write_expected(kind: Kind, path: &Path, actual: &Value) -> Result<(), Error> {
-    std::fs::write(path, to_yaml(&to_write(kind, actual))).map_err(Error::io(path))
+    std::fs::write(path, expected_to_yaml(kind, actual)).map_err(Error::io(path))
+}
+
+/// The text [`write_expected`] writes: `actual` as an expected file of
+/// `kind` holds it.
+pub fn expected_to_yaml(kind: Kind, actual: &Value) -> String {
+    to_yaml(&to_write(kind, actual))
 }
 
 /// How a run compares with its expected file.
@@ -963,6 +1000,29 @@ mod tests {
         let empty = dir.join("empty");
         std::fs::create_dir(&empty).unwrap();
         assert!(discover(&empty).unwrap_err().to_string().contains("no fixtures"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn fixtures_in_a_subdirectory_should_be_discovered_named_by_their_path() {
+        let dir = std::env::temp_dir().join(format!("operon-contract-nested-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for sub in ["recorded/old", "admission", ".hidden"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        for f in ["top.yaml", "recorded/live.yaml", "recorded/live.expected.yaml", "recorded/old/a.yaml"] {
+            std::fs::write(dir.join(f), "{}").unwrap();
+        }
+        std::fs::write(dir.join("admission/r.yaml"), "{}").unwrap();
+        std::fs::write(dir.join(".hidden/h.yaml"), "{}").unwrap();
+        let cases = discover(&dir).unwrap();
+        let names: Vec<&str> = cases.requests.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["top", "recorded/live", "recorded/old/a"]);
+        assert_eq!(cases.requests[1].expected, dir.join("recorded/live.expected.yaml"));
+        assert_eq!(cases.reviews.len(), 1, "admission reviews are not requests");
+        // A directory of nothing but nested fixtures is not empty.
+        let nested = discover(&dir.join("recorded")).unwrap();
+        assert_eq!(nested.requests.len(), 2);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -73,6 +73,10 @@ pub struct Options {
     /// only every 30 seconds, so ownerReferences to a kind installed later
     /// take that long to be honoured.
     pub crds: Vec<CustomResourceDefinition>,
+    /// More kube-apiserver flags, after the harness's own (e.g.
+    /// `--admission-control-config-file=…`, for a test of what the API
+    /// server presents to webhooks).
+    pub apiserver_args: Vec<String>,
 }
 
 impl Default for Options {
@@ -85,6 +89,7 @@ impl Default for Options {
             assets: None,
             timeout: Duration::from_secs(90),
             crds: Vec::new(),
+            apiserver_args: Vec::new(),
         }
     }
 }
@@ -110,6 +115,13 @@ impl Options {
     /// These options plus a CRD to install at start; see [`Options::crds`].
     pub fn crd(mut self, crd: CustomResourceDefinition) -> Self {
         self.crds.push(crd);
+        self
+    }
+
+    /// These options plus one kube-apiserver flag; see
+    /// [`Options::apiserver_args`].
+    pub fn apiserver_arg(mut self, arg: impl Into<String>) -> Self {
+        self.apiserver_args.push(arg.into());
         self
     }
 
@@ -147,8 +159,9 @@ pub struct ControlPlane {
     /// How each process was started, to restart it.
     commands: Vec<Spawned>,
     /// In start order: etcd, kube-apiserver, kube-controller-manager,
-    /// kube-scheduler, kwok.
-    processes: Vec<Process>,
+    /// kube-scheduler, kwok. Behind a lock so that [`ControlPlane::stop`]
+    /// can stop them through a shared reference.
+    processes: std::sync::Mutex<Vec<Process>>,
     dir: Dir,
     server: String,
     ca_der: Vec<u8>,
@@ -265,7 +278,7 @@ impl ControlPlane {
         let mut plane = Self {
             watchdog: Some(watchdog),
             commands: Vec::new(),
-            processes: Vec::new(),
+            processes: std::sync::Mutex::new(Vec::new()),
             dir,
             server,
             ca_der: pki.ca_der().to_vec(),
@@ -358,7 +371,10 @@ impl ControlPlane {
                 // with the event rate on its own, and a watcher that still
                 // falls behind gets 410 Gone and re-lists, which clients must
                 // handle anyway.
-            ],
+            ]
+            .into_iter()
+            .chain(options.apiserver_args.iter().cloned())
+            .collect(),
             Vec::new(),
         )?;
         let config = plane.config();
@@ -459,7 +475,7 @@ impl ControlPlane {
         let spawned = Spawned { name, binary: assets.join(name), args, env };
         let watchdog = self.watchdog.as_mut().expect("the watchdog lives until drop");
         let process = Process::spawn(name, &spawned.binary, &spawned.args, &spawned.env, self.dir.path(), watchdog)?;
-        self.processes.push(process);
+        self.processes_mut().push(process);
         self.commands.push(spawned);
         Ok(())
     }
@@ -476,7 +492,7 @@ impl ControlPlane {
     /// If the API server does not come back within `timeout`.
     pub fn restart_apiserver(&mut self, down_for: Duration, timeout: Duration) -> Result<()> {
         let index = self
-            .processes
+            .processes_mut()
             .iter()
             .position(|p| p.name() == assets::KUBE_APISERVER)
             .context("no kube-apiserver in this control plane")?;
@@ -486,11 +502,12 @@ impl ControlPlane {
             .find(|c| c.name == assets::KUBE_APISERVER)
             .cloned()
             .context("kube-apiserver was not started by this control plane")?;
-        self.processes[index].stop();
+        self.processes_mut()[index].stop();
         std::thread::sleep(down_for);
         let watchdog = self.watchdog.as_mut().expect("the watchdog lives until drop");
-        self.processes[index] =
+        let process =
             Process::spawn(spawned.name, &spawned.binary, &spawned.args, &spawned.env, self.dir.path(), watchdog)?;
+        self.processes_mut()[index] = process;
         let config = self.config();
         self.wait("kube-apiserver /readyz after a restart", Instant::now() + timeout, || get(config.clone(), "/readyz"))
     }
@@ -502,7 +519,7 @@ impl ControlPlane {
         deadline: Instant,
         mut probe: impl FnMut() -> F + Send,
     ) -> Result<()> {
-        let processes = &mut self.processes;
+        let processes = self.processes.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
         on_own_thread(move || async move {
             loop {
                 for process in processes.iter_mut() {
@@ -575,13 +592,13 @@ impl ControlPlane {
     /// kube-apiserver, then those the options asked for:
     /// kube-controller-manager, kube-scheduler, kwok); for diagnostics.
     pub fn pids(&self) -> Vec<u32> {
-        self.processes.iter().map(Process::id).collect()
+        self.processes().iter().map(Process::id).collect()
     }
 
     /// The last `lines` lines of each running binary's log, in start order,
     /// for a failing test's message.
     pub fn logs(&self, lines: usize) -> String {
-        self.processes
+        self.processes()
             .iter()
             .map(|p| format!("--- last lines of {}.log:\n{}", p.name(), p.tail(lines)))
             .collect::<Vec<_>>()
@@ -589,11 +606,34 @@ impl ControlPlane {
     }
 }
 
+impl ControlPlane {
+    /// Stop every binary (as [`Drop`] does) while others may still hold a
+    /// reference: what a shared control plane nobody uses any more does
+    /// (`shared_named`). Clients of it then see refused connections. Its
+    /// etcd data goes at once; the rest of its directory when it is dropped
+    /// (or the process exits: the watchdog removes it).
+    pub fn stop(&self) {
+        for process in self.processes().iter_mut().rev() {
+            process.stop();
+        }
+        // etcd's write-ahead log alone preallocates 64 MiB.
+        let _ = std::fs::remove_dir_all(self.dir.path().join("etcd"));
+    }
+
+    fn processes(&self) -> std::sync::MutexGuard<'_, Vec<Process>> {
+        self.processes.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn processes_mut(&mut self) -> &mut Vec<Process> {
+        self.processes.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 impl Drop for ControlPlane {
     fn drop(&mut self) {
         // The watchdog first, so it cannot act on pids reaped below.
         drop(self.watchdog.take());
-        for process in self.processes.iter_mut().rev() {
+        for process in self.processes_mut().iter_mut().rev() {
             process.stop();
         }
         if let Dir::Kept(path) = &self.dir

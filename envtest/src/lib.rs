@@ -21,9 +21,12 @@
 //! # }
 //! ```
 //!
-//! A test binary whose tests need CRDs, garbage collection of custom
-//! objects included, starts its shared control plane with them through one
-//! helper: `shared_with(|| Options::with_controller_manager().crd(my_crd()))`.
+//! A suite whose tests need CRDs, garbage collection of custom objects
+//! included, shares a control plane started with them through one helper:
+//! `shared_named("my-suite", || Options::with_controller_manager().crd(my_crd()))`.
+//! One test binary may hold many suites, each under its own name; a shared
+//! control plane no test used for [`IDLE`] is stopped, so a binary running
+//! its suites one after the other runs few at a time.
 //! Each test makes its own [`ControlPlane::client`]. For a control plane of
 //! its own (to stop it, or to start it differently), a test calls
 //! [`ControlPlane::start`] and drops the result.
@@ -69,4 +72,4 @@ mod shared;
 
 pub use control_plane::{ControlPlane, KEEP_ENV, Options};
 pub use registry::Registry;
-pub use shared::{create_namespace, shared, shared_with};
+pub use shared::{IDLE, Shared, create_namespace, shared, shared_named, shared_with};

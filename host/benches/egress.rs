@@ -221,6 +221,9 @@ impl Host {
         let pipeline = operon::pipeline::Config {
             controller: operon::controller::Config { max_concurrent_reconciles: 1, ..Default::default() },
             host_cpu,
+            // The operator opens loopback, where the bench's servers listen:
+            // a Reconciler's grant of 127.0.0.1 alone reaches nothing.
+            egress_allowed: operon::egress::grants::Allowed::parse(&["*".into(), "127.0.0.1".into()]).unwrap(),
             ..Default::default()
         };
         let manager = Manager::builder(client.clone())

@@ -48,7 +48,7 @@
 //! (round trips per ring, 20), `--swaps N` (per mode, 5), `--idle SECS`
 //! (10), `--skip rss,ring,swap`. Writes `target/bench/fleet.json`.
 
-#[path = "../tests/common/serve.rs"]
+#[path = "../tests/all/common/serve.rs"]
 mod serve;
 #[path = "common/support.rs"]
 mod support;
@@ -202,6 +202,8 @@ impl Host {
                 .unwrap();
         let pipeline = operon::pipeline::Config {
             controller: operon::controller::Config { max_concurrent_reconciles: 4, ..Default::default() },
+            // The operator opens loopback, where the bench serves modules.
+            egress_allowed: operon::egress::grants::Allowed::parse(&["*".into(), "127.0.0.1".into()]).unwrap(),
             ..Default::default()
         };
         let manager = Manager::builder(client.clone())

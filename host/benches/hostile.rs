@@ -22,6 +22,12 @@
 //! and never answers, and 32 callers flood tenant A's admission webhook
 //! with reviews its validate loops on. Tenant B is the neighbour. Besides the ratios it
 //! prints the process's peak resident memory.
+//!
+//! The `egress` scenario is a tenant of the `egress-probe` guest in a
+//! namespace of its own, granted no egress (as any Reconciler may be),
+//! whose Things each loop on 2000 refused 1 MiB calls per reconcile, kept
+//! reconciling by a spec change every 100 ms, beside the neighbour. Besides
+//! the ratios it prints the process's peak resident memory.
 
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
@@ -54,7 +60,7 @@ fn modes() -> Vec<String> {
     let argv: Vec<String> = std::env::args().collect();
     match argv.iter().position(|a| a == "--modes").and_then(|i| argv.get(i + 1)) {
         Some(list) => list.split(',').map(str::to_string).collect(),
-        None => ["loop", "memory", "trap", "giant", "flood", "requeue", "read-secret", "escape", "tenants"]
+        None => ["loop", "memory", "trap", "giant", "flood", "requeue", "read-secret", "escape", "tenants", "egress"]
             .map(String::from)
             .to_vec(),
     }
@@ -193,7 +199,7 @@ async fn main() {
     mgr.add(rt.load(&guest("hostile"), Limits::default()).unwrap());
     // Tenant A of the `tenants` scenario: 64 workers, 400 MiB per instance,
     // in its own namespace.
-    for ns in [TENANT_A] {
+    for ns in [TENANT_A, TENANT_EGRESS] {
         let ns: k8s_openapi::api::core::v1::Namespace =
             serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
         Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
@@ -211,7 +217,17 @@ async fn main() {
         guest_cpu: 0.25,
         ..pipeline
     };
+    let tenant_egress = operon::pipeline::Config {
+        name: Some("tenant-egress".into()),
+        namespace: Some(TENANT_EGRESS.into()),
+        scope: operon::pipeline::Scope::namespace(TENANT_EGRESS),
+        controller: operon::controller::Config { max_concurrent_reconciles: 4, ..Default::default() },
+        guest_cpu: 0.25,
+        ..tenant_a.clone()
+    };
     mgr.add_controller(rt.load(&guest("hostile"), greedy).unwrap(), tenant_a, None).unwrap();
+    let probe = Limits { timeout: Duration::from_secs(10), ..Limits::default() };
+    mgr.add_controller(rt.load(&guest("egress-probe"), probe).unwrap(), tenant_egress, None).unwrap();
     // Tenant A's admission plugin, whose validate loops until its deadline
     // on the reviews the flood sends (registered for WebApps of tenant A's
     // namespace: nothing the bench writes goes through it).
@@ -295,6 +311,10 @@ async fn main() {
             );
             continue;
         }
+        if mode == "egress" {
+            rows.push(egress(&client, &webapps, &seen, count, rounds, &mut next).await);
+            continue;
+        }
         let set = |mode: &str| {
             let things = things.clone();
             let mode = mode.to_string();
@@ -340,6 +360,10 @@ async fn main() {
 }
 
 const TENANT_A: &str = "tenant-a";
+/// The namespace of the `egress` scenario's tenant.
+const TENANT_EGRESS: &str = "tenant-egress";
+/// Its Things.
+const EGRESS_THINGS: usize = 8;
 /// Tenant A's Things.
 const TENANT_THINGS: usize = 64;
 
@@ -482,4 +506,69 @@ async fn set_calm(things: &Api<DynamicObject>, hostile: usize) {
         let patch = json!({"spec": hostile_spec("calm", i)});
         let _ = things.patch(&format!("hostile-{i}"), &PatchParams::default(), &Patch::Merge(&patch)).await;
     }
+}
+
+/// The egress scenario: calm, then the tenant's Things looping on refused
+/// 1 MiB calls (a spec change every 100 ms keeps them reconciling); the
+/// neighbour's figures and the peak memory.
+async fn egress(
+    client: &kube::Client,
+    webapps: &Api<DynamicObject>,
+    seen: &Seen,
+    count: usize,
+    rounds: usize,
+    next: &mut i32,
+) -> Value {
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.operon.dev", "v1alpha1", "Thing"));
+    let things: Api<DynamicObject> = Api::namespaced_with(client.clone(), TENANT_EGRESS, &ar);
+    let spec = |flood: bool, round: u64| {
+        let flood = flood.then(|| json!({"url": "https://api.example.com/x", "times": 2000, "bodyBytes": 1 << 20}));
+        json!({"apiVersion": "example.operon.dev/v1alpha1", "kind": "Thing", "spec": {"flood": flood, "round": round}})
+    };
+    for i in 0..EGRESS_THINGS {
+        let mut object = spec(false, 0);
+        object["metadata"] = json!({"name": format!("egress-{i}")});
+        let _ =
+            things.patch(&format!("egress-{i}"), &PatchParams::apply("bench").force(), &Patch::Apply(&object)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let calm = neighbour_phase(webapps, seen, count, rounds, next).await;
+    let rss_calm = peak_rss_mib();
+    let attacking = {
+        let things = things.clone();
+        tokio::spawn(async move {
+            for round in 1u64.. {
+                for i in 0..EGRESS_THINGS {
+                    let patch = json!({"spec": spec(true, round)["spec"].clone()});
+                    let _ = things.patch(&format!("egress-{i}"), &PatchParams::default(), &Patch::Merge(&patch)).await;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let attacked = neighbour_phase(webapps, seen, count, rounds, next).await;
+    let rss_attacked = peak_rss_mib();
+    attacking.abort();
+    for i in 0..EGRESS_THINGS {
+        let patch = json!({"spec": spec(false, 0)["spec"].clone()});
+        let _ = things.patch(&format!("egress-{i}"), &PatchParams::default(), &Patch::Merge(&patch)).await;
+    }
+    let p99 = attacked.p(0.99).as_secs_f64() / calm.p(0.99).as_secs_f64();
+    let thr = attacked.throughput / calm.throughput;
+    println!(
+        "{:<12} {:>9.1}ms {:>9.1}ms {:>8.2} {:>9.1}/s {:>9.1}/s {:>8.2}   peak RSS {:.0} MiB calm, {:.0} MiB attacked",
+        "egress",
+        calm.p(0.99).as_secs_f64() * 1e3,
+        attacked.p(0.99).as_secs_f64() * 1e3,
+        p99,
+        calm.throughput,
+        attacked.throughput,
+        thr,
+        rss_calm,
+        rss_attacked
+    );
+    json!({"attack": "egress", "p99CalmMs": calm.p(0.99).as_secs_f64() * 1e3, "p99HostileMs": attacked.p(0.99).as_secs_f64() * 1e3,
+        "p99Ratio": p99, "throughputCalm": calm.throughput, "throughputHostile": attacked.throughput, "throughputRatio": thr,
+        "peakRssCalmMiB": rss_calm, "peakRssAttackedMiB": rss_attacked})
 }

@@ -81,8 +81,7 @@ struct Paths {
 
 impl Paths {
     fn new() -> Self {
-        let target =
-            std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| crate::root().join("target"));
+        let target = crate::cargo_target();
         let state = target.join("operon-dev");
         Self { pid: state.join("pid"), kubeconfig: target.join("operon-dev.kubeconfig"), state, target }
     }

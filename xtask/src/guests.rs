@@ -146,7 +146,7 @@ pub fn run(args: &[&str]) -> Result<()> {
                 let output = out_dir.join(format!("{}.wasm", guest.name));
                 let verbose = opts.verbose;
                 let handle = scope.spawn(move || {
-                    let options = BuildOptions { output: Some(output), verbose };
+                    let options = BuildOptions { output: Some(output), verbose, copy_to: None };
                     let name = &guest.name;
                     let mut progress = |line: &str| {
                         if verbose {

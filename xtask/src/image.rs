@@ -13,7 +13,7 @@
 //!    entrypoint `/usr/local/bin/operon`, command `run`.
 //! 3. skopeo (Debian's `skopeo`) pushes it to a `docker-registry` on
 //!    loopback storing under `target/image/registry`, as
-//!    `operon-dev/operon:X.Y.Z`: `host/tests/image.rs` serves that storage
+//!    `operon-dev/operon:X.Y.Z`: `host/tests/all/image.rs` serves that storage
 //!    again, pulls the image back, unpacks it and runs it. With
 //!    `--push REF` (e.g. `ghcr.io/operon-dev/operon:0.1.0`) it is pushed
 //!    there too, with skopeo's usual credentials.
@@ -174,7 +174,7 @@ pub fn build_binary(profile: Profile) -> Result<PathBuf> {
             .env("CARGO_PROFILE_RELEASE_TEST_DEBUG", "false")
             .env("CARGO_PROFILE_RELEASE_TEST_STRIP", "debuginfo"),
     )?;
-    let binary = crate::root().join("target").join(&target).join(profile.name()).join("operon");
+    let binary = crate::cargo_target().join(&target).join(profile.name()).join("operon");
     let bytes = std::fs::read(&binary).with_context(|| format!("reading {}", binary.display()))?;
     if let Some(interpreter) = elf_interpreter(&bytes)? {
         bail!("{} is not static: it asks for the loader {interpreter}", binary.display());

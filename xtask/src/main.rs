@@ -73,3 +73,11 @@ fn main() -> Result<()> {
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask sits inside the workspace").to_path_buf()
 }
+
+/// Where cargo writes what it builds: `CARGO_TARGET_DIR` (CI keeps it under
+/// `$HOME`, so a fresh clone rebuilds only the workspace's own crates) or
+/// `target/`. What xtask makes itself (guests, packages, the image) stays in
+/// the checkout's `target/`.
+pub fn cargo_target() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"))
+}

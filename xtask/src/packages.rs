@@ -106,7 +106,7 @@ fn crates(out: &Path) -> Result<Vec<PathBuf>> {
     let mut built = Vec::new();
     for name in ["operon-contract", "operon-sdk"] {
         let file = format!("{name}-{VERSION}.crate");
-        let from = root.join("target/package").join(&file);
+        let from = crate::cargo_target().join("package").join(&file);
         std::fs::copy(&from, out.join(&file)).with_context(|| format!("copying {}", from.display()))?;
         built.push(out.join(file));
     }

@@ -1,5 +1,5 @@
 //! `cargo xtask release`: one directory holding a whole release, checked
-//! and signed, that installs on a clean machine (`host/tests/release.rs`
+//! and signed, that installs on a clean machine (`host/tests/all/release.rs`
 //! proves it from the directory alone):
 //!
 //! | Path | What |

@@ -1,6 +1,6 @@
 //! Go tools pinned in `deploy/tools/<name>` (helm, kustomize), built
 //! through the Go module proxy into `~/.cache/operon/tools`
-//! (`$OPERON_TOOLS_DIR`) — the cache `host/tests/deploy.rs` builds into
+//! (`$OPERON_TOOLS_DIR`) — the cache `host/tests/all/deploy.rs` builds into
 //! and reads, by the same rule: a cached binary is reused when the module
 //! version it was built from (`go version -m`) is the one `go.mod` pins.
 

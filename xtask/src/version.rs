@@ -32,6 +32,9 @@ const SLOTS: &[Slot] = &[
     slot("sdk/typescript/package.json", "\"version\": \""),
     slot("sdk/typescript/package-lock.json", "\"version\": \""),
     Slot { file: "sdk/typescript/package-lock.json", prefix: "\"version\": \"", nth: 1 },
+    // The example links the SDK (`file:../../sdk/typescript`): its lock records the SDK's version, and
+    // `npm install` rewrites a stale one (a tracked file changed by every build).
+    Slot { file: "guest-examples/ts-webapp/package-lock.json", prefix: "\"version\": \"", nth: 2 },
     slot("sdk/go/operon.go", "const Version = \""),
     slot("sdk/c/operon.h", "#define OPERON_SDK_VERSION \""),
     slot("deploy/helm/operon/Chart.yaml", "version: "),
@@ -177,6 +180,50 @@ mod tests {
         let found = read(&crate::root()).unwrap();
         let problems = problems(&found);
         assert!(problems.is_empty(), "{}\nrun `cargo xtask version {}`", problems.join("\n"), found[0].1);
+    }
+
+    /// Nothing of a release is published yet (docs/releasing.md): no
+    /// command a reader copies from the docs may fetch an Operon package,
+    /// image or chart from a public registry.
+    #[test]
+    fn no_doc_command_should_fetch_what_is_not_published() {
+        const FETCHES: [&str; 8] = [
+            "oci://ghcr.io/operon-dev",
+            "ghcr.io/operon-dev/operon:",
+            "pip install operon-sdk",
+            "pip install 'operon-sdk",
+            "npm install @operon/sdk",
+            "cargo add operon-sdk",
+            "go get operon.dev/sdk",
+            "cargo install --git",
+        ];
+        let root = crate::root();
+        let mut docs = vec![root.join("README.md")];
+        let mut dirs = vec![root.join("docs"), root.join("sdk"), root.join("guest-examples")];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                if path.is_dir() && !matches!(name.as_str(), "node_modules" | "reference" | "target") {
+                    dirs.push(path);
+                } else if name.ends_with(".md") {
+                    docs.push(path);
+                }
+            }
+        }
+        let mut found = Vec::new();
+        for doc in docs {
+            let text = std::fs::read_to_string(&doc).unwrap();
+            let mut in_code = false;
+            for (n, line) in text.lines().enumerate() {
+                if line.trim_start().starts_with("```") {
+                    in_code = !in_code;
+                } else if in_code && FETCHES.iter().any(|f| line.contains(f)) {
+                    found.push(format!("{}:{}: {line}", doc.strip_prefix(&root).unwrap().display(), n + 1));
+                }
+            }
+        }
+        assert!(found.is_empty(), "these commands fetch what no release has published:\n{}", found.join("\n"));
     }
 
     #[test]

@@ -12,7 +12,7 @@ fn fixtures_should_match_their_expected_outcomes() {
 }
 
 /// Fixtures recorded from a live run against a real PowerDNS (`operon run
-/// --record`, host/tests/egress.rs with `OPERON_KEEP_RECORDINGS`): the
+/// --record`, host/tests/all/egress.rs with `OPERON_KEEP_RECORDINGS`): the
 /// calls and answers of that run, replayed.
 #[test]
 fn fixtures_recorded_from_a_live_run_should_replay() {

@@ -22,12 +22,14 @@
 //! **Invariant: one build recipe per language, here.** `cargo xtask guests`
 //! and `operon dev` build the repository's examples through this module too.
 
+pub mod dev;
 pub mod lang;
 mod scaffold;
 pub mod sdk;
 
+pub use dev::DevConfig;
 pub use lang::Lang;
-pub use scaffold::{ParentKind, scaffold, scaffold_kind};
+pub use scaffold::{ParentKind, SdkSource, scaffold, scaffold_kind};
 
 use serde::Deserialize;
 use std::ffi::OsStr;
@@ -155,6 +157,10 @@ pub struct Config {
     /// vendored inside it (the repository's own examples).
     #[serde(default)]
     pub sdk: Option<PathBuf>,
+    /// What `operon dev` gives the project's Reconciler beyond the grants
+    /// its manifest implies (`[dev]`).
+    #[serde(default)]
+    pub dev: DevConfig,
 }
 
 fn default_fixtures() -> PathBuf {
@@ -221,6 +227,44 @@ impl Project {
     pub fn sdk(&self) -> Option<PathBuf> {
         self.config.sdk.as_ref().map(|p| self.dir.join(p))
     }
+
+    /// Take the project's build lock (`.operon/build.lock`), first saying
+    /// through `progress` that it waits when another build holds it.
+    ///
+    /// Every build of the project holds it ([`build`]): two builds at once
+    /// (`operon build` beside `operon dev`) would write the same
+    /// `.operon/build/` files and corrupt each other. `operon test` takes it
+    /// too, so it never reads a component a build is writing. The lock is
+    /// the operating system's (`flock`): a process that dies releases it.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the lock file cannot be created or locked.
+    pub fn lock(&self, progress: &mut dyn FnMut(&str)) -> Result<BuildLock, Error> {
+        let dir = self.dir.join(".operon");
+        std::fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
+        let path = dir.join("build.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(Error::io(&path))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                progress(&format!("waiting for another build of {} to finish ({})", self.name(), path.display()));
+                file.lock().map_err(Error::io(&path))?;
+            }
+            Err(std::fs::TryLockError::Error(source)) => return Err(Error::Io { path, source }),
+        }
+        Ok(BuildLock { _file: file })
+    }
+}
+
+/// A project's build lock ([`Project::lock`]), released when dropped.
+#[derive(Debug)]
+pub struct BuildLock {
+    _file: std::fs::File,
 }
 
 /// How to build.
@@ -230,6 +274,9 @@ pub struct BuildOptions {
     pub output: Option<PathBuf>,
     /// Echo every tool's command line and output.
     pub verbose: bool,
+    /// Also write the component here, under the same lock (`operon dev`'s
+    /// staged copy, which it swaps in once the fixtures pass).
+    pub copy_to: Option<PathBuf>,
 }
 
 /// What a build produced.
@@ -267,6 +314,7 @@ pub struct BuildContext<'a> {
 /// or an output that is not a component exporting the reconciler world.
 pub fn build(project: &Project, options: &BuildOptions, progress: &mut dyn FnMut(&str)) -> Result<Built, Error> {
     let started = Instant::now();
+    let _lock = project.lock(progress)?;
     let work_dir = project.dir.join(".operon");
     let wit_dir = work_dir.join("wit");
     write_if_changed(&wit_dir.join("reconciler.wit"), WIT.as_bytes())?;
@@ -277,6 +325,10 @@ pub fn build(project: &Project, options: &BuildOptions, progress: &mut dyn FnMut
     check_component(project, &bytes)?;
     let path = options.output.clone().unwrap_or_else(|| project.default_output());
     let changed = write_if_changed(&path, &bytes)?;
+    if let Some(copy) = &options.copy_to {
+        write_if_changed(copy, &bytes)?;
+    }
+
     Ok(Built { path, size: bytes.len(), changed, elapsed: started.elapsed() })
 }
 
@@ -443,6 +495,43 @@ pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every path an `include_dir!` or `include_str!` in `src/` names, as
+    /// `build.rs` lists them (relative to this crate).
+    #[test]
+    fn every_embedded_path_should_be_watched() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let build = std::fs::read_to_string(root.join("build.rs")).expect("build.rs watches what src/ embeds");
+        let mut files = vec![root.join("src")];
+        let mut missing = Vec::new();
+        while let Some(path) = files.pop() {
+            if path.is_dir() {
+                files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (at, _) in text.match_indices("include_") {
+                let rest = &text[at..];
+                let call = ["include_dir!(\"", "include_str!(\"", "include_bytes!(\""];
+                let Some(arg) = call.iter().find_map(|c| rest.strip_prefix(c)).and_then(|r| r.split_once('"')) else {
+                    continue;
+                };
+                let arg = arg.0;
+
+                let embedded = match arg.strip_prefix("$CARGO_MANIFEST_DIR/") {
+                    Some(rel) => root.join(rel),
+                    None => path.parent().unwrap().join(arg),
+                };
+                let embedded = embedded.canonicalize().unwrap_or_else(|e| panic!("{arg}: {e}"));
+                let rel = embedded.strip_prefix(root.parent().unwrap().parent().unwrap()).unwrap();
+                let listed = format!("\"../../{}\"", rel.display());
+                if !build.contains(&listed) {
+                    missing.push(format!("{} (in {})", rel.display(), path.display()));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "build.rs does not watch: {missing:?}");
+    }
 
     #[test]
     fn project_file_should_name_the_language_and_default_the_rest() {

@@ -7,11 +7,16 @@
 //! `status.published` (whether that ConfigMap exists). An empty message is a
 //! terminal failure.
 //!
-//! A new project depends on its language's SDK package by name and version,
-//! the language's normal way (`crate::sdk`): `Cargo.toml`, `pyproject.toml`,
-//! `package.json`, `go.mod`, or pkg-config for C. With `vendor`, the SDK's
-//! sources are copied into the project instead, so it builds offline with
-//! nothing but the language's tools.
+//! **The SDK is vendored by default.** A new project carries its
+//! language's SDK, copied from this binary, and names it by local path
+//! (`SdkSource::Vendored`): it builds on a fresh machine with nothing but
+//! the language's tools, and no SDK name is ever resolved from a public
+//! registry, where none is published yet (`crate::sdk::Package::published`)
+//! and whoever claimed the name first would run code in every new project.
+//! `SdkSource::Registry` (`operon new --sdk registry`) names the package
+//! in the language's normal way instead (`Cargo.toml`, `pyproject.toml`,
+//! `package.json`, `go.mod`, or pkg-config for C), for a registry or mirror
+//! that serves it.
 //!
 //! `operon new --group G --version V --kind K` names the parent kind as
 //! kubebuilder's `create api` does: every rendered file (the CRD, the
@@ -127,6 +132,19 @@ impl ParentKind {
     }
 }
 
+/// Where a new project's SDK comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SdkSource {
+    /// Copied into the project from this binary and named by local path:
+    /// builds offline, resolves no SDK name from any registry.
+    #[default]
+    Vendored,
+    /// Named as a package of the language's registry (crates.io, PyPI, npm,
+    /// the Go module proxy, the C archive through pkg-config), which must
+    /// serve it: none of them does for an unpublished release.
+    Registry,
+}
+
 /// A project being written.
 pub struct Scaffold<'a> {
     /// The new project's directory.
@@ -135,7 +153,8 @@ pub struct Scaffold<'a> {
     pub name: &'a str,
     /// Its language.
     pub lang: Lang,
-    /// Copy the SDK into the project instead of depending on its package.
+    /// Copy the SDK into the project ([`SdkSource::Vendored`]) rather than
+    /// name its package.
     pub vendor: bool,
     /// More `{{key}}` substitutions, set by the language before it writes.
     pub vars: Vec<(&'static str, String)>,
@@ -206,14 +225,13 @@ impl Scaffold<'_> {
 }
 
 /// Create a project for `lang` in `dir` (which must not exist or be empty),
-/// named `name` or after the directory, reconciling `Greeting`; with
-/// `vendor`, the SDK's sources are copied into it rather than named as a
-/// dependency.
+/// named `name` or after the directory, reconciling `Greeting`, with its SDK
+/// from `sdk`.
 ///
 /// # Errors
 /// [`Error::NotEmpty`], a name that is not a valid controller name, or I/O.
-pub fn scaffold(lang: Lang, dir: &Path, name: Option<&str>, vendor: bool) -> Result<(), Error> {
-    scaffold_kind(lang, dir, name, vendor, &ParentKind::default())
+pub fn scaffold(lang: Lang, dir: &Path, name: Option<&str>, sdk: SdkSource) -> Result<(), Error> {
+    scaffold_kind(lang, dir, name, sdk, &ParentKind::default())
 }
 
 /// [`scaffold`] for a project reconciling `parent`.
@@ -225,7 +243,7 @@ pub fn scaffold_kind(
     lang: Lang,
     dir: &Path,
     name: Option<&str>,
-    vendor: bool,
+    sdk: SdkSource,
     parent: &ParentKind,
 ) -> Result<(), Error> {
     parent.check(dir)?;
@@ -247,6 +265,7 @@ pub fn scaffold_kind(
         });
     }
     std::fs::create_dir_all(dir).map_err(Error::io(dir))?;
+    let vendor = sdk == SdkSource::Vendored;
     let mut s = Scaffold { dir, name, lang, vendor, vars: Vec::new(), parent };
     s.write_dir(&COMMON, "", true)?;
     lang::scaffold(lang, &mut s)
@@ -269,12 +288,13 @@ mod tests {
     }
 
     #[test]
-    fn every_scaffold_should_fill_every_placeholder_and_vendor_only_when_asked() {
+    fn every_scaffold_should_fill_every_placeholder_and_vendor_unless_the_registry_is_asked() {
         let scratch = tempfile::tempdir().unwrap();
         for lang in Lang::ALL {
-            for vendor in [false, true] {
+            for source in [SdkSource::Registry, SdkSource::Vendored] {
+                let vendor = source == SdkSource::Vendored;
                 let dir = scratch.path().join(format!("{lang}-{vendor}"));
-                scaffold(lang, &dir, Some("greeter"), vendor).unwrap();
+                scaffold(lang, &dir, Some("greeter"), source).unwrap();
                 let mut files = Vec::new();
                 texts(&dir, &mut files);
                 // The vendored SDKs' own sources are copied, not rendered.
@@ -323,5 +343,41 @@ mod tests {
         let version = ParentKind { version: "1".into(), ..ParentKind::default() };
         assert!(version.check(dir).unwrap_err().to_string().contains("--version"));
         assert!(ParentKind::default().check(dir).is_ok());
+    }
+
+    #[test]
+    fn a_default_scaffold_should_name_its_sdk_by_local_path_and_no_registry_package() {
+        let scratch = tempfile::tempdir().unwrap();
+        for lang in Lang::ALL {
+            let dir = scratch.path().join(lang.as_str());
+            scaffold(lang, &dir, Some("greeter"), SdkSource::default()).unwrap();
+            let read = |file: &str| std::fs::read_to_string(dir.join(file)).unwrap();
+            match lang {
+                Lang::Rust => {
+                    let manifest: toml::Table = read("Cargo.toml").parse().unwrap();
+                    assert_eq!(manifest["dependencies"]["operon-sdk"]["path"].as_str(), Some("operon-sdk"));
+                    assert_eq!(manifest["dev-dependencies"]["operon-sdk"]["path"].as_str(), Some("operon-sdk"));
+                }
+                Lang::Python => {
+                    let pyproject: toml::Table = read("pyproject.toml").parse().unwrap();
+                    let deps = pyproject["project"].get("dependencies").and_then(|d| d.as_array());
+                    assert!(
+                        deps.is_none_or(|d| !d.iter().any(|d| d.as_str().is_some_and(|d| d.contains("operon")))),
+                        "{pyproject:?}"
+                    );
+                }
+                Lang::TypeScript => {
+                    let package: serde_json::Value = serde_json::from_str(&read("package.json")).unwrap();
+                    assert_eq!(package["dependencies"]["@operon/sdk"], "file:./operon-sdk");
+                    assert!(read("package-lock.json").contains("\"@operon/sdk\": \"file:./operon-sdk\""));
+                }
+                Lang::Go => {
+                    let go_mod = read("go.mod");
+                    assert!(go_mod.contains(&format!("replace {} => ./operon-sdk", crate::sdk::GO_MODULE)), "{go_mod}");
+                    assert!(!read("go.sum").contains(crate::sdk::GO_MODULE), "no sum for a module never fetched");
+                }
+                Lang::C => assert!(!read("Makefile").contains("pkg-config"), "{}", read("Makefile")),
+            }
+        }
     }
 }

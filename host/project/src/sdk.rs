@@ -11,8 +11,13 @@
 //! building components every 0.1 host runs.
 //!
 //! The versions [`packages`] reports are read from the SDK sources built
-//! into this binary, the same files `operon new --vendor` copies, so
+//! into this binary, the same files `operon new` vendors into a project, so
 //! `operon version` shows what a project gets either way.
+//!
+//! **Nothing is published yet.** No release of any SDK is on its registry
+//! ([`PUBLISHED`] is empty): the names below are the ones the project will
+//! publish under, and `operon new` vendors the SDK rather than name one of
+//! them (a name nobody has claimed is a dependency-confusion risk).
 
 use crate::Lang;
 use include_dir::{Dir, include_dir};
@@ -29,6 +34,11 @@ pub const GO_MODULE: &str = "operon.dev/sdk/go";
 /// The Go SDK's module, as published: every file of `sdk/go`.
 pub(crate) static GO_SDK: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/../../sdk/go");
 
+/// The languages whose SDK package of this release is published on its
+/// registry. None yet: until a release pipeline publishes them, every
+/// package name in [`packages`] is unclaimed there.
+pub const PUBLISHED: &[Lang] = &[];
+
 /// One language's SDK package.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Package {
@@ -42,6 +52,8 @@ pub struct Package {
     pub registry: &'static str,
     /// How a new project asks for it (the language's own syntax).
     pub requirement: String,
+    /// Whether this release of it is on [`Package::registry`] ([`PUBLISHED`]).
+    pub published: bool,
 }
 
 /// Every language's SDK package, in [`Lang::ALL`] order.
@@ -78,7 +90,7 @@ pub fn package(lang: Lang) -> Package {
             format!("pkg-config 'operon-sdk >= {v}'"),
         ),
     };
-    Package { lang, name, version, registry, requirement }
+    Package { lang, name, version, registry, requirement, published: PUBLISHED.contains(&lang) }
 }
 
 /// The string literal that follows `prefix` on one of `text`'s lines.
@@ -113,7 +125,20 @@ pub(crate) fn contract_mismatch(lang: Lang, found: &str, path: std::path::PathBu
     }
 }
 
+/// Refuse a copy of the SDK (vendored by `operon new`, or named with `sdk =`
+/// in `operon.toml`) whose `file` carries a version, the string literal
+/// after `prefix`, that does not speak this operon's contract.
+pub(crate) fn check_copy(lang: Lang, file: &std::path::Path, prefix: &str) -> Result<(), crate::Error> {
+    let text = std::fs::read_to_string(file).map_err(crate::Error::io(file))?;
+    let found = quoted_after(&text, prefix).unwrap_or_default();
+    if !speaks_contract(&found) {
+        return Err(contract_mismatch(lang, &found, file.to_path_buf()));
+    }
+    Ok(())
+}
+
 /// The files of the Go module `GO_MODULE@v<version>`, as its module zip
+
 /// holds them: `(path inside the zip, contents)`, sorted by path. Every
 /// regular file of `sdk/go` (it holds no nested module and no `vendor/`).
 pub fn go_module_files(version: &str) -> Vec<(String, &'static [u8])> {

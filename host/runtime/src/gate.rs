@@ -28,9 +28,10 @@
 //! its calls (measured: the neighbour's p99 forty times its calm p99). The
 //! tenant asking more waits longer; that is its share.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
 
 /// How often a call waiting for memory looks again without being woken
 /// (an idle instance's reservation dropped outside the gate wakes no one).
@@ -80,6 +81,40 @@ struct Inner {
     pools: Mutex<Vec<Weak<dyn Idle>>>,
     /// Woken when a pass gives memory back.
     released: Arc<Notify>,
+    /// Calls coming back from egress, waiting for a slot.
+    returning: Arc<Returning>,
+}
+
+/// Calls coming back from egress ([`Gate::take_back`]) waiting for a call
+/// slot. **A freed slot goes to them before the semaphore's queue of new
+/// arrivals**: the semaphore hands a released permit to its first waiter,
+/// so under load a returning call polling for one would never get it and
+/// would wait out its deadline.
+#[derive(Debug, Default)]
+struct Returning {
+    waiters: Mutex<VecDeque<oneshot::Sender<OwnedSemaphorePermit>>>,
+}
+
+impl Returning {
+    /// Give a freed slot to the first returning call still waiting, else
+    /// back to the semaphore.
+    fn hand(&self, permit: OwnedSemaphorePermit) {
+        let mut permit = permit;
+        let mut waiters = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+        while let Some(waiter) = waiters.pop_front() {
+            match waiter.send(permit) {
+                Ok(()) => return,
+                Err(back) => permit = back,
+            }
+        }
+    }
+
+    /// Wait in line for a freed slot.
+    fn wait(&self) -> oneshot::Receiver<OwnedSemaphorePermit> {
+        let (tx, rx) = oneshot::channel();
+        self.waiters.lock().unwrap_or_else(|p| p.into_inner()).push_back(tx);
+        rx
+    }
 }
 
 /// What one call holds while it runs: its slot and its memory. Dropped,
@@ -92,13 +127,15 @@ pub struct Pass {
     reserved: u64,
     /// Told when the pass gives its memory back.
     released: Option<Arc<Notify>>,
+    /// Where a freed call slot goes first.
+    returning: Option<Arc<Returning>>,
 }
 
 impl Drop for Pass {
     fn drop(&mut self) {
         // Give back first, then wake the waiters to look again.
         let gave = self.memory.take().is_some();
-        self.call.take();
+        self.give_slot();
         if let (true, Some(released)) = (gave, &self.released) {
             released.notify_waiters();
         }
@@ -132,6 +169,7 @@ impl Gate {
                 memory_mib: memory_mib.max(1),
                 pools: Mutex::new(Vec::new()),
                 released: Arc::new(Notify::new()),
+                returning: Arc::default(),
             }),
         }
     }
@@ -168,6 +206,7 @@ impl Gate {
             call,
             reserved: u64::from(mib) * MIB,
             released: Some(self.inner.released.clone()),
+            returning: Some(self.inner.returning.clone()),
         }
     }
 
@@ -195,8 +234,11 @@ impl Gate {
     }
 
     /// Take back what a pass lent ([`Pass::lend`]), waiting at most
-    /// `within` (what is left of the call's deadline) and never for ever:
-    /// what cannot be had by then stays given back, and the pass then
+    /// `within` (what is left of the call's deadline) and never for ever.
+    /// The call slot is served before new arrivals: a call that waits for
+    /// one stands in the gate's line of returning calls, which a freed
+    /// slot reaches before the semaphore's queue ([`Returning`]). What
+    /// cannot be had by then stays given back, and the pass then
     /// reserves less — the caller caps the guest's growth at
     /// [`Pass::reserved`], so the host's budget always holds.
     ///
@@ -215,16 +257,33 @@ impl Gate {
         if lent.slot
             && let Some(calls) = &self.inner.calls
         {
-            loop {
-                if let Ok(p) = calls.clone().try_acquire_owned() {
-                    pass.call = Some(p);
-                    break;
+            pass.call = match calls.clone().try_acquire_owned() {
+                Ok(p) => Some(p),
+                Err(_) => {
+                    // In line ahead of new arrivals; a slot freed between
+                    // the try and the line is taken as well.
+                    let mut line = self.inner.returning.wait();
+                    match calls.clone().try_acquire_owned() {
+                        Ok(p) => Some(p),
+                        Err(_) if tokio::runtime::Handle::try_current().is_ok() => {
+                            let left = until.saturating_duration_since(std::time::Instant::now());
+                            tokio::time::timeout(left, &mut line).await.ok().and_then(Result::ok)
+                        }
+                        Err(_) => loop {
+                            match line.try_recv() {
+                                Ok(p) => break Some(p),
+                                Err(oneshot::error::TryRecvError::Closed) => break None,
+                                Err(oneshot::error::TryRecvError::Empty) => {
+                                    if std::time::Instant::now() >= until {
+                                        break None;
+                                    }
+                                    wait().await;
+                                }
+                            }
+                        },
+                    }
                 }
-                if std::time::Instant::now() >= until {
-                    break;
-                }
-                wait().await;
-            }
+            };
         }
         if lent.mib > 0
             && let Some(memory) = &self.inner.memory
@@ -305,7 +364,16 @@ impl Pass {
 
     /// A pass holding nothing (where a pass is moved out for a while).
     pub(crate) fn empty() -> Pass {
-        Pass { memory: None, call: None, reserved: 0, released: None }
+        Pass { memory: None, call: None, reserved: 0, released: None, returning: None }
+    }
+
+    /// Give the call slot back: to a call returning from egress first.
+    fn give_slot(&mut self) -> bool {
+        let Some(slot) = self.call.take() else { return false };
+        if let Some(returning) = &self.returning {
+            returning.hand(slot);
+        }
+        true
     }
 
     /// While the guest waits on the host (an egress call), give back its
@@ -314,7 +382,7 @@ impl Pass {
     /// grow, so a Reconciler waiting on a slow API does not hold the
     /// host's gate against its neighbours.
     pub(crate) fn lend(&mut self, used: u64) -> Lent {
-        let slot = self.call.take().is_some();
+        let slot = self.give_slot();
         let mut mib = 0;
         if let Some(permit) = self.memory.as_mut() {
             let keep = usize::try_from(used.div_ceil(MIB).max(1)).unwrap_or(usize::MAX).min(permit.num_permits());
@@ -460,5 +528,37 @@ mod tests {
         let passes: Vec<Pass> = (0..1000).map(|_| gate.admit_blocking(512 * MIB)).collect();
         assert_eq!(passes.len(), 1000);
         assert_eq!(gate.usage().memory_reserved, 0);
+    }
+
+    /// Under load a call coming back from egress gets its slot before calls
+    /// that arrived while it waited: otherwise every freed slot goes to the
+    /// queue of new arrivals and the returning call waits out its deadline.
+    #[tokio::test]
+    async fn a_call_coming_back_from_egress_should_get_its_slot_before_new_arrivals() {
+        let gate = Gate::new(GateLimits { memory: u64::MAX, calls: 1 });
+        let mut waiting = gate.admit(MIB).await;
+        let lent = waiting.lend(MIB);
+        let neighbour = gate.admit(MIB).await;
+        let arrival = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.admit(MIB).await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!arrival.is_finished(), "admitted beyond the slots");
+        let back = tokio::spawn({
+            let gate = gate.clone();
+            async move {
+                gate.take_back(&mut waiting, lent, Duration::from_secs(2)).await;
+                waiting
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        drop(neighbour);
+        let waiting = tokio::time::timeout(Duration::from_secs(5), back).await.unwrap().unwrap();
+        assert!(waiting.call.is_some(), "the returning call did not get its slot back: a new arrival took it");
+        assert!(!arrival.is_finished(), "the new arrival went before the returning call");
+        drop(waiting);
+        let admitted = tokio::time::timeout(Duration::from_secs(2), arrival).await.unwrap().unwrap();
+        assert!(admitted.call.is_some());
     }
 }

@@ -506,6 +506,11 @@ impl State {
         let Some(egress) = self.scope.as_ref().and_then(|s| s.egress.clone()) else {
             return Err(NoEgress(NO_EGRESS_HERE).refuse(&request));
         };
+        // Every crossing is a host call: a guest looping on calls (refused
+        // ones too) spends the call's budget like one looping on reads.
+        if let Err(ReadError::Budget(why)) = self.charge(1, 0) {
+            return Err(HttpError::Budget(why.to_string()));
+        }
         let deadline = self.scope.as_ref().and_then(|s| s.deadline);
         let deadline = deadline.unwrap_or_else(|| Instant::now() + std::time::Duration::from_secs(1));
         // Waiting, the guest runs nothing and cannot grow: its slot and the
@@ -645,8 +650,8 @@ impl State {
         let calls = *made;
         if calls > MAX_HOST_CALLS {
             return Err(ReadError::Budget(
-                "more than 1000 host.get/host.list calls in one call (the host's limit); list once and filter \
-                 instead of reading object by object",
+                "more than 1000 host calls (host.get, host.list, egress.fetch) in one call (the host's limit); \
+                 list once and filter instead of reading object by object",
             ));
         }
         if *read > MAX_READ_BYTES {

@@ -7,6 +7,47 @@ use clap::ArgAction;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// `--record` and its companions, of `operon run` and `operon dev`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RecordArgs {
+    /// Record reconciles as fixtures in this directory (one subdirectory per
+    /// controller): the request, the objects the guest read, its outbound
+    /// calls and answers (credentials never), and the outcome — replayed by
+    /// `operon test` and every SDK's runner with no cluster and no network,
+    /// and read back by `operon explain`.
+    #[arg(long, value_name = "DIR")]
+    pub record: Option<PathBuf>,
+    /// With --record: record one reconcile in N (of every controller's).
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "record")]
+    pub record_every: u64,
+    /// With --record: only reconciles of parents whose labels match this
+    /// selector (`app=shop,tier in (web)`).
+    #[arg(long, value_name = "SELECTOR", requires = "record")]
+    pub record_selector: Option<String>,
+    /// With --record: the most disk one controller's recordings take, as a
+    /// quantity (`64Mi`); past it the oldest recordings are removed.
+    #[arg(long, value_name = "SIZE", default_value = "64Mi", value_parser = quantity, requires = "record")]
+    pub record_max_size: u64,
+}
+
+impl RecordArgs {
+    /// The recorder these flags ask for, if any.
+    ///
+    /// # Errors
+    /// A `--record-selector` that is not a label selector.
+    pub fn recorder(&self) -> anyhow::Result<Option<std::sync::Arc<crate::pipeline::record::Recorder>>> {
+        let Some(dir) = &self.record else { return Ok(None) };
+        let mut recorder =
+            crate::pipeline::record::Recorder::new(dir.clone(), self.record_every).max_bytes(self.record_max_size);
+        if let Some(s) = &self.record_selector {
+            let selector =
+                crate::contract::Selector::parse(s).map_err(|e| anyhow::anyhow!("--record-selector {s:?}: {e}"))?;
+            recorder = recorder.of_parents(selector);
+        }
+        Ok(Some(std::sync::Arc::new(recorder)))
+    }
+}
+
 /// Sandbox limits for modules loaded from the command line.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LimitArgs {
@@ -124,25 +165,25 @@ pub struct RunArgs {
     /// (`spec.module.path`): for development only.
     #[arg(long)]
     pub allow_module_paths: bool,
-    /// Hosts any Reconciler may grant its plugin egress to, as grants name
-    /// them (`api.example.com`, `*.example.com`, an address or a CIDR;
-    /// comma-separated or repeated; `*`, the default: any). A Reconciler
-    /// granting more is refused with a condition naming the flag.
+    /// Hosts any Reconciler may grant its plugin egress to, and module URLs
+    /// may be fetched from, as grants name them (`api.example.com`,
+    /// `*.example.com`, an address or a CIDR; comma-separated or repeated).
+    /// `*`, the default, is any public name or address. Loopback,
+    /// link-local (cloud metadata), private, CGNAT and the other special
+    /// ranges (and --cluster-cidrs) are reached only where an address or
+    /// CIDR entry here names them (`*,127.0.0.1,10.96.0.0/12`): a
+    /// Reconciler's grant alone never opens them. A Reconciler granting
+    /// more is refused with a condition naming the flag.
     #[arg(long, value_name = "HOSTS", value_delimiter = ',', default_value = "*")]
     pub egress_allow: Vec<String>,
-    /// Record reconciles as fixtures in this directory (one subdirectory per
-    /// controller): the request, the objects the guest read, its outbound
-    /// calls and answers (credentials never), and the outcome — replayed by
-    /// `operon test` and every SDK's runner with no cluster and no network.
-    #[arg(long, value_name = "DIR")]
-    pub record: Option<PathBuf>,
-    /// With --record: record one reconcile in N (of every controller's).
-    #[arg(long, value_name = "N", default_value_t = 1, requires = "record")]
-    pub record_every: u64,
-    /// With --record: only reconciles of parents whose labels match this
-    /// selector (`app=shop,tier in (web)`).
-    #[arg(long, value_name = "SELECTOR", requires = "record")]
-    pub record_selector: Option<String>,
+    /// The cluster's Pod and Service CIDRs, when they are not in private
+    /// or CGNAT space (which is special already): treated as special, so
+    /// egress and module URLs reach them only where --egress-allow names
+    /// them.
+    #[arg(long, value_name = "CIDRS", value_delimiter = ',')]
+    pub cluster_cidrs: Vec<ipnet::IpNet>,
+    #[command(flatten)]
+    pub record: RecordArgs,
     /// Only Reconcilers whose labels match this selector (several Operon
     /// installations sharing a cluster).
     #[arg(long)]
@@ -344,8 +385,9 @@ pub struct RunArgs {
     /// A PEM file of the CA that signs the API server's client certificate
     /// for webhooks (the `kubeConfigFile` of its AdmissionConfiguration):
     /// then only clients presenting a certificate it signed are served.
-    /// Without it any client that reaches the webhook port is served;
-    /// restrict the port with a NetworkPolicy.
+    /// Without it any client that reaches the webhook port is served (a
+    /// warning at start says so); restrict the port with a NetworkPolicy
+    /// (docs/admission.md says how on each distribution).
     #[arg(long)]
     pub webhook_client_ca_file: Option<PathBuf>,
     /// How the API server reaches this process directly, as HOST[:PORT]
@@ -369,6 +411,23 @@ pub struct RunArgs {
     /// with --webhook-max-concurrent.
     #[arg(long, default_value_t = crate::webhook::Config::DEFAULT_MAX_CONCURRENT_PER_PLUGIN)]
     pub webhook_max_concurrent_per_plugin: usize,
+    /// CustomResourceDefinitions whose conversion a ClusterReconciler
+    /// granted conversion may take (`gadgets.example.com`, `*.example.com`
+    /// for every CRD of a group, `*` for all; comma-separated or repeated).
+    /// None by default: a CRD's conversion runs for every object of its
+    /// kind, in every namespace.
+    #[arg(long, value_name = "CRDS", value_delimiter = ',')]
+    pub conversion_allow: Vec<String>,
+    /// Connections the webhook server keeps open at once; one more is
+    /// closed as it comes (the API server then applies the webhook's
+    /// failurePolicy). Every connection must finish its TLS handshake, send
+    /// its headers (or stay idle) and its body within 10 s each.
+    #[arg(long, default_value_t = crate::server::Limits::WEBHOOKS.max_connections)]
+    pub webhook_max_connections: usize,
+    /// Connections one client address may keep open to the webhook server,
+    /// so one pod that reaches the port cannot take them all.
+    #[arg(long, default_value_t = crate::server::Limits::WEBHOOKS.max_connections_per_client)]
+    pub webhook_max_connections_per_client: usize,
     #[command(flatten)]
     pub limits: LimitArgs,
 }

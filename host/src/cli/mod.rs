@@ -9,7 +9,7 @@ pub mod reference;
 mod run;
 mod sign;
 
-pub use flags::{BadCpu, BadDuration, BadQuantity, LimitArgs, RunArgs, duration};
+pub use flags::{BadCpu, BadDuration, BadQuantity, LimitArgs, RecordArgs, RunArgs, duration};
 pub(crate) use run::wait_signal;
 
 use crate::runtime::{self, Limits, Module, Runtime};
@@ -66,6 +66,15 @@ impl Color {
     }
 }
 
+/// `operon new --sdk`: where the new project's SDK comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SdkFrom {
+    /// Copied into the project, named by local path.
+    Vendored,
+    /// The package of the language's registry (not published yet).
+    Registry,
+}
+
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -98,10 +107,9 @@ pub enum Command {
         limits: LimitArgs,
     },
     /// Create a guest project: a minimal working reconciler, a CRD, a fixture
-    /// with its expected outcome, and the language's build file, which
-    /// depends on the language's SDK package of this release (crates.io,
-    /// PyPI, npm, the Go module proxy, or the C release archive through
-    /// pkg-config).
+    /// with its expected outcome, the language's build file, and the
+    /// language's SDK of this release, copied into the project and named by
+    /// local path (no SDK package is published on any registry yet).
     New {
         /// The language: rust, python, ts, go or c.
         #[arg(long)]
@@ -112,10 +120,16 @@ pub enum Command {
         /// The reconciler's name.
         #[arg(long)]
         name: Option<String>,
-        /// Copy the SDK's sources into the project instead of depending on
-        /// its package: the project then builds offline, with nothing but
-        /// the language's tools.
-        #[arg(long)]
+        /// Where the SDK comes from. `vendored`: its sources, copied into
+        /// the project from this binary; it builds offline with nothing but
+        /// the language's tools. `registry`: the package of the language's
+        /// registry (crates.io, PyPI, npm, the Go module proxy, or the C
+        /// archive through pkg-config), which none of them serves yet: only
+        /// for a registry or mirror you point the language's tools at.
+        #[arg(long, value_enum, default_value_t = SdkFrom::Vendored)]
+        sdk: SdkFrom,
+        /// The same as `--sdk vendored`, the default.
+        #[arg(long, hide = true, conflicts_with = "sdk")]
         vendor: bool,
         /// The API group of the kind it reconciles (as kubebuilder's
         /// `create api --group`, here the whole group: demo.example.com).
@@ -250,10 +264,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             for warning in limits.resolve_deprecated() {
                 eprintln!("warning: {warning}");
             }
+            let mut lock = None;
             let (module, fixtures) = match (module, fixtures) {
                 (Some(m), Some(f)) => (m, f),
                 (module, None) => {
                     let p = crate::project::Project::open(&project)?;
+                    // Wait for a build of the project in progress (`operon dev`'s, say).
+                    lock = Some(p.lock(&mut |line| eprintln!("operon test: {line}"))?);
                     let module = module.unwrap_or_else(|| p.default_output());
                     if !module.exists() {
                         anyhow::bail!("{} does not exist yet; build it with `operon build`", module.display());
@@ -264,19 +281,35 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let runtime = Runtime::new(runtime::Config::default())?;
             let module = load(&runtime, &module, limits.limits())?;
+            drop(lock);
             let options = crate::fixtures::Options { update, color: cli.color.stdout() };
             let report = crate::fixtures::run_dir_with(&module, &fixtures, options, &mut std::io::stdout())?;
             Ok(if report.failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        Command::New { lang, dir, name, vendor, group, api_version, kind } => {
+        Command::New { lang, dir, name, sdk: from, vendor: _, group, api_version, kind } => {
             let parent = crate::project::ParentKind { group, version: api_version, kind };
-            crate::project::scaffold_kind(lang, &dir, name.as_deref(), vendor, &parent)?;
+            let source = match from {
+                SdkFrom::Vendored => crate::project::SdkSource::Vendored,
+                SdkFrom::Registry => crate::project::SdkSource::Registry,
+            };
+            crate::project::scaffold_kind(lang, &dir, name.as_deref(), source, &parent)?;
             let sdk = crate::project::sdk::package(lang);
             println!("created a {lang} reconciler in {}", dir.display());
-            if vendor {
-                println!("the SDK ({} {}) is vendored in the project", sdk.name, sdk.version);
-            } else {
-                println!("it depends on the SDK package: {} (from {})", sdk.requirement, sdk.registry);
+            match (source, sdk.published) {
+                (crate::project::SdkSource::Vendored, _) => println!(
+                    "the SDK ({} {}) is vendored in the project and named by local path: \
+                     no registry is asked for it",
+                    sdk.name, sdk.version
+                ),
+                (crate::project::SdkSource::Registry, true) => {
+                    println!("it depends on the SDK package: {} (from {})", sdk.requirement, sdk.registry)
+                }
+                (crate::project::SdkSource::Registry, false) => println!(
+                    "it depends on the SDK package: {} (from {}), which is NOT published there: \
+                     point the language's tools at a registry that serves it, or use the default \
+                     (`--sdk vendored`)",
+                    sdk.requirement, sdk.registry
+                ),
             }
             println!("next:\n  cd {}\n  operon build\n  operon test", dir.display());
             println!("building needs: {}", lang.requirements());
@@ -284,7 +317,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Build { dir, output, verbose } => {
             let project = crate::project::Project::open(&dir)?;
-            let options = crate::project::BuildOptions { output, verbose };
+            let options = crate::project::BuildOptions { output, verbose, copy_to: None };
             let built = crate::project::build(&project, &options, &mut |line| eprintln!("operon build: {line}"))?;
             println!(
                 "{} ({} bytes{}) in {:.1}s",
@@ -436,7 +469,7 @@ fn version(json: bool) -> anyhow::Result<String> {
             .map(|p| {
                 serde_json::json!({
                     "lang": p.lang.as_str(), "name": p.name, "version": p.version,
-                    "registry": p.registry, "requirement": p.requirement,
+                    "registry": p.registry, "requirement": p.requirement, "published": p.published,
                 })
             })
             .collect();
@@ -458,13 +491,20 @@ fn version(json: bool) -> anyhow::Result<String> {
     let runs = runs.join(" and ");
     let mut out = format!(
         "operon {}\ncontract {contract} (runs guests built for {} {runs})\n\
-         SDKs (what `operon new` depends on; `operon new --vendor` copies the same sources):\n",
+         SDKs (`operon new` vendors these sources into every project; `--sdk registry` names the package):\n",
         env!("CARGO_PKG_VERSION"),
         runtime::WIT_PACKAGE,
     );
     for p in &packages {
         let version = if p.lang == crate::project::Lang::Go { format!("v{}", p.version) } else { p.version.clone() };
-        out.push_str(&format!("  {:<7}{:<19}{:<9}{}\n", p.lang.as_str(), p.name, version, p.registry));
+        let status = if p.published { "published on" } else { "not published on" };
+        out.push_str(&format!("  {:<7}{:<19}{:<9}{status} {}\n", p.lang.as_str(), p.name, version, p.registry));
+    }
+    if packages.iter().all(|p| !p.published) {
+        out.push_str(
+            "no SDK package, chart or image of this release is published: build them from a checkout \
+             (`cargo xtask packages`, `cargo xtask image`)\n",
+        );
     }
     Ok(out)
 }

@@ -118,19 +118,9 @@ fn manager_config(args: &RunArgs) -> anyhow::Result<manager::Config> {
         event_qps: args.event_qps,
         event_burst: args.event_burst,
         egress_allowed: crate::egress::grants::Allowed::parse(&args.egress_allow)
-            .map_err(|e| anyhow::anyhow!("--egress-allow: {e}"))?,
-        record: match &args.record {
-            None => None,
-            Some(dir) => {
-                let mut recorder = pipeline::record::Recorder::new(dir.clone(), args.record_every);
-                if let Some(s) = &args.record_selector {
-                    let selector = crate::contract::Selector::parse(s)
-                        .map_err(|e| anyhow::anyhow!("--record-selector {s:?}: {e}"))?;
-                    recorder = recorder.of_parents(selector);
-                }
-                Some(std::sync::Arc::new(recorder))
-            }
-        },
+            .map_err(|e| anyhow::anyhow!("--egress-allow: {e}"))?
+            .with_cluster(&args.cluster_cidrs),
+        record: args.record.recorder()?,
         ..Default::default()
     };
     Ok(manager::Config {
@@ -159,6 +149,12 @@ fn webhook_config(args: &RunArgs, bind: SocketAddr) -> anyhow::Result<webhook::C
         endpoint,
         max_concurrent: args.webhook_max_concurrent.max(1),
         max_concurrent_per_plugin: args.webhook_max_concurrent_per_plugin.max(1),
+        conversion_allowed: webhook::ConversionAllowed::parse(&args.conversion_allow)?,
+        limits: crate::server::Limits {
+            max_connections: args.webhook_max_connections.max(1),
+            max_connections_per_client: args.webhook_max_connections_per_client.max(1),
+            ..crate::server::Limits::WEBHOOKS
+        },
     })
 }
 

@@ -93,20 +93,22 @@ pub async fn verify(args: VerifyArgs) -> anyhow::Result<Vec<String>> {
     let trust = [Trust { by: "operon verify --key", keys }];
     // Any file, not only a module: no module size bound here.
     let bounds = Bounds { max_bytes: usize::MAX, ..Bounds::default() };
-    let http = source::http_client(bounds);
+    // Files and OCI artifacts only: no URL is fetched here.
+    let allowed = crate::egress::grants::Allowed::public();
+    let http = source::http_client(bounds, &allowed);
     let mut out = Vec::new();
     for file in &args.files {
         let path = file.display().to_string();
         let fetched = source::from_path(&path, bounds).await.map_err(|e| anyhow::anyhow!("{e}"))?;
         let module = ModuleSource { path: Some(path.clone()), ..Default::default() };
-        verify::check(&http, &module, &fetched, &trust, bounds).await?;
+        verify::check(&http, &allowed, &module, &fetched, &trust, bounds).await?;
         out.push(format!("{path}: verified ({})", signature_path(file).display()));
     }
     if let Some(reference) = &args.oci {
         let oci = oci_source(reference)?;
         let fetched = source::Fetched { bytes: Vec::new(), digest: oci.digest.clone(), signature: None };
         let module = ModuleSource { oci: Some(oci), ..Default::default() };
-        verify::check(&http, &module, &fetched, &trust, bounds).await?;
+        verify::check(&http, &allowed, &module, &fetched, &trust, bounds).await?;
         out.push(format!("{reference}: verified"));
     }
     if out.is_empty() {

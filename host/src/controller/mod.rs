@@ -27,7 +27,6 @@ use crate::cache::Informer;
 use crate::leader::Fence;
 use crate::metrics::{Metrics, ReconcileResult};
 use crate::queue::{self, Queue};
-use std::collections::HashSet;
 use std::fmt::{Debug, Display};
 use std::future::Future;
 use std::hash::Hash;
@@ -232,6 +231,9 @@ impl<R: Reconcile> Clone for Controller<R> {
     }
 }
 
+/// Keys kept for [`Controller::retry_terminal`] at most.
+const TERMINAL_KEPT: std::num::NonZeroUsize = std::num::NonZeroUsize::new(100_000).expect("not zero");
+
 struct Shared<R: Reconcile> {
     name: String,
     reconciler: Arc<R>,
@@ -241,8 +243,9 @@ struct Shared<R: Reconcile> {
     stats: Stats<R::Error>,
     /// The queue of the current run, if one runs.
     queue: Mutex<Option<Queue<R::Key>>>,
-    /// Keys whose last reconcile failed for good.
-    terminal: Mutex<HashSet<R::Key>>,
+    /// Keys whose last reconcile failed for good, the most recent last;
+    /// at most [`TERMINAL_KEPT`] (the oldest are forgotten).
+    terminal: Mutex<lru::LruCache<R::Key, ()>>,
 }
 
 impl<R: Reconcile> Controller<R> {
@@ -264,7 +267,7 @@ impl<R: Reconcile> Controller<R> {
                 metrics,
                 stats: Stats::default(),
                 queue: Mutex::new(None),
-                terminal: Mutex::new(HashSet::new()),
+                terminal: Mutex::new(lru::LruCache::new(TERMINAL_KEPT)),
             }),
         }
     }
@@ -300,7 +303,12 @@ impl<R: Reconcile> Controller<R> {
     /// Queue every key whose last reconcile failed terminally: what changed
     /// may answer differently now (a new module version, new grants).
     pub fn retry_terminal(&self) {
-        let keys: Vec<R::Key> = self.shared.terminal.lock().unwrap_or_else(|p| p.into_inner()).drain().collect();
+        let keys: Vec<R::Key> = {
+            let mut terminal = self.shared.terminal.lock().unwrap_or_else(|p| p.into_inner());
+            let keys = terminal.iter().map(|(k, ())| k.clone()).collect();
+            terminal.clear();
+            keys
+        };
         if let Some(queue) = self.queue() {
             for key in keys {
                 queue.add(key);
@@ -402,7 +410,7 @@ impl<R: Reconcile> Shared<R> {
         let (label, error) = match result {
             Ok(action) => {
                 queue.forget(&key);
-                self.terminal.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+                self.terminal.lock().unwrap_or_else(|p| p.into_inner()).pop(&key);
                 match action {
                     Action::Done => (ReconcileResult::Success, None),
                     Action::RequeueAfter(after) => {
@@ -428,12 +436,9 @@ impl<R: Reconcile> Shared<R> {
                     }
                     Retry::Never => {
                         queue.forget(&key);
-                        let mut terminal = self.terminal.lock().unwrap_or_else(|p| p.into_inner());
                         // Bounded: a controller that refuses everything
-                        // forgets the oldest retries, not memory.
-                        if terminal.len() < 100_000 {
-                            terminal.insert(key);
-                        }
+                        // forgets its oldest failures, not its memory.
+                        self.terminal.lock().unwrap_or_else(|p| p.into_inner()).put(key, ());
                         tracing::error!("reconcile failed terminally, not retrying until the object changes: {error}");
                         ReconcileResult::TerminalError
                     }

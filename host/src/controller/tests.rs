@@ -15,6 +15,8 @@ struct Script {
     calls: Mutex<Vec<(String, u32)>>,
     /// Reconciles of this key take this long.
     slow: Mutex<Option<(String, Duration)>>,
+    /// Every key without an answer of its own fails terminally.
+    all_terminal: std::sync::atomic::AtomicBool,
 }
 
 impl Reconcile for Script {
@@ -32,7 +34,13 @@ impl Reconcile for Script {
         let next = {
             let mut answers = self.answers.lock().unwrap();
             let queue = answers.entry(key.clone()).or_default();
-            if queue.is_empty() { Ok(Action::Done) } else { queue.remove(0) }
+            if !queue.is_empty() {
+                queue.remove(0)
+            } else if self.all_terminal.load(std::sync::atomic::Ordering::Relaxed) {
+                Err((Retry::Never, "terminal"))
+            } else {
+                Ok(Action::Done)
+            }
         };
         next.map_err(|(_, why)| Failed(why))
     }
@@ -125,6 +133,31 @@ async fn a_terminal_failure_should_wait_for_a_change_or_retry_terminal() {
     c.retry_terminal();
     settle().await;
     assert_eq!(c.reconciler().calls("a").len(), 2, "it succeeded: nothing left to retry");
+    task.abort();
+}
+
+/// The keys kept for `retry_terminal` are bounded; past the bound the
+/// oldest failures are forgotten, and the newest kept.
+#[tokio::test(start_paused = true)]
+async fn past_the_bound_the_oldest_terminal_failures_should_be_forgotten_not_the_newest() {
+    let (c, tx, task) = start(Config::default());
+    c.reconciler().all_terminal.store(true, std::sync::atomic::Ordering::Relaxed);
+    let keys = 100_001;
+    for i in 0..keys {
+        tx.send(format!("k{i}")).unwrap();
+        // One by one, so the failures come in this order.
+        while c.stats().reconciles <= i as u64 {
+            tokio::task::yield_now().await;
+        }
+    }
+    c.reconciler().all_terminal.store(false, std::sync::atomic::Ordering::Relaxed);
+    c.retry_terminal();
+    while c.queued() > 0 {
+        tokio::task::yield_now().await;
+    }
+    settle().await;
+    assert_eq!(c.reconciler().calls(&format!("k{}", keys - 1)).len(), 2, "the newest failure is retried");
+    assert_eq!(c.reconciler().calls("k0").len(), 1, "the oldest failure is forgotten");
     task.abort();
 }
 

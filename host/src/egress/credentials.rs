@@ -8,6 +8,7 @@
 use super::grants::{EgressGrant, Rules, Target};
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::Secret;
+use reqwest::Url;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -83,14 +84,55 @@ pub struct Credentials {
     cache: Mutex<HashMap<String, (Instant, Vec<u8>)>>,
 }
 
-/// A credential that cannot be used, naming the field.
+/// Why a credential cannot be compiled, sent or read. Messages name the
+/// field or the Secret, never the value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("spec.credentials[{index}]: {reason}")]
-pub struct BadCredential {
-    /// Which one.
-    pub index: usize,
-    /// What is wrong.
-    pub reason: String,
+pub enum Error {
+    /// A credential that cannot be used, naming the field.
+    #[error("spec.credentials[{index}]: {reason}")]
+    Bad {
+        /// Which one.
+        index: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The guest named a credential the spec does not have.
+    #[error("no credential {name:?} in spec.credentials (it has: {known})")]
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The names there are.
+        known: String,
+    },
+    /// The credential is not for this host.
+    #[error("credential {name:?} is not for {host} (its hosts: {hosts})")]
+    NotFor {
+        /// The credential.
+        name: String,
+        /// The host called.
+        host: String,
+        /// Where it may go.
+        hosts: String,
+    },
+    /// A credential over plain HTTP.
+    #[error(
+        "credential {name:?} goes only over https, not to {url} (a grant of http to the host does not change \
+         that; only a loopback address the operator opened is exempt, as its bytes never leave the host)"
+    )]
+    Plaintext {
+        /// The credential.
+        name: String,
+        /// Where the call (or its redirect) went.
+        url: String,
+    },
+    /// The Secret could not be read (in time), or its value cannot be sent.
+    #[error("credential {name:?}: {reason}")]
+    Unreadable {
+        /// The credential.
+        name: String,
+        /// Why, naming the Secret and key.
+        reason: String,
+    },
 }
 
 /// A credential as a request carries it: the header and its value. Debug
@@ -111,21 +153,26 @@ impl std::fmt::Debug for Applied {
 }
 
 impl Credentials {
+    /// No credentials.
+    pub fn none() -> Credentials {
+        Credentials { by_name: HashMap::new(), client: None, cache: Mutex::default() }
+    }
+
     /// Compile `spec.credentials` for a plugin whose Secrets are in
     /// `namespace` (`None`: a ClusterReconciler, which names each Secret's
     /// namespace), read through `client`.
     ///
     /// # Errors
-    /// [`BadCredential`] for a duplicate name, a missing header, no hosts,
+    /// [`Error::Bad`] for a duplicate name, a missing header, no hosts,
     /// or a namespace where none may be named.
     pub fn compile(
         specs: &[Credential],
         namespace: Option<&str>,
         client: Option<kube::Client>,
-    ) -> Result<Credentials, BadCredential> {
+    ) -> Result<Credentials, Error> {
         let mut by_name = HashMap::new();
         for (index, spec) in specs.iter().enumerate() {
-            let bad = |reason: String| BadCredential { index, reason };
+            let bad = |reason: String| Error::Bad { index, reason };
             if spec.name.is_empty() {
                 return Err(bad("name must not be empty".into()));
             }
@@ -149,7 +196,10 @@ impl Credentials {
             }
             let grants: Vec<EgressGrant> =
                 spec.hosts.iter().map(|h| EgressGrant { host: h.clone(), ..EgressGrant::default() }).collect();
-            let hosts = Rules::compile(&grants).map_err(|e| bad(format!("hosts[{}]: {}", e.index, e.reason)))?;
+            let hosts = Rules::compile(&grants).map_err(|e| match e {
+                super::grants::Error::BadGrant { index, reason } => bad(format!("hosts[{index}]: {reason}")),
+                other => bad(other.to_string()),
+            })?;
             let namespace = match (namespace, &spec.secret_ref.namespace) {
                 (Some(own), None) => own.to_string(),
                 (Some(own), Some(other)) if other == own => own.to_string(),
@@ -164,24 +214,31 @@ impl Credentials {
         Ok(Credentials { by_name, client, cache: Mutex::default() })
     }
 
-    /// Whether `name` may be sent to `target`.
+    /// Whether `name` may be sent to `url`: a credential the spec has, for
+    /// `url`'s host, over https (or to a loopback address `opened` allows:
+    /// those bytes never leave the host).
     ///
     /// # Errors
-    /// Why not: an unknown name, or a host it is not for.
-    pub fn check(&self, name: &str, target: &Target) -> Result<(), String> {
+    /// [`Error::Unknown`], [`Error::NotFor`] or [`Error::Plaintext`].
+    pub fn check(&self, name: &str, url: &Url, target: &Target, opened: bool) -> Result<(), Error> {
         let c = self.by_name.get(name).ok_or_else(|| {
             let mut known: Vec<&str> = self.by_name.keys().map(String::as_str).collect();
             known.sort_unstable();
-            format!(
-                "no credential {name:?} in spec.credentials (it has: {})",
-                if known.is_empty() { "none".into() } else { known.join(", ") }
-            )
+            Error::Unknown {
+                name: name.to_string(),
+                known: if known.is_empty() { "none".into() } else { known.join(", ") },
+            }
         })?;
-        if c.hosts.covers(target) {
-            Ok(())
-        } else {
-            Err(format!("credential {name:?} is not for {} (its hosts: {})", target.shown(), c.spec.hosts.join(", ")))
+        if !c.hosts.covers(target) {
+            return Err(Error::NotFor { name: name.to_string(), host: target.shown(), hosts: c.spec.hosts.join(", ") });
         }
+        let loopback = matches!(target, Target::Address(a) if super::special::canonical(*a).is_loopback());
+        if url.scheme() != "https" && !(loopback && opened) {
+            let mut shown = url.clone();
+            shown.set_query(None);
+            return Err(Error::Plaintext { name: name.to_string(), url: shown.to_string() });
+        }
+        Ok(())
     }
 
     /// Whether `name` may follow a redirect to `target`.
@@ -189,17 +246,18 @@ impl Credentials {
         self.by_name.get(name).is_some_and(|c| c.hosts.covers(target))
     }
 
-    /// The header `name` sets, read from its Secret (kept [`SECRET_TTL`]).
-    /// Awaits the read (the guest's call waits, holding no thread).
+    /// The header `name` sets, read from its Secret (kept [`SECRET_TTL`]),
+    /// by `end` at the latest (the call's end). Awaits the read (the
+    /// guest's call waits, holding no thread).
     ///
     /// # Errors
-    /// The Secret or key is missing or unreadable (the message names them,
-    /// never the value).
-    pub async fn apply(&self, name: &str) -> Result<Applied, String> {
-        let c = self.by_name.get(name).ok_or_else(|| format!("no credential {name:?}"))?;
-        let value = self.value(c).await?;
-        let text = String::from_utf8(value.clone())
-            .map_err(|_| format!("credential {name:?}: the Secret's value is not UTF-8 text"))?;
+    /// [`Error::Unreadable`]: the Secret or key is missing, unreadable or
+    /// not read by `end` (the message names them, never the value).
+    pub async fn apply(&self, name: &str, end: Instant) -> Result<Applied, Error> {
+        let unreadable = |reason: String| Error::Unreadable { name: name.to_string(), reason };
+        let c = self.by_name.get(name).ok_or_else(|| unreadable("not in spec.credentials".into()))?;
+        let value = self.value(c, end).await?;
+        let text = String::from_utf8(value).map_err(|_| unreadable("the Secret's value is not UTF-8 text".into()))?;
         let text = text.trim_end_matches(['\r', '\n']).to_string();
         let (header, value) = match c.spec.usage {
             CredentialUse::Bearer => ("authorization".to_string(), format!("Bearer {text}")),
@@ -210,50 +268,83 @@ impl Credentials {
             CredentialUse::Header => (c.spec.header.clone().unwrap_or_default().to_ascii_lowercase(), text.clone()),
         };
         if http::HeaderValue::from_str(&value).is_err() {
-            return Err(format!("credential {name:?}: the Secret's value cannot be sent in a header"));
+            return Err(unreadable("the Secret's value cannot be sent in a header".into()));
         }
-        let mut secrets = vec![text.clone().into_bytes()];
+        let mut plain = vec![text.clone().into_bytes()];
         if c.spec.usage == CredentialUse::Basic {
-            secrets.push(base64::engine::general_purpose::STANDARD.encode(text.as_bytes()).into_bytes());
+            plain.push(base64::engine::general_purpose::STANDARD.encode(text.as_bytes()).into_bytes());
             if let Some((_, password)) = text.split_once(':')
                 && password.len() >= 4
             {
-                secrets.push(password.as_bytes().to_vec());
+                plain.push(password.as_bytes().to_vec());
             }
         }
-        secrets.retain(|s| !s.is_empty());
+        plain.retain(|s| !s.is_empty());
+        let secrets = plain.iter().flat_map(|s| forms(s)).collect();
         Ok(Applied { header, value, secrets })
     }
 
-    async fn value(&self, c: &Compiled) -> Result<Vec<u8>, String> {
+    async fn value(&self, c: &Compiled, end: Instant) -> Result<Vec<u8>, Error> {
+        let unreadable = |reason: String| Error::Unreadable { name: c.spec.name.clone(), reason };
         let key = format!("{}/{}/{}", c.namespace, c.spec.secret_ref.name, c.spec.secret_ref.key);
         if let Some((at, value)) = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key)
             && at.elapsed() < SECRET_TTL
         {
             return Ok(value.clone());
         }
-        let where_ = format!("credential {:?}: Secret {}/{}", c.spec.name, c.namespace, c.spec.secret_ref.name);
-        let client = self.client.clone().ok_or_else(|| format!("{where_}: this host reads no Secrets"))?;
+        let where_ = format!("Secret {}/{}", c.namespace, c.spec.secret_ref.name);
+        let client = self.client.clone().ok_or_else(|| unreadable(format!("{where_}: this host reads no Secrets")))?;
         let api: kube::Api<Secret> = kube::Api::namespaced(client, &c.namespace);
         let name = c.spec.secret_ref.name.clone();
-        let read = tokio::time::timeout(Duration::from_secs(5), api.get_opt(&name)).await;
+        let within = READ_TIMEOUT.min(end.saturating_duration_since(Instant::now()));
+        let read = tokio::time::timeout(within, api.get_opt(&name)).await;
         let secret = match read {
-            Err(_) => return Err(format!("{where_}: not read within 5 s")),
-            Ok(Err(e)) => return Err(format!("{where_}: cannot be read by the plugin ({e})")),
-            Ok(Ok(None)) => return Err(format!("{where_} does not exist")),
+            Err(_) => {
+                return Err(unreadable(format!(
+                    "{where_}: not read within {} ms (the call's time)",
+                    within.as_millis()
+                )));
+            }
+            Ok(Err(e)) => return Err(unreadable(format!("{where_}: cannot be read by the plugin ({e})"))),
+            Ok(Ok(None)) => return Err(unreadable(format!("{where_} does not exist"))),
             Ok(Ok(Some(s))) => s,
         };
         let value = secret
             .data
             .and_then(|mut d| d.remove(&c.spec.secret_ref.key))
             .map(|b| b.0)
-            .ok_or_else(|| format!("{where_} has no key {:?}", c.spec.secret_ref.key))?;
+            .ok_or_else(|| unreadable(format!("{where_} has no key {:?}", c.spec.secret_ref.key)))?;
         self.cache
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(key, (Instant::now(), value.clone()));
         Ok(value)
     }
+}
+
+/// The longest a Secret read waits (less when the call ends sooner).
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The forms a value may come back in from a server that echoes it in
+/// another encoding the host did not choose: as sent, percent-encoded,
+/// JSON-escaped, and in UTF-16 (both byte orders). The host also asks for
+/// the identity encoding and strips ranges on a credentialed request
+/// (`super::CREDENTIAL_STRIPPED`), and refuses a compressed or partial
+/// answer to one.
+fn forms(value: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = vec![value.to_vec()];
+    let percent = percent_encoding::percent_encode(value, percent_encoding::NON_ALPHANUMERIC).to_string();
+    out.push(percent.into_bytes());
+    if let Ok(text) = std::str::from_utf8(value) {
+        if let Ok(json) = serde_json::to_string(text) {
+            out.push(json.trim_matches('"').as_bytes().to_vec());
+        }
+        out.push(text.encode_utf16().flat_map(u16::to_le_bytes).collect());
+        out.push(text.encode_utf16().flat_map(u16::to_be_bytes).collect());
+    }
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// `bytes` with every occurrence of each secret replaced by [`REDACTED`].
@@ -298,10 +389,14 @@ mod tests {
             None,
         )
         .unwrap();
-        assert_eq!(c.check("pdns", &Target::Address("127.0.0.1".parse().unwrap())), Ok(()));
-        assert_eq!(c.check("pdns", &Target::Name("a.dns.example".into())), Ok(()));
-        assert!(c.check("pdns", &Target::Name("evil.example".into())).unwrap_err().contains("not for evil.example"));
-        assert!(c.check("other", &Target::Name("a.dns.example".into())).unwrap_err().contains("it has: pdns"));
+        let check = |name: &str, url: &str| {
+            let url = Url::parse(url).unwrap();
+            c.check(name, &url, &super::super::grants::target(&url).unwrap(), true).map_err(|e| e.to_string())
+        };
+        assert_eq!(check("pdns", "http://127.0.0.1/"), Ok(()));
+        assert_eq!(check("pdns", "https://a.dns.example/"), Ok(()));
+        assert!(check("pdns", "https://evil.example/").unwrap_err().contains("not for evil.example"));
+        assert!(check("other", "https://a.dns.example/").unwrap_err().contains("it has: pdns"));
         let bad = |c: Credential, ns: Option<&str>| Credentials::compile(&[c], ns, None).err().unwrap().to_string();
         assert!(bad(credential("x", CredentialUse::Header, None, &["a.example"]), Some("t")).contains("header"));
         assert!(
@@ -321,5 +416,66 @@ mod tests {
         let secrets = vec![b"s3cret".to_vec(), b"czNjcmV0".to_vec()];
         let out = redact(b"key=s3cret; again s3cret, b64 czNjcmV0.", &secrets);
         assert_eq!(String::from_utf8(out).unwrap(), "key=[redacted]; again [redacted], b64 [redacted].");
+    }
+
+    /// A credential goes only over https: a grant of http to its host, or
+    /// a same-host redirect to http, does not change that; a loopback
+    /// address the operator opened is the one exception.
+    #[test]
+    fn a_credential_should_go_only_over_https() {
+        let c = Credentials::compile(
+            &[credential("api", CredentialUse::Bearer, None, &["api.example.com", "127.0.0.1", "10.0.0.1"])],
+            Some("team"),
+            None,
+        )
+        .unwrap();
+        let check = |url: &str, opened: bool| {
+            let url = Url::parse(url).unwrap();
+            c.check("api", &url, &super::super::grants::target(&url).unwrap(), opened).map_err(|e| e.to_string())
+        };
+        assert_eq!(check("https://api.example.com/x", false), Ok(()));
+        let refused = check("http://api.example.com/x?token=1", false).unwrap_err();
+        assert!(refused.contains("goes only over https") && !refused.contains("token"), "{refused}");
+        assert!(check("http://10.0.0.1/x", true).is_err(), "a private address is a network all the same");
+        assert!(check("http://127.0.0.1/x", false).is_err(), "loopback the operator did not open");
+        assert_eq!(check("http://127.0.0.1/x", true), Ok(()));
+    }
+
+    /// A Secret read that hangs ends with the call, not 5 s later.
+    #[tokio::test]
+    async fn a_secret_read_should_end_with_the_call() {
+        crate::install_crypto_provider();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        // Accepts and never answers.
+        let held = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((s, _)) = listener.accept().await {
+                open.push(s);
+            }
+        });
+        let client =
+            kube::Client::try_from(kube::Config::new(format!("http://127.0.0.1:{port}").parse().unwrap())).unwrap();
+        let c = Credentials::compile(
+            &[credential("api", CredentialUse::Bearer, None, &["a.example"])],
+            Some("t"),
+            Some(client),
+        )
+        .unwrap();
+        let started = Instant::now();
+        let refused = c.apply("api", started + Duration::from_millis(300)).await.unwrap_err().to_string();
+        assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+        assert!(refused.contains("not read within"), "{refused}");
+        held.abort();
+    }
+
+    #[test]
+    fn redaction_should_cover_the_encodings_an_echo_may_use() {
+        let secrets = forms(b"k3y/\"x");
+        let utf16: Vec<u8> = "k3y/\"x".encode_utf16().flat_map(u16::to_le_bytes).collect();
+        for echoed in [b"k3y%2F%22x".to_vec(), b"k3y/\\\"x".to_vec(), utf16] {
+            let out = redact(&echoed, &secrets);
+            assert_eq!(out, REDACTED.as_bytes(), "{echoed:?}");
+        }
     }
 }

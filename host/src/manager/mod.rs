@@ -391,7 +391,10 @@ impl Manager {
         };
         let endpoints = [
             inner.config.server_addr.map(metrics_endpoints).transpose()?,
-            inner.config.probe_addr.map(|addr| (addr, Endpoints::probes(readiness.clone()))),
+            inner
+                .config
+                .probe_addr
+                .map(|addr| (addr, Endpoints::probes(readiness.clone()).counted_in(metrics.clone()))),
         ];
         for (addr, endpoints) in endpoints.into_iter().flatten() {
             let server = Server::bind(addr).await?;

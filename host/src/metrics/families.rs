@@ -169,7 +169,8 @@ impl Metrics {
                 "operon_egress_requests_total",
                 "Total number of outbound HTTP calls of guests per controller, host (the host of the grant that \
                  allowed the call, as spec.grants.egress names it; - for a call no grant allowed) and code (the \
-                 HTTP status, or why none came: denied, invalid, timeout, unreachable, tooLarge, budget)",
+                 HTTP status's class, 1xx to 5xx or other, or why none came: denied, invalid, timeout, \
+                 unreachable, tooLarge, budget)",
                 &["controller", "host", "code"],
             ),
             egress_request_seconds: histogram(
@@ -239,6 +240,29 @@ impl Metrics {
                 "Total number of events not recorded, per controller and reason (object_budget, \
                  controller_budget, forbidden, refused, unreachable)",
                 &["controller", "reason"],
+            ),
+            server_connections: int_gauge(
+                "operon_server_connections",
+                "Current number of connections open on each listener (webhook, metrics, probes)",
+                &["server"],
+            ),
+            server_connections_refused_total: counter(
+                "operon_server_connections_refused_total",
+                "Total number of connections closed as they came because the listener was full, per server and \
+                 reason (total, per_client)",
+                &["server", "reason"],
+            ),
+            server_cut_total: counter(
+                "operon_server_cut_total",
+                "Total number of clients cut off, per server and reason (handshake_timeout, header_timeout, \
+                 body_timeout, body_too_large)",
+                &["server", "reason"],
+            ),
+            metrics_reviews_total: counter(
+                "operon_metrics_reviews_total",
+                "Total number of bearer tokens judged on /metrics, per outcome (reviewed: asked of the API \
+                 server; cached; rate_limited: refused without asking; failed: the API server could not answer)",
+                &["outcome"],
             ),
             module_digests: Mutex::new(HashMap::new()),
             families: Vec::new(),

@@ -179,6 +179,21 @@ pub struct Metrics {
     /// recorded (`object_budget`, `controller_budget`, `forbidden`,
     /// `refused`, `unreachable`).
     pub events_dropped_total: IntCounterVec,
+    /// `operon_server_connections{server}`: connections open on each
+    /// listener (`webhook`, `metrics`, `probes`).
+    pub server_connections: IntGaugeVec,
+    /// `operon_server_connections_refused_total{server,reason}`: connections
+    /// closed as they came, over the cap (`total`, `per_client`).
+    pub server_connections_refused_total: IntCounterVec,
+    /// `operon_server_cut_total{server,reason}`: clients cut off
+    /// (`handshake_timeout`, `header_timeout`, `body_timeout`,
+    /// `body_too_large`).
+    pub server_cut_total: IntCounterVec,
+    /// `operon_metrics_reviews_total{outcome}`: how bearer tokens on
+    /// `/metrics` were judged (`reviewed`: asked of the API server;
+    /// `cached`; `rate_limited`: refused without asking; `failed`: the API
+    /// server could not answer).
+    pub metrics_reviews_total: IntCounterVec,
     /// The digest each controller's `operon_module_info` series carries, so a
     /// swap replaces the series instead of adding one.
     module_digests: Mutex<HashMap<String, String>>,
@@ -536,6 +551,30 @@ impl Metrics {
     /// An admission call to `webhook` was refused before its guest ran.
     pub fn webhook_refused(&self, webhook: &str, reason: &str) {
         self.webhook_refused_total.with_label_values(&[webhook, reason]).inc();
+    }
+
+    /// A connection opened on `server`; counted while the guard lives.
+    pub fn server_connection_opened(&self, server: &str) -> InFlight {
+        let gauge = self.server_connections.with_label_values(&[server]);
+        gauge.inc();
+        InFlight { gauge }
+    }
+
+    /// A connection to `server` was closed as it came (`reason`: `total`,
+    /// `per_client`).
+    pub fn server_connection_refused(&self, server: &str, reason: &str) {
+        self.server_connections_refused_total.with_label_values(&[server, reason]).inc();
+    }
+
+    /// A client of `server` was cut off (`reason`: which timeout or limit).
+    pub fn server_cut(&self, server: &str, reason: &str) {
+        self.server_cut_total.with_label_values(&[server, reason]).inc();
+    }
+
+    /// A bearer token on `/metrics` was judged (`outcome`: `reviewed`,
+    /// `cached`, `rate_limited`, `failed`).
+    pub fn metrics_review(&self, outcome: &str) {
+        self.metrics_reviews_total.with_label_values(&[outcome]).inc();
     }
 
     /// An event of `controller` was not recorded.

@@ -22,7 +22,9 @@
 //! away look again as soon as a call settles ([`Budget::wait`]).
 //!
 //! The host's own budget (`--max-guest-cpu-total`) is one more [`Budget`],
-//! shared by every controller: a call waits for both.
+//! shared by every controller: a call waits for both. A plugin's admission
+//! and conversion calls spend a [`Budget`] of their own, of the same size,
+//! so that reviews anyone may send never put its reconciles in debt.
 //!
 //! The charge is the call's wall time on its blocking thread (the shadow
 //! candidate's included): on a busy node a little more than its CPU time,

@@ -32,7 +32,7 @@ impl Pipeline {
     ) -> Result<Called, Error> {
         let fence = &ctx.fence;
         let call_started = Instant::now();
-        let egress = self.egress.as_ref().map(|p| p.call(ctx.fence.clone()));
+        let egress = self.egress.call(ctx.fence.clone());
         // A sampled reconcile is recorded as a fixture (`--record`).
         let recording = self.config.record.as_ref().filter(|r| r.sample(parent)).map(|r| (r.clone(), request.clone()));
         let mut remembered: Option<Arc<record::Remembering>> = None;
@@ -57,7 +57,19 @@ impl Pipeline {
                 } else {
                     let children = c.reads.children(parent);
                     let rates = !parent::speaks_0_1(&c.module);
-                    c.reads.request(parent, &children, finalizing, ctx.attempt, &self.config.scope, rates)
+                    // A candidate whose reads pass the bound is compared
+                    // on nothing: its request is the live one's.
+                    c.reads
+                        .request(
+                            parent,
+                            &children,
+                            finalizing,
+                            ctx.attempt,
+                            &self.config.scope,
+                            rates,
+                            self.config.max_related_bytes,
+                        )
+                        .unwrap_or_else(|_| request.clone())
                 };
                 let reader: Arc<dyn crate::runtime::ObjectReader> =
                     Arc::new(c.reads.reader(key.namespace.clone(), &self.config.scope));
@@ -69,46 +81,68 @@ impl Pipeline {
             // CPU is the time spent in its polls (not its waits for a worker
             // or on egress), charged even when the reconcile is cancelled.
             let cpu = GuestCpu::new(tickets);
-            let live_egress = egress.clone().map(|c| c as Arc<dyn crate::runtime::Egress>);
-            let live = cpu.timed(admitted.reconcile_async(&request, reader, live_egress)).await;
+            let live_egress = egress.clone() as Arc<dyn crate::runtime::Egress>;
+            let live = cpu.timed(admitted.reconcile_async(&request, reader, Some(live_egress))).await;
+            // What the live call kept of its exchanges, handed on once and
+            // shared: the shadow replays it, the recording writes it.
+            let recorded = egress.recorded();
             // The live call's pass went back with it: a task never holds
             // one pass while it waits for another.
             let shadow = match shadow {
                 None => None,
+                Some(_) if !recorded.complete => {
+                    // A replay of calls not kept whole would differ for no
+                    // fault of the candidate.
+                    tracing::debug!(
+                        "the shadow candidate is not compared on this reconcile: its outbound calls were not \
+                         all kept (over the host's bounds)"
+                    );
+                    None
+                }
                 Some((c, request, reader)) => {
                     // A shadow candidate calls nothing outside: it is
                     // answered from the live version's exchanges.
-                    let replay = egress.as_ref().map(|c| {
-                        Arc::new(crate::contract::egress::Replay::new(c.exchanges())) as Arc<dyn crate::runtime::Egress>
-                    });
+                    let replay = Arc::new(crate::contract::egress::Replay::shared(recorded.exchanges.clone()))
+                        as Arc<dyn crate::runtime::Egress>;
                     let admitted = c.admit().await;
-                    let answer = cpu.timed(admitted.reconcile_async(&request, reader, replay)).await;
+                    let answer = cpu.timed(admitted.reconcile_async(&request, reader, Some(replay))).await;
                     Some((c.info().digest.clone(), answer))
                 }
             };
             drop(cpu);
             self.metrics.host_usage(module.gate_usage());
-            (live, shadow)
+            (live, shadow, recorded)
         };
         self.metrics.guest_called(&self.name, call_started.elapsed());
-        let call = {
-            let (live, shadow) = call;
+        let (call, recorded) = {
+            let (live, shadow, recorded) = call;
             if let Some((digest, answer)) = shadow {
                 self.compare_shadow(key, &digest, &live, &answer);
             }
-            live
+            (live, recorded)
         };
         if let Some((recorder, request)) = &recording {
             let read = remembered.as_ref().map(|r| r.taken()).unwrap_or_default();
-            let exchanges = egress.as_ref().map(|c| c.exchanges()).unwrap_or_default();
-            match recorder.write(&self.name, &active.module.info().digest, request, read, exchanges, &call) {
-                Ok(path) => tracing::debug!("recorded as {}", path.display()),
-                Err(e) => tracing::warn!("the reconcile was not recorded: {e}"),
+            if recorded.complete {
+                // The shadow's replay is over: this copy, bounded by the
+                // kept bytes, is the recording's own.
+                let exchanges = recorded.exchanges.to_vec();
+                match recorder.write(&self.name, &active.module.info().digest, request, read, exchanges, &call) {
+                    Ok(path) => tracing::debug!("recorded as {}", path.display()),
+                    Err(e) => tracing::warn!("the reconcile was not recorded: {e}"),
+                }
+            } else {
+                tracing::warn!(
+                    "the reconcile was not recorded: {} of its outbound calls were not kept whole (refused calls \
+                     keep no body; a reconcile keeps at most {} exchanges and the host's bytes)",
+                    recorded.dropped.max(1),
+                    crate::egress::kept::MAX_EXCHANGES
+                );
             }
         }
-        if let Some(refused) = egress.as_ref().map(|c| c.refused()).filter(|r| !r.is_empty()) {
-            let more = if refused.len() > 1 { format!(" (and {} more)", refused.len() - 1) } else { String::new() };
-            let message = format!("an outbound call was refused: {}{more}", refused[0]);
+        if let Some((first, count)) = egress.refused() {
+            let more = if count > 1 { format!(" (and {} more)", count - 1) } else { String::new() };
+            let message = format!("an outbound call was refused: {first}{more}");
             self.applier.event(parent, true, "EgressDenied", &message, fence).await;
         }
         Ok(call)

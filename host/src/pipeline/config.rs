@@ -67,6 +67,13 @@ pub struct Scope {
     pub namespaces: Option<Vec<String>>,
     /// Whether cluster-scoped objects are in scope.
     pub cluster: bool,
+    /// Whether a namespaced parent's reference (`namespace/name`) may name
+    /// an object of another namespace in scope. Off for tenants: a
+    /// parent's author in one namespace would otherwise have the plugin
+    /// read another namespace's objects for them (the confused deputy that
+    /// Gateway API's ReferenceGrant exists for). A ClusterReconciler opts in
+    /// with `spec.grants.crossNamespaceReferences`.
+    pub references_across_namespaces: bool,
 }
 
 impl Default for Scope {
@@ -78,12 +85,12 @@ impl Default for Scope {
 impl Scope {
     /// Every namespace and cluster-scoped objects.
     pub fn all() -> Scope {
-        Scope { namespaces: None, cluster: true }
+        Scope { namespaces: None, cluster: true, references_across_namespaces: true }
     }
 
     /// One namespace only (a namespaced Reconciler).
     pub fn namespace(ns: &str) -> Scope {
-        Scope { namespaces: Some(vec![ns.to_string()]), cluster: false }
+        Scope { namespaces: Some(vec![ns.to_string()]), cluster: false, references_across_namespaces: false }
     }
 
     /// Whether an object in `namespace` (`None`: cluster-scoped) is in scope.
@@ -177,6 +184,10 @@ pub struct Config {
     /// conditions list keyed by type (a Reconciler's
     /// `spec.syncedCondition`, on by default).
     pub synced: bool,
+    /// Most bytes of related objects one request carries (the read
+    /// budget's 64 MiB): past it the reconcile fails with
+    /// [`super::Error::RelatedTooLarge`] instead of building the request.
+    pub max_related_bytes: usize,
 }
 
 impl Default for Config {
@@ -204,6 +215,7 @@ impl Default for Config {
             egress_allowed: crate::egress::grants::Allowed::default(),
             record: None,
             synced: true,
+            max_related_bytes: super::request::MAX_RELATED_BYTES,
         }
     }
 }

@@ -58,13 +58,14 @@ impl ModuleController {
         last.filter(|(at, _)| at.elapsed() <= window).map(|(_, limit)| limit)
     }
 
-    /// Admit one guest call made outside a reconcile (an admission call)
-    /// against the guest CPU budget its reconciles spend, so webhooks are
-    /// no way around `spec.limits.cpu`: `Ok(None)` without a budget,
-    /// `Err(wait)` while it is in debt. Charge the ticket with the call's
-    /// time.
+    /// Admit one guest call made outside a reconcile (an admission or
+    /// conversion call) against the plugin's admission budget: as large as
+    /// its reconciles' (`spec.limits.cpu`), so webhooks are no way around
+    /// it, and apart from it, so a flood of reviews leaves the reconciles
+    /// their budget. `Ok(None)` without a budget, `Err(wait)` while it is
+    /// in debt. Charge the ticket with the call's time.
     pub fn admit_guest_call(&self) -> Result<Option<GuestTicket>, Duration> {
-        self.reconciler().budget.as_ref().map(|b| b.admit()).transpose()
+        self.reconciler().admission_budget.as_ref().map(|b| b.admit()).transpose()
     }
 
     /// The guest CPU budget, in CPUs (`None`: no limit).

@@ -40,6 +40,7 @@ use crate::leader::Fence;
 use crate::metrics::{ApplyOperation, GuestErrorKind, Metrics};
 use crate::runtime::{CallError, Module};
 use request::ReadSet;
+pub use request::{MAX_RELATED_BYTES, RelatedTooLarge};
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex, RwLock};
@@ -96,6 +97,10 @@ pub enum Error {
     /// Adding or removing the finalizer failed.
     #[error("finalizer: {0}")]
     Finalizer(#[source] apply::Error),
+    /// The parent's related objects pass what one request may carry; the
+    /// guest is not called.
+    #[error(transparent)]
+    RelatedTooLarge(#[from] RelatedTooLarge),
 }
 
 impl Error {
@@ -140,8 +145,13 @@ pub struct Pipeline {
     cache: Cache,
     applier: Applier,
     metrics: Arc<Metrics>,
-    /// What the guest calls may still spend (`None`: no limit).
+    /// What the reconciles' guest calls may still spend (`None`: no limit).
     budget: Option<Arc<budget::Budget>>,
+    /// What its admission and conversion calls may still spend: a budget
+    /// of the same size, of their own, so that a flood of reviews (which
+    /// anyone who reaches the webhook port may send) is refused without
+    /// making the reconciles wait.
+    admission_budget: Option<Arc<budget::Budget>>,
     /// When a reconcile last waited for a host-wide limit, and which.
     host_limited: Mutex<Option<(Instant, HostLimit)>>,
     /// Held while one of this controller's calls waits at the host's gate:
@@ -157,8 +167,9 @@ pub struct Pipeline {
     shadow: shadow::Counters,
     /// Parents that left the selector holding the finalizer.
     leaving: parent::Leaving,
-    /// Outbound HTTP its module may make (`None`: none granted).
-    egress: Option<Arc<crate::egress::Policy>>,
+    /// Outbound HTTP its module may make (with no grants: every call is
+    /// refused, naming the grant to add).
+    egress: Arc<crate::egress::Policy>,
     /// The host's `Synced` condition on parents.
     synced: synced::Synced,
 }
@@ -190,6 +201,8 @@ pub fn build(
         max_events: config.max_events,
     };
     let budget = budget::Budget::new(config.guest_cpu, config.guest_cpu_burst, module.limits().timeout).map(Arc::new);
+    let admission_budget =
+        budget::Budget::new(config.guest_cpu, config.guest_cpu_burst, module.limits().timeout).map(Arc::new);
     let leaving = parent::Leaving::default();
     let triggers = triggers::triggers(&config, &manifest, &parents, &reads, &leaving);
     let pipeline = Pipeline {
@@ -211,13 +224,21 @@ pub fn build(
         cache: cache.clone(),
         metrics: metrics.clone(),
         budget,
+        admission_budget,
         host_limited: Mutex::new(None),
         at_gate: tokio::sync::Mutex::new(()),
         warned_requeue: Mutex::new(HashSet::new()),
         notices: tokio::sync::broadcast::channel(64).0,
         shadow: shadow::Counters::default(),
         leaving,
-        egress: config.egress.clone().map(|s| Arc::new(crate::egress::Policy::new(name.clone(), s, metrics.clone()))),
+        egress: Arc::new(crate::egress::Policy::new(
+            name.clone(),
+            config
+                .egress
+                .clone()
+                .unwrap_or_else(|| Arc::new(crate::egress::Settings::none(config.egress_allowed.clone()))),
+            metrics.clone(),
+        )),
         config: config.clone(),
     };
     Controller::new(name, Arc::new(pipeline), triggers, config.controller, metrics)
@@ -348,7 +369,21 @@ impl Pipeline {
 
         let children = active.reads.children(&parent);
         let rates = !parent::speaks_0_1(&active.module);
-        let request = active.reads.request(&parent, &children, finalizing, ctx.attempt, &self.config.scope, rates);
+        let request = match active.reads.request(
+            &parent,
+            &children,
+            finalizing,
+            ctx.attempt,
+            &self.config.scope,
+            rates,
+            self.config.max_related_bytes,
+        ) {
+            Ok(r) => r,
+            Err(e) => {
+                self.applier.event(&parent, true, "RelatedTooLarge", &e.to_string(), fence).await;
+                return Err(e.into());
+            }
+        };
         let call = self.call_guest(active, candidate, key, &parent, request, finalizing, ctx, tickets).await?;
         let module = &active.module;
         let outcome = match call {

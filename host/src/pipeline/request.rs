@@ -1,6 +1,13 @@
 //! What one module version reads, and the request it is handed: the
 //! parent, its children grouped by owned kind, the related objects its
 //! watches map to it — all from the cache, never from the API server.
+//!
+//! **Related objects are read as the guest's own reads would be**: only in
+//! the controller's scope (a cluster-scoped parent's selector does not
+//! reach past the granted namespaces), a namespaced parent's reference only
+//! in its own namespace unless the grants say otherwise
+//! ([`Scope::references_across_namespaces`]), and no more bytes than the
+//! read budget ([`MAX_RELATED_BYTES`]).
 
 use super::{CacheReader, Scope};
 use crate::cache::{Cache, CachedObject, Informer, ObjectKey, WatchKey};
@@ -9,6 +16,22 @@ use crate::controller::index::{self, Pointer};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
+
+/// The most bytes of related objects a request carries by default: the
+/// read budget of one guest call (`host.get`/`host.list`), which the
+/// related objects stand in for.
+pub const MAX_RELATED_BYTES: usize = 64 << 20;
+
+/// The related objects of a parent pass what one request may carry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the watches relate more than {max} bytes of objects to this parent (the read budget of one call): narrow the \
+     parent's selector or reference, or split what it selects"
+)]
+pub struct RelatedTooLarge {
+    /// The bound.
+    pub max: usize,
+}
 
 /// The informers of one manifest's kinds.
 pub(super) struct ReadSet {
@@ -71,7 +94,12 @@ impl ReadSet {
         out
     }
 
-    /// The request for one parent, built from the cache only.
+    /// The request for one parent, built from the cache only, its related
+    /// objects within `scope` and `max_related` bytes.
+    ///
+    /// # Errors
+    /// [`RelatedTooLarge`] past `max_related` bytes of related objects.
+    #[allow(clippy::too_many_arguments, reason = "one request's inputs, passed once")]
     pub(super) fn request(
         &self,
         parent: &CachedObject,
@@ -80,7 +108,8 @@ impl ReadSet {
         attempt: u32,
         scope: &Scope,
         rates_readiness: bool,
-    ) -> Request {
+        max_related: usize,
+    ) -> Result<Request, RelatedTooLarge> {
         let grouped: Vec<(Gvk, Vec<&Arc<CachedObject>>)> = self
             .owned
             .iter()
@@ -99,7 +128,11 @@ impl ReadSet {
             .map(|(kind, objects)| (kind, objects.iter().map(|c| c.json().to_string()).collect()))
             .collect();
         let key = parent.key();
-        let mut related = Vec::new();
+        let mut related = Related { objects: Vec::new(), bytes: 0, max: max_related };
+        // What the guest may be handed of `o`: within the scope, and for a
+        // namespaced parent's reference, in its namespace unless the grants
+        // let references cross.
+        let readable = |o: &CachedObject| scope.contains(o.namespace());
         // Parsed only when a watch reads a field of the parent.
         let mut parsed: Option<Value> = None;
         for (watch, informer) in &self.watched {
@@ -112,26 +145,32 @@ impl ReadSet {
                         // A cluster-scoped kind is keyed without a namespace.
                         // A parent may name anything: only what the
                         // controller may read is handed in.
+                        let across = target.namespace != key.namespace
+                            && key.namespace.is_some()
+                            && !scope.references_across_namespaces;
                         let found = store.get(&target).or_else(|| store.get(&ObjectKey::new(None, &target.name)));
-                        related.extend(found.filter(|o| scope.contains(o.namespace())).map(|o| o.json().to_string()));
+                        if let Some(o) = found.filter(|o| readable(o) && !(across && o.namespace().is_some())) {
+                            related.push(o)?;
+                        }
                     }
-                    Some(Pointer::Selector(selector)) => related.extend(
-                        store
-                            .in_namespace(key.namespace.as_deref())
-                            .iter()
-                            .filter(|o| selector.matches_with(|l| o.label(l)))
-                            .map(|o| o.json().to_string()),
-                    ),
+                    Some(Pointer::Selector(selector)) => {
+                        for o in store.in_namespace(key.namespace.as_deref()) {
+                            if readable(&o) && selector.matches_with(|l| o.label(l)) {
+                                related.push(&o)?;
+                            }
+                        }
+                    }
                 }
                 continue;
             }
             for o in store.in_namespace(key.namespace.as_deref()) {
-                if crate::controller::mapping::relates_to(&o, &watch.mapping, &key) {
-                    related.push(o.json().to_string());
+                if readable(&o) && crate::controller::mapping::relates_to(&o, &watch.mapping, &key) {
+                    related.push(&o)?;
                 }
             }
         }
-        Request {
+        let related = related.objects;
+        Ok(Request {
             object: parent.json().to_string(),
             children,
             related,
@@ -140,7 +179,25 @@ impl ReadSet {
             now: jiff::Timestamp::now(),
             generation: parent.generation(),
             readiness,
+        })
+    }
+}
+
+/// The related objects of one request, counted as they are taken.
+struct Related {
+    objects: Vec<String>,
+    bytes: usize,
+    max: usize,
+}
+
+impl Related {
+    fn push(&mut self, o: &CachedObject) -> Result<(), RelatedTooLarge> {
+        self.bytes += o.json().len();
+        if self.bytes > self.max {
+            return Err(RelatedTooLarge { max: self.max });
         }
+        self.objects.push(o.json().to_string());
+        Ok(())
     }
 }
 

@@ -78,6 +78,7 @@ fn reason(e: &Error) -> &'static str {
         Error::Apply(apply::Error::Invalid(_)) => "InvalidOutcome",
         Error::Apply(a) if a.is_permanent() => "ApplyRefused",
         Error::Apply(_) | Error::Finalizer(_) => "ApplyFailed",
+        Error::RelatedTooLarge(_) => "RelatedTooLarge",
     }
 }
 

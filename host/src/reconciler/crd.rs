@@ -32,7 +32,8 @@ use serde::{Deserialize, Serialize};
     printcolumn(name = "Reconciles", type_ = "integer", json_path = ".status.reconciles"),
     printcolumn(name = "Errors", type_ = "integer", json_path = ".status.errors"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
-    validation = Rule::new("!has(self.spec.grants) || !has(self.spec.grants.namespaces) || size(self.spec.grants.namespaces) == 0").message("spec.grants.namespaces is for ClusterReconcilers: a Reconciler acts only in its own namespace")
+    validation = Rule::new("!has(self.spec.grants) || !has(self.spec.grants.namespaces) || size(self.spec.grants.namespaces) == 0").message("spec.grants.namespaces is for ClusterReconcilers: a Reconciler acts only in its own namespace"),
+    validation = Rule::new("!has(self.spec.grants) || !has(self.spec.grants.conversion) || !self.spec.grants.conversion").message("spec.grants.conversion is for ClusterReconcilers granted every namespace: a CRD's conversion runs for every object of the kind, in every namespace")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ReconcilerSpec {
@@ -69,7 +70,8 @@ pub struct ReconcilerSpec {
     ),
     printcolumn(name = "Reconciles", type_ = "integer", json_path = ".status.reconciles"),
     printcolumn(name = "Errors", type_ = "integer", json_path = ".status.errors"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    validation = Rule::new("!has(self.spec.grants) || !has(self.spec.grants.conversion) || !self.spec.grants.conversion || (has(self.spec.grants.namespaces) && '*' in self.spec.grants.namespaces)").message("spec.grants.conversion needs spec.grants.namespaces: ['*']: a CRD's conversion runs for every object of the kind, in every namespace")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterReconcilerSpec {
@@ -319,9 +321,20 @@ pub struct Grants {
     /// Whether it serves the conversion webhook of its `for` kind's CRD
     /// (a module exporting `convert`, contract 0.2): the host points the
     /// CRD's `spec.conversion` at it, and gives the CRD its own settings
-    /// back when the Reconciler goes.
+    /// back when the Reconciler goes. A cluster-wide power: only a
+    /// ClusterReconciler granted every namespace (`namespaces: ["*"]`) may
+    /// hold it, only for CRDs the host allows (`--conversion-allow`), and
+    /// one plugin per CRD.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub conversion: bool,
+    /// ClusterReconciler only: whether a namespaced parent's reference
+    /// (`namespace/name`, a watch by reference) may name an object in
+    /// another of the granted namespaces. Off by default: the author of a
+    /// parent in one namespace would otherwise have the plugin read another
+    /// namespace's objects for them. References from cluster-scoped parents
+    /// and selectors reach only the granted namespaces either way.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cross_namespace_references: bool,
     /// Outbound HTTP the module may make (contract 0.2's `egress`), one
     /// entry per host; none by default. Names reach only public addresses:
     /// loopback, private and link-local ones only through an entry naming
@@ -565,7 +578,12 @@ mod tests {
     #[test]
     fn the_schema_should_carry_the_cross_field_rules() {
         let text = render().unwrap().into_iter().map(|(_, t)| t).collect::<String>();
-        for rule in ["exactly one of configMap, url, oci, path", "spec.grants.namespaces is for ClusterReconcilers"] {
+        for rule in [
+            "exactly one of configMap, url, oci, path",
+            "spec.grants.namespaces is for ClusterReconcilers",
+            "spec.grants.conversion is for ClusterReconcilers",
+            "spec.grants.conversion needs spec.grants.namespaces",
+        ] {
             assert!(text.contains(rule), "missing CEL rule: {rule}");
         }
     }

@@ -92,6 +92,7 @@ pub fn controller_settings(placement: &Placement, grants: &Grants) -> (Scope, pi
             let scope = Scope {
                 namespaces: if all { None } else { Some(grants.namespaces.clone()) },
                 cluster: grants.cluster_scoped,
+                references_across_namespaces: grants.cross_namespace_references,
             };
             let namespaces = if all { Namespaces::Any } else { Namespaces::Only(grants.namespaces.clone()) };
             (scope, pipeline::Grants { namespaces, cluster_scoped: grants.cluster_scoped, adopt: grants.adopt })

@@ -68,7 +68,8 @@ struct Plugin {
     /// The conversion registration (module digest, leading), while
     /// registered; and the last refusal told.
     conversion: Option<String>,
-    conversion_refused: Option<String>,
+    /// Why the conversion was last refused, and when to ask again.
+    conversion_refused: Option<(String, std::time::Instant)>,
     problem: Option<(Reason, String)>,
     /// Decisions of this replica not yet seen in the status. Only a step of
     /// this plugin writes it (one at a time): it clears what it wrote once
@@ -165,7 +166,8 @@ impl Lifecycle {
         let loader = {
             let tx = enqueue.clone();
             let (client, metrics) = (manager.client().clone(), manager.metrics().clone());
-            Loader::new(runtime.clone(), client, metrics, config.bounds, config.module_trust.clone(), move |k: &PluginKey| {
+            let allowed = manager.config().pipeline.egress_allowed.clone();
+            Loader::new(runtime.clone(), client, metrics, config.bounds, allowed, config.module_trust.clone(), move |k: &PluginKey| {
                 let _ = tx.send(k.clone());
             })
         };
@@ -189,8 +191,10 @@ impl Lifecycle {
                     path: file.path.clone(),
                     source: std::io::Error::other(e.to_string()),
                 })?;
-                let http = super::source::http_client(config.bounds);
-                super::verify::check(&http, &module_source, &fetched, std::slice::from_ref(trust), config.bounds)
+                let allowed = &manager.config().pipeline.egress_allowed;
+                let http = super::source::http_client(config.bounds, allowed);
+                let trusts = std::slice::from_ref(trust);
+                super::verify::check(&http, allowed, &module_source, &fetched, trusts, config.bounds)
                     .await
                     .map_err(|source| Error::Untrusted { path: file.path.clone(), source })?;
                 loader.mark_verified(&key, &module_source, &fetched.digest);

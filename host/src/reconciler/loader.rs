@@ -76,6 +76,8 @@ struct Inner {
     metrics: Arc<crate::metrics::Metrics>,
     http: reqwest::Client,
     bounds: Bounds,
+    /// What the operator opened (`--egress-allow`): module URLs too.
+    allowed: crate::egress::grants::Allowed,
     slots: Semaphore,
     fetches: Mutex<HashMap<PluginKey, FetchSlot>>,
     loads: Mutex<HashMap<(PluginKey, String, Limits), Load>>,
@@ -97,13 +99,15 @@ struct Inner {
 }
 
 impl Loader {
-    /// A loader that reports finished work through `done`, and checks
-    /// every module's signature against `policy` (and its spec's keys).
+    /// A loader that reports finished work through `done`, downloads only
+    /// from addresses `allowed` opens, and checks every module's signature
+    /// against `policy` (and its spec's keys).
     pub fn new(
         runtime: Runtime,
         client: kube::Client,
         metrics: Arc<crate::metrics::Metrics>,
         bounds: Bounds,
+        allowed: crate::egress::grants::Allowed,
         policy: HostPolicy,
         done: impl Fn(&PluginKey) + Send + Sync + 'static,
     ) -> Loader {
@@ -112,8 +116,9 @@ impl Loader {
                 runtime,
                 client,
                 metrics,
-                http: source::http_client(bounds),
+                http: source::http_client(bounds, &allowed),
                 bounds,
+                allowed,
                 slots: Semaphore::new(FETCH_SLOTS),
                 fetches: Mutex::new(HashMap::new()),
                 loads: Mutex::new(HashMap::new()),
@@ -255,7 +260,9 @@ impl Loader {
                         )
                         .await
                     }
-                    (None, Some(url), _) => source::from_url(&this.inner.http, url, this.inner.bounds).await,
+                    (None, Some(url), _) => {
+                        source::from_url(&this.inner.http, url, this.inner.bounds, &this.inner.allowed).await
+                    }
                     (None, None, Some(oci)) => {
                         let pulled = source::from_oci(oci, this.inner.bounds).await;
                         if let Ok(f) = &pulled {
@@ -324,7 +331,7 @@ impl Loader {
         let trusts = verify::required(&self.inner.policy, client, namespace, spec.verify.as_ref())
             .await
             .map_err(verify::Error::into_source)?;
-        verify::check(&self.inner.http, spec, fetched, &trusts, self.inner.bounds)
+        verify::check(&self.inner.http, &self.inner.allowed, spec, fetched, &trusts, self.inner.bounds)
             .await
             .map_err(verify::Error::into_source)?;
         self.mark_verified(key, spec, &fetched.digest);
@@ -477,7 +484,15 @@ mod tests {
         let runtime = Runtime::new(config).unwrap();
         let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
         let metrics = Arc::new(crate::metrics::Metrics::new());
-        let loader = Loader::new(runtime, client, metrics, Bounds::default(), HostPolicy::default(), |_| {});
+        let loader = Loader::new(
+            runtime,
+            client,
+            metrics,
+            Bounds::default(),
+            crate::egress::grants::Allowed::public(),
+            HostPolicy::default(),
+            |_| {},
+        );
         let key = PluginKey::ClusterReconciler("r".into());
         let (digest, limits) = ("sha256:00", Limits::default());
         assert!(matches!(loader.load(&key, digest, None, &limits), Load::Running));

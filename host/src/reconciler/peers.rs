@@ -3,10 +3,13 @@
 //!
 //! - **Protected objects.** A Reconciler's module ConfigMap is the code it
 //!   runs: a plugin that could adopt or rewrite it would run its own code
-//!   under that Reconciler's grants and ServiceAccount. No plugin writes
-//!   one ([`Peers::protected`], checked on every outcome) — whichever host
-//!   runs that Reconciler (every Reconciler is watched for this, whatever
-//!   `--reconciler-selector` says).
+//!   under that Reconciler's grants and ServiceAccount. A Secret a
+//!   Reconciler names in `spec.credentials` is a credential the host sends
+//!   out for it: a plugin that could rewrite it would redirect or replace
+//!   another plugin's credential. No plugin writes either
+//!   ([`Peers::protected`], checked on every outcome) — whichever host runs
+//!   that Reconciler (every Reconciler and ClusterReconciler is watched for
+//!   this, whatever `--reconciler-selector` says).
 //! - **Overlaps.** Two controllers on one parent delete each other's
 //!   children for ever. A Reconciler whose kind an older Reconciler of this
 //!   host already reconciles, in namespaces and parents both may see, waits
@@ -29,6 +32,9 @@ use std::sync::{Arc, Mutex};
 pub struct Peers {
     /// Every Reconciler in the host's namespace(s), whichever host runs it.
     every: Arc<Informer>,
+    /// Every ClusterReconciler, whichever host runs it (`None` for a host
+    /// confined to one namespace).
+    every_cluster: Option<Arc<Informer>>,
     /// This host's Reconcilers and ClusterReconcilers.
     namespaced: Arc<Informer>,
     cluster: Option<Arc<Informer>>,
@@ -89,23 +95,52 @@ impl Peers {
         namespaced: Arc<Informer>,
         cluster: Option<Arc<Informer>>,
     ) -> Peers {
+        let every_cluster =
+            namespace.is_none().then(|| cache.informer(WatchKey::new(super::cluster_reconciler_gvk(), None)));
         let every = cache.informer(WatchKey::new(reconciler_gvk(), namespace));
-        Peers { every, namespaced, cluster, claims: Arc::default(), snapshot: Arc::default() }
+        Peers { every, every_cluster, namespaced, cluster, claims: Arc::default(), snapshot: Arc::default() }
     }
 
-    /// The objects no plugin may write: every Reconciler's module ConfigMap.
+    /// The objects no plugin may write: every Reconciler's module
+    /// ConfigMap, and every Secret a Reconciler or ClusterReconciler names
+    /// as a credential.
     pub fn protected(&self) -> Protected {
         let namespaced = self.every.clone();
+        let cluster = self.every_cluster.clone();
         Protected::new(move |kind, key| {
-            if !(kind.group.is_empty() && kind.kind == "ConfigMap") {
+            if !kind.group.is_empty() {
                 return None;
             }
             let ns = key.namespace.as_deref()?;
-            namespaced.store().in_namespace(Some(ns)).iter().find_map(|r| {
-                let spec: ModuleOnly = serde_json::from_str(r.json()).ok()?;
-                (spec.spec.module.config_map?.name == key.name)
-                    .then(|| format!("it holds the module of Reconciler {ns}/{} (spec.module.configMap)", r.name()))
-            })
+            match kind.kind.as_str() {
+                "ConfigMap" => namespaced.store().in_namespace(Some(ns)).iter().find_map(|r| {
+                    let spec: Named = serde_json::from_str(r.json()).ok()?;
+                    (spec.spec.module.config_map?.name == key.name)
+                        .then(|| format!("it holds the module of Reconciler {ns}/{} (spec.module.configMap)", r.name()))
+                }),
+                "Secret" => {
+                    let named = |r: &Arc<CachedObject>, cluster: bool| {
+                        let spec: Named = serde_json::from_str(r.json()).ok()?;
+                        let c = spec.spec.credentials.iter().find(|c| {
+                            let at = if cluster { c.secret_ref.namespace.as_deref() } else { Some(ns) };
+                            c.secret_ref.name == key.name && at == Some(ns)
+                        })?;
+                        let whose = if cluster {
+                            format!("ClusterReconciler {}", r.name())
+                        } else {
+                            format!("Reconciler {ns}/{}", r.name())
+                        };
+                        Some(format!("it holds credential {:?} of {whose} (spec.credentials)", c.name))
+                    };
+                    namespaced
+                        .store()
+                        .in_namespace(Some(ns))
+                        .iter()
+                        .find_map(|r| named(r, false))
+                        .or_else(|| cluster.as_ref().and_then(|c| c.store().iter().find_map(|r| named(r, true))))
+                }
+                _ => None,
+            }
         })
     }
 
@@ -309,15 +344,18 @@ fn disjoint(a: Option<&LabelSelector>, b: Option<&LabelSelector>) -> bool {
     })
 }
 
-/// Only what protection reads of a Reconciler.
+/// Only what protection reads of a Reconciler: the objects it names.
 #[derive(serde::Deserialize)]
-struct ModuleOnly {
-    spec: ModuleSpec,
+struct Named {
+    spec: NamedSpec,
 }
 
 #[derive(serde::Deserialize)]
-struct ModuleSpec {
+struct NamedSpec {
+    #[serde(default)]
     module: super::crd::ModuleSource,
+    #[serde(default)]
+    credentials: Vec<crate::egress::credentials::Credential>,
 }
 
 #[cfg(test)]

@@ -62,6 +62,13 @@ pub enum InvalidSpec {
     /// A ClusterReconciler's ServiceAccount needs its namespace.
     #[error("a ClusterReconciler's serviceAccountName must be namespace/name, not {0:?}")]
     ServiceAccountName(String),
+    /// `spec.grants.conversion` on a plugin that does not see every
+    /// namespace: a CRD's conversion runs for every object of the kind.
+    #[error(
+        "spec.grants.conversion: {0}; a CRD's conversion runs for every object of the kind, in every namespace and for \
+         every tenant, so only a ClusterReconciler granted every namespace (spec.grants.namespaces: [\"*\"]) may hold it"
+    )]
+    Conversion(&'static str),
     /// No client could be built for the ServiceAccount.
     #[error("cannot build a client impersonating {user}: {reason}")]
     Client {
@@ -127,6 +134,17 @@ pub fn derive(key: &PluginKey, spec: &PluginSpec, host: &Host<'_>) -> Result<Set
     let selector = pipeline::ParentSelector::of(labels, annotations);
     let cpu = guest_cpu(spec, host.pipeline)?;
     let (client, user) = writer_client(&placement, spec, host)?;
+    if spec.grants.conversion {
+        match &placement {
+            Placement::Namespaced(_) => return Err(InvalidSpec::Conversion("a Reconciler may not hold it")),
+            Placement::Cluster if !spec.grants.namespaces.iter().any(|n| n == "*") => {
+                return Err(InvalidSpec::Conversion(
+                    "this ClusterReconciler's namespaces do not cover every namespace",
+                ));
+            }
+            Placement::Cluster => {}
+        }
+    }
     let (scope, grants) = grants::controller_settings(&placement, &spec.grants);
     let base = host.pipeline.clone();
     let probation = Probation {
@@ -137,8 +155,8 @@ pub fn derive(key: &PluginKey, spec: &PluginSpec, host: &Host<'_>) -> Result<Set
     if let Some(n) = spec.limits.max_concurrent_reconciles {
         controller.max_concurrent_reconciles = n.max(1) as usize;
     }
-    host.pipeline.egress_allowed.permits(&spec.grants.egress).map_err(InvalidSpec::Egress)?;
-    let egress = egress(spec, &placement, client.as_ref())?;
+    host.pipeline.egress_allowed.permits(&spec.grants.egress).map_err(|e| InvalidSpec::Egress(e.to_string()))?;
+    let egress = egress(spec, &placement, client.as_ref(), &host.pipeline.egress_allowed)?;
     let pipeline = pipeline::Config {
         name: None,
         controller,
@@ -175,6 +193,7 @@ fn egress(
     spec: &PluginSpec,
     placement: &Placement,
     client: Option<&kube::Client>,
+    allowed: &crate::egress::grants::Allowed,
 ) -> Result<Option<std::sync::Arc<crate::egress::Settings>>, InvalidSpec> {
     use crate::egress::{Bounds, Settings, credentials::Credentials, grants::Rules};
     if spec.grants.egress.is_empty() && spec.credentials.is_empty() {
@@ -190,7 +209,7 @@ fn egress(
     };
     let credentials = Credentials::compile(&spec.credentials, namespace, client.cloned())
         .map_err(|e| InvalidSpec::Egress(e.to_string()))?;
-    Ok(Some(std::sync::Arc::new(Settings { rules, credentials, bounds: Bounds::default() })))
+    Ok(Some(std::sync::Arc::new(Settings { rules, credentials, bounds: Bounds::default(), allowed: allowed.clone() })))
 }
 
 /// Sandbox limits from the spec. The instance policy is the runtime's to
@@ -342,6 +361,26 @@ mod tests {
         }
         let unbounded = pipeline::Config { guest_cpu_max: 0.0, ..host };
         assert_eq!(guest_cpu(&spec, &unbounded), Ok(0.0), "0: no limit, where the host has no ceiling");
+    }
+
+    /// Conversion of a CRD runs for every object of the kind, in every
+    /// namespace: only a ClusterReconciler granted every namespace may hold
+    /// it, whatever the CRD's schema let through.
+    #[test]
+    fn conversion_should_be_granted_only_to_a_cluster_reconciler_of_every_namespace() {
+        let pipeline = pipeline::Config::default();
+        let host = Host { kube_config: None, pipeline: &pipeline, require_service_account: false, max_output: 4 << 20 };
+        let mut spec = PluginSpec::default();
+        spec.grants.conversion = true;
+        let tenant = PluginKey::Reconciler(crate::cache::ObjectKey::new(Some("team-a"), "converter"));
+        let refused = derive(&tenant, &spec, &host).err().unwrap().to_string();
+        assert!(refused.contains("spec.grants.conversion") && refused.contains("ClusterReconciler"), "{refused}");
+        let cluster = PluginKey::ClusterReconciler("converter".into());
+        spec.grants.namespaces = vec!["team-a".into(), "team-b".into()];
+        let refused = derive(&cluster, &spec, &host).err().unwrap().to_string();
+        assert!(refused.contains("spec.grants.conversion") && refused.contains("namespaces"), "{refused}");
+        spec.grants.namespaces = vec!["*".into()];
+        assert!(derive(&cluster, &spec, &host).is_ok(), "a ClusterReconciler of every namespace may convert");
     }
 
     #[test]

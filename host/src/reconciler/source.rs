@@ -7,7 +7,11 @@
 //! as whoever may write it (RBAC on the ConfigMap, the host's filesystem).
 
 use super::crd::{ModuleSource, OciSource, UrlSource};
+use crate::egress::grants::Allowed;
+use crate::egress::resolve::Lookups;
 use base64::Engine as _;
+use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Largest module accepted from any source, by default (`--max-module-size`).
@@ -50,30 +54,126 @@ impl Default for Bounds {
     }
 }
 
-/// The HTTP client of URL sources: every read bounded in time, and
-/// redirects followed only where the first URL could have gone (HTTPS, or
-/// plain HTTP to loopback and in-cluster hosts), so a source cannot be
-/// bounced to an internal address in plain text.
-pub fn http_client(bounds: Bounds) -> reqwest::Client {
-    let policy = reqwest::redirect::Policy::custom(|attempt| {
+/// The HTTP client of URL sources: every read bounded in time; names
+/// resolved to public addresses and the special ones the operator opened
+/// only ([`SourceResolver`]); redirects followed only where the first URL
+/// could have gone (HTTPS, or plain HTTP to an address the operator
+/// opened, or to loopback and in-cluster `*.svc` names, which the resolver
+/// holds to opened addresses), so a source cannot be bounced to an
+/// internal address.
+pub fn http_client(bounds: Bounds, allowed: &Allowed) -> reqwest::Client {
+    let opened = Arc::new(allowed.clone());
+    let check = opened.clone();
+    let policy = reqwest::redirect::Policy::custom(move |attempt| {
         if attempt.previous().len() >= 5 {
             return attempt.error("more than 5 redirects");
         }
         let url = attempt.url();
+        let address = match url.host() {
+            Some(url::Host::Ipv4(a)) => Some(IpAddr::V4(a)),
+            Some(url::Host::Ipv6(a)) => Some(IpAddr::V6(a)),
+            _ => None,
+        };
+        if let Some(a) = address
+            && check.special(a).is_some()
+            && !check.opens(a)
+        {
+            let host = url.host_str().unwrap_or_default().to_string();
+            return attempt.error(format!("a redirect to {host} was refused: {}", not_reachable(&host)));
+        }
+        let internal = address.is_some_and(|a| check.special(a).is_some())
+            || url.host_str().is_some_and(|h| address.is_none() && plain_http_allowed(h));
         match url.scheme() {
             "https" => attempt.follow(),
-            "http" if url.host_str().is_some_and(plain_http_allowed) => attempt.follow(),
+            "http" if internal => attempt.follow(),
             other => {
                 let why = format!(
                     "a redirect to {other}://{} was refused: module sources are fetched over HTTPS only \
-                     (plain HTTP only to loopback or in-cluster *.svc hosts)",
+                     (plain HTTP only to addresses the operator opened with --egress-allow)",
                     url.host_str().unwrap_or_default()
                 );
                 attempt.error(why)
             }
         }
     });
-    reqwest::Client::builder().redirect(policy).read_timeout(bounds.read_timeout()).build().unwrap_or_default()
+    reqwest::Client::builder()
+        .redirect(policy)
+        .no_proxy()
+        .dns_resolver(Arc::new(SourceResolver { allowed: opened }))
+        .read_timeout(bounds.read_timeout())
+        .build()
+        .unwrap_or_default()
+}
+
+/// The one refusal of a module URL the host may not fetch from: the same
+/// whatever is there (a server, a closed port, nothing), since nothing
+/// was tried.
+fn not_reachable(host: &str) -> String {
+    format!(
+        "spec.module.url: {host} is not an address this host fetches modules from: only public addresses, and \
+         the special ones (loopback, link-local, private, the cluster's) the operator opened with \
+         --egress-allow; nothing was fetched"
+    )
+}
+
+/// Resolves the names of module URLs to public addresses and the special
+/// ones the operator opened, whatever a name answers when the connection is
+/// made (DNS rebinding gets nowhere).
+struct SourceResolver {
+    allowed: Arc<Allowed>,
+}
+
+impl reqwest::dns::Resolve for SourceResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let allowed = self.allowed.clone();
+        Box::pin(async move {
+            let host = name.as_str().to_string();
+            let end = std::time::Instant::now() + READ_TIMEOUT;
+            let found = Lookups::system()
+                .resolve(&host, 0, end)
+                .await
+                .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?;
+            let kept: Vec<std::net::SocketAddr> =
+                found.into_iter().filter(|a| allowed.special(a.ip()).is_none() || allowed.opens(a.ip())).collect();
+            if kept.is_empty() {
+                return Err(Box::new(Error::Refused(not_reachable(&host))) as Box<dyn std::error::Error + Send + Sync>);
+            }
+            Ok(Box::new(kept.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+/// Where `url` may be fetched from: `Ok(true)` when every address it
+/// reaches is a special one the operator opened (plain HTTP is then
+/// allowed: the bytes stay in the operator's network, and the digest pins
+/// them), `Ok(false)` when they are public.
+///
+/// # Errors
+/// [`Error::Refused`] for a special address the operator did not open,
+/// with one message whatever is there; [`Error::Unavailable`] for a name
+/// that does not resolve.
+async fn reachable(url: &reqwest::Url, allowed: &Allowed, bounds: Bounds) -> Result<bool, Error> {
+    let host = url.host_str().unwrap_or_default().to_string();
+    let addresses: Vec<IpAddr> = match url.host() {
+        Some(url::Host::Ipv4(a)) => vec![IpAddr::V4(a)],
+        Some(url::Host::Ipv6(a)) => vec![IpAddr::V6(a)],
+        Some(url::Host::Domain(name)) => {
+            let end = std::time::Instant::now() + bounds.read_timeout();
+            let port = url.port_or_known_default().unwrap_or(443);
+            Lookups::system()
+                .resolve(name, port, end)
+                .await
+                .map_err(|e| Error::Unavailable(format!("fetching {url}: {e}")))?
+                .into_iter()
+                .map(|a| a.ip())
+                .collect()
+        }
+        None => return Err(Error::Refused(format!("spec.module.url.href {url} has no host"))),
+    };
+    if addresses.iter().any(|a| allowed.special(*a).is_some() && !allowed.opens(*a)) {
+        return Err(Error::Refused(not_reachable(&host)));
+    }
+    Ok(!addresses.is_empty() && addresses.iter().all(|a| allowed.special(*a).is_some()))
 }
 
 /// Why a module could not be fetched.
@@ -270,22 +370,40 @@ pub enum Got {
     NotFound,
 }
 
-/// A URL a module (or its signature) may be fetched from: HTTPS, or plain
-/// HTTP to loopback and in-cluster hosts.
+/// A URL a module (or its signature) may be fetched from: a public address
+/// over https, or a special address the operator opened (`--egress-allow`)
+/// over https or plain HTTP. Whatever else a URL names is refused before
+/// anything is sent, with one message (a tenant learns nothing of what
+/// answers there).
 ///
 /// # Errors
-/// [`Error::Refused`] naming the field and the fix.
-pub fn checked_url(href: &str, field: &str) -> Result<reqwest::Url, Error> {
+/// [`Error::Refused`] naming the field and the fix, for plain HTTP to the
+/// outside or an address the operator did not open;
+/// [`Error::Unavailable`] for a name that does not resolve.
+pub async fn checked_url(href: &str, field: &str, allowed: &Allowed, bounds: Bounds) -> Result<reqwest::Url, Error> {
     let url = reqwest::Url::parse(href).map_err(|e| Error::Refused(format!("{field} {href:?} is not a URL: {e}")))?;
     match url.scheme() {
-        "https" => Ok(url),
-        "http" if url.host_str().is_some_and(plain_http_allowed) => Ok(url),
-        "http" => Err(Error::Refused(format!(
-            "plain HTTP is allowed only to loopback or in-cluster *.svc hosts, not {}; use https://",
-            url.host_str().unwrap_or_default()
-        ))),
-        other => Err(Error::Refused(format!("unsupported URL scheme {other:?}; use https://"))),
+        "https" => {
+            reachable(&url, allowed, bounds).await?;
+        }
+        "http" => {
+            // Plain HTTP stays inside the operator's network: to an address
+            // (or a loopback or `*.svc` name) that reaches only special
+            // addresses the operator opened.
+            let literal = matches!(url.host(), Some(url::Host::Ipv4(_) | url::Host::Ipv6(_)));
+            let internal =
+                (literal || url.host_str().is_some_and(plain_http_allowed)) && reachable(&url, allowed, bounds).await?;
+            if !internal {
+                return Err(Error::Refused(format!(
+                    "plain HTTP is allowed only to addresses the operator opened (loopback, in-cluster), not {}; \
+                     use https://",
+                    url.host_str().unwrap_or_default()
+                )));
+            }
+        }
+        other => return Err(Error::Refused(format!("unsupported URL scheme {other:?}; use https://"))),
     }
+    Ok(url)
 }
 
 /// GET `url` with the bounds of module downloads: at most `max_bytes`,
@@ -337,14 +455,20 @@ pub async fn get(http: &reqwest::Client, url: &reqwest::Url, max_bytes: usize, b
     tokio::time::timeout(bounds.timeout, download).await.map_err(|_| bounds.late(&format!("fetching {url}")))?
 }
 
-/// Download a module and check its SHA-256.
+/// Download a module from where [`checked_url`] allows and check its
+/// SHA-256.
 ///
 /// # Errors
-/// [`Error::Refused`] for plain HTTP to the outside, [`Error::Unavailable`]
-/// when the server cannot be reached or answers an error,
-/// [`Error::DigestMismatch`].
-pub async fn from_url(http: &reqwest::Client, source: &UrlSource, bounds: Bounds) -> Result<Fetched, Error> {
-    let url = checked_url(&source.href, "spec.module.url.href")?;
+/// [`Error::Refused`] for plain HTTP to the outside or an address the
+/// operator did not open, [`Error::Unavailable`] when the server cannot
+/// be reached or answers an error, [`Error::DigestMismatch`].
+pub async fn from_url(
+    http: &reqwest::Client,
+    source: &UrlSource,
+    bounds: Bounds,
+    allowed: &Allowed,
+) -> Result<Fetched, Error> {
+    let url = checked_url(&source.href, "spec.module.url.href", allowed, bounds).await?;
     let bytes = match get(http, &url, bounds.max_bytes, bounds).await? {
         Got::Bytes(bytes) => bytes,
         Got::NotFound => {
@@ -529,9 +653,57 @@ mod tests {
     async fn urls_to_the_outside_must_be_https() {
         crate::install_crypto_provider();
         let http = reqwest::Client::builder().build().unwrap();
-        let source = UrlSource { href: "http://example.com/m.wasm".into(), sha256: "0".repeat(64) };
-        let err = from_url(&http, &source, Bounds::default()).await.unwrap_err();
-        assert!(matches!(err, Error::Refused(ref m) if m.contains("https://")), "{err}");
+        for href in ["http://example.com/m.wasm", "http://93.184.216.34/m.wasm"] {
+            let source = UrlSource { href: href.into(), sha256: "0".repeat(64) };
+            let err = from_url(&http, &source, Bounds::default(), &Allowed::public()).await.unwrap_err();
+            assert!(matches!(err, Error::Refused(ref m) if m.contains("https://")), "{href}: {err}");
+        }
+    }
+
+    /// A module URL at an internal address is refused before anything is
+    /// sent, with one message whether a server answers there, the port is
+    /// closed or nothing answers (no internal port scanner); where the
+    /// operator opened the address, it is fetched.
+    #[tokio::test]
+    async fn a_module_url_at_an_internal_address_should_be_refused_alike_before_connecting() {
+        crate::install_crypto_provider();
+        let answering = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let open = answering.local_addr().unwrap().port();
+        let accepted = tokio::spawn(async move { answering.accept().await.is_ok() });
+        let closed = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let public = Allowed::public();
+        let http = http_client(Bounds::default(), &public);
+        let mut messages = std::collections::BTreeSet::new();
+        for href in [
+            format!("https://127.0.0.1:{open}/m.wasm"),
+            format!("https://127.0.0.1:{closed}/m.wasm"),
+            format!("http://127.0.0.1:{open}/m.wasm"),
+            "https://169.254.169.254/latest/m.wasm".to_string(),
+            "https://[::ffff:10.0.0.1]/m.wasm".to_string(),
+        ] {
+            let source = UrlSource { href, sha256: "0".repeat(64) };
+            let err = from_url(&http, &source, Bounds::default(), &public).await.unwrap_err();
+            let Error::Refused(m) = err else { panic!("{err}") };
+            assert!(m.contains("--egress-allow") && m.contains("nothing was fetched"), "{m}");
+            messages.insert(m.replace(&open.to_string(), "").replace(&closed.to_string(), ""));
+        }
+        assert!(!accepted.is_finished(), "a connection was made to the internal server");
+        let named = UrlSource { href: "https://localhost/m.wasm".into(), sha256: "0".repeat(64) };
+        let err = from_url(&http, &named, Bounds::default(), &public).await.unwrap_err();
+        assert!(matches!(err, Error::Refused(ref m) if m.contains("nothing was fetched")), "{err}");
+        // Opened by the operator: fetched (here, a digest that does not match).
+        let opened = Allowed::parse(&["*".into(), "127.0.0.1".into()]).unwrap();
+        let http = http_client(Bounds::default(), &opened);
+        let server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = server.local_addr().unwrap().port();
+        let app = axum::Router::new().route("/m.wasm", axum::routing::get(|| async { "not a module" }));
+        tokio::spawn(async move { axum::serve(server, app).await.unwrap() });
+        let source = UrlSource { href: format!("http://127.0.0.1:{port}/m.wasm"), sha256: "0".repeat(64) };
+        let err = from_url(&http, &source, Bounds::default(), &opened).await.unwrap_err();
+        assert!(matches!(err, Error::DigestMismatch { .. }), "{err}");
     }
 
     #[test]

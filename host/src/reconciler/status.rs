@@ -174,7 +174,7 @@ impl Reason {
             Reason::CpuThrottled => {
                 "The module's calls took more guest time than its CPU budget (`spec.limits.cpu`, default the host's `--guest-cpu`, \
                  250m), so its reconciles wait: nothing is lost, they are late. Find the slow path (the \
-                 `operon_guest_call_duration_seconds` histogram, `operon test` on a fixture); raise `spec.limits.cpu` if the work \
+                 `operon_guest_call_seconds` histogram, `operon test` on a fixture); raise `spec.limits.cpu` if the work \
                  is real."
             }
         }
@@ -303,5 +303,21 @@ mod tests {
         assert_eq!((again[0].reason.as_str(), again[0].observed_generation), ("Swapped", Some(2)));
         let flipped = conditions(&again, &[("Ready", Want::no(Reason::Forbidden, "no"))], Some(2));
         assert_ne!(flipped[0].last_transition_time, first[0].last_transition_time);
+    }
+
+    #[test]
+    fn every_metric_a_remedy_names_should_be_exported() {
+        let metrics = crate::metrics::Metrics::new();
+        let exported: Vec<&str> = metrics.families().iter().map(|f| f.name.as_str()).collect();
+        for reason in Reason::ALL {
+            let remedy = reason.remedy();
+            for (at, _) in remedy.match_indices("operon_").chain(remedy.match_indices("controller_runtime_")) {
+                let name: String = remedy[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+                    .collect();
+                assert!(exported.contains(&name.as_str()), "{reason:?} names {name}, which /metrics does not export");
+            }
+        }
     }
 }

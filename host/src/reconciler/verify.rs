@@ -13,6 +13,7 @@
 
 use super::crd::{ModuleSource, ModuleVerify, OciSource, UrlSource};
 use super::source::{self, Bounds, Fetched, Got};
+use crate::egress::grants::Allowed;
 use crate::signing::{self, PublicKey};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -261,6 +262,7 @@ struct Subject {
 /// when none verifies, [`Error::Unavailable`] when it could not be fetched.
 pub async fn check(
     http: &reqwest::Client,
+    allowed: &Allowed,
     module: &ModuleSource,
     fetched: &Fetched,
     trusts: &[Trust],
@@ -272,7 +274,7 @@ pub async fn check(
     let (subject, candidates) = match (&module.oci, &module.url) {
         (Some(oci), _) => oci_signatures(oci, bounds).await?,
         (None, Some(url)) => {
-            let (subject, signature) = url_signature(http, url, bounds).await?;
+            let (subject, signature) = url_signature(http, allowed, url, bounds).await?;
             let candidates = signature
                 .map(|signature| Candidate { message: fetched.bytes.clone(), signature, names: None })
                 .into_iter()
@@ -357,10 +359,13 @@ fn detached(fetched: &Fetched) -> Vec<Candidate> {
 /// A URL source's signature: the same URL with `.sig` added to its path.
 async fn url_signature(
     http: &reqwest::Client,
+    allowed: &Allowed,
     url: &UrlSource,
     bounds: Bounds,
 ) -> Result<(Subject, Option<Vec<u8>>), Error> {
-    let mut sig = source::checked_url(&url.href, "spec.module.url.href").map_err(|e| Error::Unavailable(e.to_string()))?;
+    let mut sig = source::checked_url(&url.href, "spec.module.url.href", allowed, bounds)
+        .await
+        .map_err(|e| Error::Unavailable(e.to_string()))?;
     let path = format!("{}.sig", sig.path());
     sig.set_path(&path);
     let subject = Subject {

@@ -13,6 +13,11 @@
 //! - [`Endpoints::plain`]: all three over plain HTTP, only when asked
 //!   (`--metrics-secure=false`; `operon dev`, tests).
 //!
+//! Every listener runs the same accept loop (`connections.rs`): a cap on
+//! connections, in all and per client address, and timeouts on the TLS
+//! handshake, the headers (and idle keep-alive) and the body
+//! ([`Limits::ENDPOINTS`]).
+//!
 //! Liveness means only "the process serves HTTP": restarting an operator
 //! because its cache is slow to sync would not make it sync faster.
 //! Readiness is the conjunction of named checks ([`Readiness`]) that the
@@ -21,7 +26,11 @@
 //! says why.
 
 mod authz;
+mod connections;
 mod tls;
+
+pub use connections::Limits;
+pub(crate) use connections::serve as serve_connections;
 
 use crate::metrics::{self, Metrics};
 use axum::Router;
@@ -125,23 +134,43 @@ pub enum MetricsServing {
     },
 }
 
-/// What one listener serves: routes, and TLS for HTTPS.
+/// What one listener serves: routes, TLS for HTTPS, the limits its
+/// clients meet, and where its refusals are counted.
 pub struct Endpoints {
+    /// `metrics` or `probes`: the `server` label of its metrics.
+    name: &'static str,
     router: Router,
     tls: Option<Arc<rustls::ServerConfig>>,
+    limits: Limits,
+    counted: Option<Arc<Metrics>>,
 }
 
 impl Endpoints {
     /// `/metrics`, `/healthz` and `/readyz` over plain HTTP, to anyone.
     pub fn plain(metrics: Arc<Metrics>, readiness: Readiness) -> Endpoints {
-        let router =
-            Router::new().route("/metrics", get(serve_metrics)).with_state(metrics).merge(probe_routes(readiness));
-        Endpoints { router, tls: None }
+        let router = Router::new()
+            .route("/metrics", get(serve_metrics))
+            .with_state(metrics.clone())
+            .merge(probe_routes(readiness));
+        Endpoints { name: "metrics", router, tls: None, limits: Limits::ENDPOINTS, counted: Some(metrics) }
     }
 
     /// `/healthz` and `/readyz` over plain HTTP: the kubelet's probes.
     pub fn probes(readiness: Readiness) -> Endpoints {
-        Endpoints { router: probe_routes(readiness), tls: None }
+        Endpoints {
+            name: "probes",
+            router: probe_routes(readiness),
+            tls: None,
+            limits: Limits::ENDPOINTS,
+            counted: None,
+        }
+    }
+
+    /// Count this listener's refused connections and cut-off requests in
+    /// `metrics` (`operon_server_*`).
+    pub fn counted_in(mut self, metrics: Arc<Metrics>) -> Endpoints {
+        self.counted = Some(metrics);
+        self
     }
 
     /// `/metrics` over HTTPS, for requests whose bearer token `client`'s API
@@ -160,9 +189,9 @@ impl Endpoints {
         let tls = tls::server_config(tls::Certificate::load(cert_dir)?)?;
         let router = Router::new()
             .route("/metrics", get(serve_metrics))
-            .with_state(metrics)
-            .layer(axum::middleware::from_fn_with_state(authz::Reviewer::new(client), authz::guard));
-        Ok(Endpoints { router, tls: Some(tls) })
+            .with_state(metrics.clone())
+            .layer(axum::middleware::from_fn_with_state(authz::Reviewer::new(client, metrics.clone()), authz::guard));
+        Ok(Endpoints { name: "metrics", router, tls: Some(tls), limits: Limits::ENDPOINTS, counted: Some(metrics) })
     }
 
     /// The routes, to test them without a socket.
@@ -227,26 +256,20 @@ impl Server {
     ///
     /// # Errors
     ///
-    /// [`Error::Serve`] if the listener fails.
+    /// None today: a failing accept is logged and retried.
     pub async fn serve(
         self,
         endpoints: Endpoints,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), Error> {
         let addr = self.addr;
-        let Endpoints { router, tls } = endpoints;
-        let served = match tls {
-            Some(config) => {
-                tracing::info!(%addr, "serving /metrics over HTTPS (bearer tokens reviewed by the API server)");
-                let listener = tls::TlsListener::new(self.listener, addr, config);
-                axum::serve(listener, router).with_graceful_shutdown(shutdown).await
-            }
-            None => {
-                tracing::info!(%addr, "serving HTTP");
-                axum::serve(self.listener, router).with_graceful_shutdown(shutdown).await
-            }
-        };
-        served.map_err(|source| Error::Serve { addr, source })
+        let Endpoints { name, router, tls, limits, counted } = endpoints;
+        match tls {
+            Some(_) => tracing::info!(%addr, "serving /metrics over HTTPS (bearer tokens reviewed by the API server)"),
+            None => tracing::info!(%addr, server = name, "serving HTTP"),
+        }
+        connections::serve(name, self.listener, tls, router, limits, counted, shutdown).await;
+        Ok(())
     }
 }
 

@@ -1,5 +1,5 @@
-//! HTTPS for `/metrics`: the serving certificate and a listener that hands
-//! axum TLS streams.
+//! HTTPS for `/metrics`: the serving certificate (connections are taken
+//! by the accept loop every listener shares, `connections.rs`).
 //!
 //! The certificate comes from a directory holding `tls.crt` and `tls.key`
 //! (a mounted `kubernetes.io/tls` Secret, or cert-manager's), read again
@@ -13,17 +13,12 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
-use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::server::TlsStream;
 
 /// How often, at most, a handshake checks the directory for new files.
 const RECHECK: Duration = Duration::from_secs(10);
-/// A client that has not finished its handshake by then is dropped.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The serving certificate, re-read from its directory when it changes.
 #[derive(Debug)]
@@ -128,69 +123,6 @@ pub(super) fn server_config(certificate: Certificate) -> Result<Arc<rustls::Serv
         .with_cert_resolver(Arc::new(certificate));
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
-}
-
-/// An axum [`Listener`](axum::serve::Listener) of TLS connections. Each
-/// handshake runs on a task of its own, so a slow or silent client delays
-/// nobody; connections whose handshake fails are logged and dropped.
-pub(super) struct TlsListener {
-    accepted: tokio::sync::mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-    addr: SocketAddr,
-    acceptor: tokio::task::JoinHandle<()>,
-}
-
-impl TlsListener {
-    pub(super) fn new(listener: TcpListener, addr: SocketAddr, config: Arc<rustls::ServerConfig>) -> TlsListener {
-        let (tx, accepted) = tokio::sync::mpsc::channel(64);
-        let tls = tokio_rustls::TlsAcceptor::from(config);
-        let acceptor = tokio::spawn(async move {
-            loop {
-                let (tcp, peer) = match listener.accept().await {
-                    Ok(pair) => pair,
-                    Err(e) => {
-                        // Out of file descriptors and the like: wait, do not spin.
-                        tracing::warn!(error = %e, "metrics server could not accept a connection");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
-                    }
-                };
-                let (tls, tx) = (tls.clone(), tx.clone());
-                tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(tcp)).await {
-                        Ok(Ok(stream)) => {
-                            let _ = tx.send((stream, peer)).await;
-                        }
-                        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "metrics TLS handshake failed"),
-                        Err(_) => tracing::debug!(%peer, "metrics TLS handshake timed out"),
-                    }
-                });
-            }
-        });
-        TlsListener { accepted, addr, acceptor }
-    }
-}
-
-impl Drop for TlsListener {
-    fn drop(&mut self) {
-        self.acceptor.abort();
-    }
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.accepted.recv().await {
-            Some(pair) => pair,
-            // The acceptor only ends when this listener is dropped.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        Ok(self.addr)
-    }
 }
 
 #[cfg(test)]

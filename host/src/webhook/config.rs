@@ -10,6 +10,7 @@
 
 use super::{Endpoint, Error, FailurePolicy, Hook};
 use crate::contract::Gvk;
+use crate::leader::Fence;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference, ValidatingWebhook,
@@ -51,7 +52,9 @@ pub(super) fn name(plugin: &str) -> String {
     format!("operon-{plugin}")
 }
 
-/// Apply both configurations of `plugin`.
+/// Apply both configurations of `plugin`, each only while `fence` (the
+/// plugin's leadership) is open just before it is sent: the decision to
+/// write may be older than the lease.
 pub(super) async fn apply(
     client: &kube::Client,
     plugin: &Settings<'_>,
@@ -59,10 +62,13 @@ pub(super) async fn apply(
     plural: &str,
     namespaced: bool,
     target: &Target<'_>,
+    fence: &Fence,
 ) -> Result<(), Error> {
     let (validating, mutating) = build(plugin, kind, plural, namespaced, target);
     let name = name(plugin.name);
     let params = PatchParams::apply(FIELD_MANAGER).force();
+    let fenced = |source| Error::NotLeading { plugin: plugin.name.to_string(), source };
+    fence.check().map_err(fenced)?;
     Api::<ValidatingWebhookConfiguration>::all(client.clone())
         .patch(&name, &params, &Patch::Apply(&validating))
         .await
@@ -72,6 +78,7 @@ pub(super) async fn apply(
             name: name.clone(),
             source,
         })?;
+    fence.check().map_err(fenced)?;
     Api::<MutatingWebhookConfiguration>::all(client.clone())
         .patch(&name, &params, &Patch::Apply(&mutating))
         .await
@@ -79,9 +86,15 @@ pub(super) async fn apply(
     Ok(())
 }
 
-/// Delete both configurations of `plugin`; absent ones are fine.
-pub(super) async fn delete(client: &kube::Client, plugin: &str) -> Result<(), Error> {
+/// Delete both configurations of `plugin`; absent ones are fine. With a
+/// `fence`, each delete is sent only while it is open.
+pub(super) async fn delete(client: &kube::Client, plugin: &str, fence: Option<&Fence>) -> Result<(), Error> {
     let name = name(plugin);
+    let check = || match fence {
+        Some(fence) => fence.check().map_err(|source| Error::NotLeading { plugin: plugin.to_string(), source }),
+        None => Ok(()),
+    };
+    check()?;
     gone(Api::<ValidatingWebhookConfiguration>::all(client.clone()).delete(&name, &DeleteParams::default()).await)
         .map_err(|source| Error::Api {
             action: "deleting",
@@ -89,6 +102,7 @@ pub(super) async fn delete(client: &kube::Client, plugin: &str) -> Result<(), Er
             name: name.clone(),
             source,
         })?;
+    check()?;
     gone(Api::<MutatingWebhookConfiguration>::all(client.clone()).delete(&name, &DeleteParams::default()).await)
         .map_err(|source| Error::Api { action: "deleting", resource: "MutatingWebhookConfiguration", name, source })?;
     Ok(())
@@ -243,7 +257,68 @@ fn namespace_selector(plugin: &Settings<'_>) -> Option<LabelSelector> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
+
+    /// A kube client whose API server answers every request with an empty
+    /// configuration of the kind asked for, and counts them.
+    fn counting_client() -> (kube::Client, Arc<AtomicUsize>) {
+        let sent = Arc::new(AtomicUsize::new(0));
+        let counted = sent.clone();
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let kind = if request.uri().path().contains("/mutatingwebhookconfigurations") {
+                "MutatingWebhookConfiguration"
+            } else {
+                "ValidatingWebhookConfiguration"
+            };
+            let body = serde_json::to_vec(&serde_json::json!({
+                "apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+                "metadata": {"name": "operon-webapp"}
+            }))
+            .unwrap();
+            let response = http::Response::builder()
+                .status(200)
+                .header("content-type", "application/json")
+                .body(kube::client::Body::from(body))
+                .unwrap();
+            async move { Ok::<_, std::convert::Infallible>(response) }
+        });
+        (kube::Client::new(service, "default"), sent)
+    }
+
+    /// The keeper decides to write while this replica leads; the lease is
+    /// lost before the write goes: nothing is sent, and the error says so.
+    #[tokio::test]
+    async fn a_write_decided_while_leading_is_not_sent_once_leadership_is_lost() {
+        let (client, sent) = counting_client();
+        let (leading, rx) = tokio::sync::watch::channel(true);
+        let fence = Fence::new(rx, "operon-system/webapp");
+        let endpoint = Endpoint::default();
+        let target = Target { endpoint: &endpoint, bound_port: 9443, ca_bundle: None };
+        let settings = Settings {
+            name: "webapp",
+            failure_policy: FailurePolicy::Fail,
+            timeout: Duration::from_secs(5),
+            namespace_selector: None,
+            object_selector: None,
+            scope_namespace: None,
+        };
+        let kind = Gvk::new("example.operon.dev", "v1alpha1", "WebApp");
+        assert!(fence.is_open(), "decided while leading");
+        leading.send_replace(false);
+        let refused = apply(&client, &settings, &kind, "webapps", true, &target, &fence).await.unwrap_err();
+        assert!(matches!(refused, Error::NotLeading { .. }), "{refused}");
+        assert!(refused.to_string().contains("operon-system/webapp"), "{refused}");
+        let refused = delete(&client, "webapp", Some(&fence)).await.unwrap_err();
+        assert!(matches!(refused, Error::NotLeading { .. }), "{refused}");
+        assert_eq!(sent.load(Ordering::SeqCst), 0, "a request left a replica that no longer leads");
+        // Leading again, both configurations are written.
+        leading.send_replace(true);
+        apply(&client, &settings, &kind, "webapps", true, &target, &fence).await.unwrap();
+        assert_eq!(sent.load(Ordering::SeqCst), 2);
+    }
 
     fn build_for(
         name: &str,

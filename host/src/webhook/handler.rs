@@ -5,10 +5,12 @@
 //!
 //! Refusals come before anything else is done, at once: a call over
 //! `--webhook-max-concurrent-per-plugin` or `--webhook-max-concurrent`, or
-//! of a plugin whose guest CPU budget (`spec.limits.cpu`, the one its
-//! reconciles spend) is in debt, is answered 429 with a `Status` naming the
-//! knob, counted in `operon_webhook_refused_total{webhook,reason}`; the API
-//! server then applies the webhook's failurePolicy. Queueing instead would
+//! of a plugin whose admission budget is in debt (guest CPU as large as
+//! `spec.limits.cpu`, apart from the budget its reconciles spend, so a
+//! flood of reviews never makes them wait), is answered 429 with a
+//! `Status` naming the knob, counted in
+//! `operon_webhook_refused_total{webhook,reason}`; the API server then
+//! applies the webhook's failurePolicy. Queueing instead would
 //! hold the API server's request (and its goroutine) for nothing: it
 //! times out anyway. Guest calls run on webhook threads kept between
 //! calls (`threads.rs`), not on tokio's blocking pool, so a flood never takes the threads of the
@@ -117,7 +119,7 @@ impl Refused {
 }
 
 /// What bounds one plugin's webhook calls (admission and conversion
-/// alike): its places, its controller's CPU budget, and what the API server
+/// alike): its places, its admission CPU budget, and what the API server
 /// does with a refusal.
 pub(super) struct Caps<'a> {
     pub plugin: &'a str,
@@ -166,8 +168,9 @@ pub(super) fn admit(webhooks: &Webhooks, caps: &Caps<'_>, path: &str) -> Result<
             return refuse(
                 Refused::CpuBudget,
                 format!(
-                    "plugin {plugin}'s guest calls used more than their CPU budget of {cpu} CPU (spec.limits.cpu, \
-                     --guest-cpu); its webhook calls are refused for {wait:.1?}, and {consequence}"
+                    "plugin {plugin}'s webhook calls used more than their CPU budget of {cpu} CPU (spec.limits.cpu, \
+                     --guest-cpu; apart from its reconciles'); its webhook calls are refused for {wait:.1?}, and \
+                     {consequence}"
                 ),
             );
         }
@@ -178,7 +181,7 @@ pub(super) fn admit(webhooks: &Webhooks, caps: &Caps<'_>, path: &str) -> Result<
 /// Run `f` (a guest call) on a webhook thread (`threads.rs`), not tokio's
 /// blocking pool, so a flood of webhook calls never takes the threads of
 /// reconciles and module loads: the total cap bounds these threads. The
-/// call's wall time is charged to the plugin's CPU budget, and its places
+/// call's wall time is charged to the plugin's admission budget, and its places
 /// go back before its answer does (a caller answered may call again at
 /// once).
 pub(super) async fn on_own_thread<T: Send + 'static>(

@@ -77,6 +77,9 @@ impl Webhooks {
                     Ok(()) => {
                         tracing::info!(plugin = %name, "webhook configurations applied (they were missing or changed)")
                     }
+                    Err(e @ Error::NotLeading { .. }) => {
+                        tracing::debug!(plugin = %name, error = %e, "leadership moved before the configurations were applied")
+                    }
                     Err(e) => tracing::warn!(plugin = %name, error = %e, "could not apply the webhook configurations"),
                 }
             }

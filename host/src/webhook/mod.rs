@@ -45,6 +45,7 @@ mod review;
 mod server;
 mod threads;
 
+pub use conversion::{Allowed as ConversionAllowed, BadAllowed as BadConversionAllowed, CONVERTED_BY};
 pub use endpoint::{BadEndpoint, Endpoint};
 pub use handler::Answer;
 pub use registration::Registration;
@@ -116,6 +117,30 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// The host's operator does not let plugins convert this CRD.
+    #[error(
+        "plugin {plugin}: this host does not point the conversion of CustomResourceDefinition {crd} at plugins; \
+         its operator allows it with --conversion-allow {crd} (the chart's conversion.allow)"
+    )]
+    ConversionNotAllowed {
+        /// The plugin.
+        plugin: String,
+        /// The CRD's name.
+        crd: String,
+    },
+    /// Another plugin converts the CRD, as the CRD's record says.
+    #[error(
+        "plugin {plugin}: CustomResourceDefinition {crd} is converted by plugin {holder} (its {CONVERTED_BY} \
+         annotation): one converter per CRD; grant conversion to one ClusterReconciler of a kind"
+    )]
+    ConversionHeld {
+        /// The plugin refused.
+        plugin: String,
+        /// The CRD's name.
+        crd: String,
+        /// The plugin the CRD's record names.
+        holder: String,
+    },
     /// The API server does not serve the plugin's kind (yet).
     #[error("plugin {plugin}: the API server does not serve {kind} (is its CRD installed?)")]
     Discovery {
@@ -133,13 +158,23 @@ pub enum Error {
          CRD, and may operon's ServiceAccount get and patch customresourcedefinitions?)"
     )]
     Crd {
-        /// `pointing` or `restoring`.
+        /// `reading`, `pointing` or `restoring`.
         action: &'static str,
         /// The CRD's name.
         name: String,
         /// Why.
         #[source]
         source: kube::Error,
+    },
+    /// This replica no longer leads the plugin when a write was due: the
+    /// replica that does writes it.
+    #[error("plugin {plugin}: not written: {source}")]
+    NotLeading {
+        /// The plugin.
+        plugin: String,
+        /// The lease that was lost.
+        #[source]
+        source: crate::leader::NotLeading,
     },
     /// A webhook configuration could not be written or deleted.
     #[error(
@@ -156,6 +191,16 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+}
+
+/// Whether unregistering a plugin deletes its configurations.
+#[derive(Debug, Clone, Copy)]
+enum Delete {
+    No,
+    /// While this replica leads the plugin (its fence checked before each).
+    AsLeader,
+    /// Whoever leads (a self-generated certificate nobody else serves).
+    Always,
 }
 
 /// What the API server does when a plugin's guest cannot answer (a trap,
@@ -250,6 +295,13 @@ pub struct Config {
     /// (`--webhook-max-concurrent-per-plugin`), so one tenant's flood
     /// leaves the others their share of the total.
     pub max_concurrent_per_plugin: usize,
+    /// The CRDs whose conversion the host may point at a plugin
+    /// (`--conversion-allow`); none by default.
+    pub conversion_allowed: ConversionAllowed,
+    /// Connections, timeouts and body sizes clients meet
+    /// (`--webhook-max-connections`, `--webhook-max-connections-per-client`;
+    /// the rest [`crate::server::Limits::WEBHOOKS`]).
+    pub limits: crate::server::Limits,
 }
 
 impl Config {
@@ -268,6 +320,8 @@ impl Default for Config {
             endpoint: Endpoint::default(),
             max_concurrent: Config::DEFAULT_MAX_CONCURRENT,
             max_concurrent_per_plugin: Config::DEFAULT_MAX_CONCURRENT_PER_PLUGIN,
+            conversion_allowed: ConversionAllowed::default(),
+            limits: crate::server::Limits::WEBHOOKS,
         }
     }
 }
@@ -295,6 +349,8 @@ struct Shared {
     routes: RwLock<HashMap<String, Arc<Route>>>,
     /// Conversion routes, by plugin.
     conversions: RwLock<HashMap<String, conversion::Route>>,
+    /// The CRDs whose conversion plugins may take.
+    conversion_allowed: ConversionAllowed,
     generations: AtomicU64,
     /// Stops the server.
     stop: watch::Sender<bool>,
@@ -335,6 +391,7 @@ impl Webhooks {
                 self_signed: config.cert_dir.is_none(),
                 routes: RwLock::new(HashMap::new()),
                 conversions: RwLock::new(HashMap::new()),
+                conversion_allowed: config.conversion_allowed.clone(),
                 generations: AtomicU64::new(0),
                 stop,
                 writing: tokio::sync::Mutex::new(()),
@@ -347,6 +404,13 @@ impl Webhooks {
             clients = %config.client_ca.as_ref().map_or("any (no --webhook-client-ca-file)".into(), |p| format!("signed by {}", p.display())),
             "serving admission webhooks"
         );
+        if config.client_ca.is_none() {
+            tracing::warn!(
+                "admission webhook clients are not authenticated: any client that reaches the port may send \
+                 AdmissionReviews. Give --webhook-client-ca-file (the CA of the API server's webhook client \
+                 certificate), or restrict the port with a NetworkPolicy (docs/admission.md)"
+            );
+        }
         let client_ca = match &config.client_ca {
             Some(path) => Some(std::fs::read(path).map_err(|e| {
                 Error::Certificate(format!("--webhook-client-ca-file: reading {}: {e}", path.display()))
@@ -369,7 +433,7 @@ impl Webhooks {
         let shutdown = async move {
             let _ = stopped.wait_for(|s| *s).await;
         };
-        tokio::spawn(server::serve(listener, tls, webhooks.clone(), shutdown));
+        tokio::spawn(server::serve(listener, tls, webhooks.clone(), config.limits, shutdown));
         Ok(webhooks)
     }
 
@@ -451,6 +515,8 @@ impl Webhooks {
         }
         if route.registration.leadership.is_leading()
             && let Err(e) = self.apply(&route).await
+            // Leadership lost meanwhile: the replica that leads applies them.
+            && !matches!(e, Error::NotLeading { .. })
         {
             let mut routes = self.routes_mut();
             match previous {
@@ -473,6 +539,7 @@ impl Webhooks {
             &route.plural,
             route.namespaced,
             &target,
+            &route.registration.leadership.fence(),
         )
         .await
     }
@@ -487,9 +554,18 @@ impl Webhooks {
     /// [`Error::Api`] when a configuration cannot be deleted; the routes are
     /// kept then, so nothing is left calling a path that is not served.
     pub async fn unregister(&self, name: &str, delete_configurations: bool) -> Result<(), Error> {
+        let delete = if delete_configurations { Delete::AsLeader } else { Delete::No };
+        self.remove(name, delete).await
+    }
+
+    async fn remove(&self, name: &str, delete: Delete) -> Result<(), Error> {
         let _writing = self.shared.writing.lock().await;
-        if delete_configurations {
-            config::delete(&self.shared.client, name).await?;
+        let fence = self.route(name).map(|r| r.registration.leadership.fence());
+        match delete {
+            Delete::No => {}
+            // Each delete only while this replica still leads the plugin.
+            Delete::AsLeader => config::delete(&self.shared.client, name, fence.as_ref()).await?,
+            Delete::Always => config::delete(&self.shared.client, name, None).await?,
         }
         let Some(route) = self.routes().get(name).cloned() else { return Ok(()) };
         // Kept answering for the grace period, no longer kept configured.
@@ -529,7 +605,7 @@ impl Webhooks {
     pub async fn unregister_all(&self) -> Result<(), Error> {
         let mut first = None;
         for name in self.registered() {
-            if let Err(e) = self.unregister(&name, true).await {
+            if let Err(e) = self.remove(&name, Delete::Always).await {
                 tracing::warn!(plugin = %name, error = %e, "could not remove webhook configurations");
                 first.get_or_insert(e);
             }

@@ -11,7 +11,14 @@
 //   `status.memoryHits[name]` — a hostile guest's search for a credential
 //   the host should never have handed it (the test gives a control needle
 //   too, so a scan that cannot see fails);
+// - `spec.flood`: `{url, times, bodyBytes}`: after the calls, POSTs a body
+//   of `bodyBytes` to `url` `times` times whatever each answer is (a guest
+//   looping on refused calls); `status.flood` is `{kinds: {kind: n},
+//   last: message}` (the last error's message);
 // - `status.count`: the cached count + 1.
+//
+// A body that is not UTF-8 is reported as `bytes` (its bytes), so a test
+// can read what a compressed answer carried.
 //
 // - URL_SUFFIX: appended to every URL (`egress-probe-v2`: a version of
 //   the module that makes other calls than a recording holds).
@@ -63,7 +70,10 @@ impl Guest for Component {
                 Ok(r) => {
                     let headers: Map<String, Value> =
                         r.headers.into_iter().map(|(k, v)| (k, Value::String(v))).collect();
-                    json!({"status": r.status, "headers": headers, "body": String::from_utf8_lossy(&r.body)})
+                    match String::from_utf8(r.body) {
+                        Ok(text) => json!({"status": r.status, "headers": headers, "body": text}),
+                        Err(e) => json!({"status": r.status, "headers": headers, "bytes": e.into_bytes()}),
+                    }
                 }
                 Err(e) => {
                     let (kind, message) = match e {
@@ -79,6 +89,37 @@ impl Guest for Component {
                 }
             });
         }
+        let mut flood = Value::Null;
+        if let Some(f) = spec["flood"].as_object() {
+            let asked = HttpRequest {
+                method: "POST".into(),
+                url: f.get("url").and_then(Value::as_str).unwrap_or_default().to_string() + URL_SUFFIX,
+                headers: vec![],
+                body: Some(vec![b'x'; f.get("bodyBytes").and_then(Value::as_u64).unwrap_or(0) as usize]),
+                credential: None,
+                timeout_ms: None,
+            };
+            let mut kinds = Map::new();
+            let mut last = String::new();
+            for _ in 0..f.get("times").and_then(Value::as_u64).unwrap_or(0) {
+                let (kind, message) = match fetch(&asked) {
+                    Ok(_) => ("ok", String::new()),
+                    Err(HttpError::Denied(m)) => ("denied", m),
+                    Err(HttpError::Invalid(m)) => ("invalid", m),
+                    Err(HttpError::Timeout(m)) => ("timeout", m),
+                    Err(HttpError::Unreachable(m)) => ("unreachable", m),
+                    Err(HttpError::TooLarge(m)) => ("tooLarge", m),
+                    Err(HttpError::Budget(m)) => ("budget", m),
+                    Err(HttpError::NotRecorded(m)) => ("notRecorded", m),
+                };
+                let n = kinds.get(kind).and_then(Value::as_u64).unwrap_or(0) + 1;
+                kinds.insert(kind.to_string(), json!(n));
+                if !message.is_empty() {
+                    last = message;
+                }
+            }
+            flood = json!({"kinds": kinds, "last": last});
+        }
         let mut hits = Map::new();
         for needle in spec["needles"].as_array().cloned().unwrap_or_default() {
             let name = needle["name"].as_str().unwrap_or_default().to_string();
@@ -87,7 +128,7 @@ impl Guest for Component {
             hits.insert(name, json!(scan(len, hash)));
         }
         let count = parent["status"]["count"].as_u64().unwrap_or(0) + 1;
-        let status = json!({"count": count, "results": results, "memoryHits": hits});
+        let status = json!({"count": count, "results": results, "memoryHits": hits, "flood": flood});
         Ok(Outcome {
             desired: vec![],
             status: Some(status.to_string()),

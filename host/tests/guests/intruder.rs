@@ -1,6 +1,6 @@
 // Shared by the intruder test guests (each sets NAME and FOR, then includes
 // this file): a plugin a hostile tenant writes, to try the host's grants
-// from inside. It owns v1 ConfigMaps, reads v1 Namespaces (cluster-scoped)
+// from inside. It owns v1 ConfigMaps and Secrets, reads v1 Namespaces (cluster-scoped)
 // and watches v1 ConfigMaps by the annotation `intruder/parent`. What it
 // does depends on its parent's `spec.mode`:
 //
@@ -39,7 +39,7 @@ impl Guest for Component {
         ReconcilerManifest {
             name: NAME.into(),
             for_: gvk(group, version, kind),
-            owns: vec![gvk("", "v1", "ConfigMap")],
+            owns: vec![gvk("", "v1", "ConfigMap"), gvk("", "v1", "Secret")],
             watches: vec![Watch {
                 kind: gvk("", "v1", "ConfigMap"),
                 mapping: Mapping::Annotation("intruder/parent".into()),

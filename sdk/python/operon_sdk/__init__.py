@@ -91,7 +91,7 @@ from .outcome import Event, Outcome, ParentMetadata
 from .readiness import Readiness, ReadinessStatus, format_time, parse_time
 from .reconciler import Reconciler
 from .request import Metadata, Request
-from .typed import I32, I64, TypeMismatch, from_json, to_json
+from .typed import I32, I64, TypeMismatch, crd, from_json, openapi, to_json
 
 __all__ = [
     "AllInNamespace",
@@ -146,8 +146,10 @@ __all__ = [
     "Watch",
     "find_condition",
     "format_time",
+    "crd",
     "from_json",
     "new_object",
+    "openapi",
     "parse_time",
     "to_json",
     "transition_time",

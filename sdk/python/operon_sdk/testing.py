@@ -1016,14 +1016,20 @@ def _expected_conversion(expected: Any) -> dict:
     return expected
 
 
-def _cases(directory: Path) -> list[Path]:
-    """The request (or review) files directly in ``directory``, sorted by name."""
+def _cases(directory: Path, skip: tuple[str, ...] = ()) -> list[Path]:
+    """The request (or review) files in ``directory`` sorted by name, then
+    those of each subdirectory (sorted; hidden ones and ``skip`` left out),
+    as ``operon test`` finds them: a fixture is never skipped for where it is."""
     if not directory.is_dir():
         return []
-    return sorted(
+    files = sorted(
         p for p in directory.iterdir()
         if p.suffix in (".yaml", ".yml", ".json") and ".expected." not in p.name and p.is_file()
     )
+    subdirs = sorted(p for p in directory.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name not in skip)
+    for sub in subdirs:
+        files.extend(_cases(sub))
+    return files
 
 
 def check_fixtures(reconciler: Reconciler[Any], directory: str | Path) -> int:
@@ -1032,8 +1038,9 @@ def check_fixtures(reconciler: Reconciler[Any], directory: str | Path) -> int:
     ``NAME.expected.yaml`` (requests at the fixture's ``now``, children rated
     by the operon binary, see :func:`rate`, calls out answered from the
     fixture's ``egress:`` by :class:`Replay`: a call it does not hold fails
-    the fixture), ``admission/`` reviews and ``conversion/`` cases. Returns
-    how many passed.
+    the fixture), ``admission/`` reviews and ``conversion/`` cases; every other
+    subdirectory holds more requests, named by their path
+    (``recorded/live-create``). Returns how many passed.
 
     Raises:
         AssertionError: naming every fixture whose outcome differs, with both.
@@ -1045,14 +1052,19 @@ def check_fixtures(reconciler: Reconciler[Any], directory: str | Path) -> int:
         ("admission/", _admitted, _expected_answer),
         ("conversion/", _converted, _expected_conversion),
     ]
+    skip = ("admission", "conversion")
     cases = [
-        (prefix, path, run_case, expect) for prefix, run_case, expect in kinds for path in _cases(directory / prefix)
+        (prefix, path, run_case, expect)
+        for prefix, run_case, expect in kinds
+        for path in _cases(directory / prefix, skip if not prefix else ())
     ]
     if not cases:
         raise AssertionError(f"{directory}: no fixtures")
     failures = []
     for prefix, path, run_case, expect in cases:
-        name = prefix + path.stem
+        relative = path.relative_to(directory / prefix)
+        name = prefix + (relative.parent / relative.stem).as_posix()
+
         expected_path = next(
             (q for ext in ("yaml", "yml", "json") if (q := path.with_name(f"{path.stem}.expected.{ext}")).exists()),
             None,

@@ -32,6 +32,14 @@ the same way in every language:
   ``int32`` fields); a bool is not an integer; a float is not an integer.
 - :func:`to_json` writes camelCase keys and leaves out fields that are None
   (as Kubernetes' own types do).
+
+The types are the CRD's too: :func:`openapi` states a type as the OpenAPI v3
+schema a CRD holds, and :func:`crd` writes a kind's CustomResourceDefinition
+from its spec and status dataclasses (``operon build`` runs a project's
+``crd.py`` into ``crd.yaml``), so the dataclasses and the CRD cannot drift.
+
+>>> openapi(Spec)["required"], openapi(Spec)["properties"]["replicas"]
+(['image'], {'type': 'integer', 'format': 'int32', 'default': 1})
 """
 
 from __future__ import annotations
@@ -217,3 +225,109 @@ def to_json(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [to_json(v) for v in value]
     return value
+
+
+def openapi(tp: Any) -> dict[str, Any]:
+    """The OpenAPI v3 schema (a CRD's ``JSONSchemaProps``) of what
+    :func:`from_json` reads as ``tp``: a dataclass is an object whose
+    required properties are the fields without a default that do not allow
+    None, with each default stated; ``X | None`` is nullable; ``int`` is
+    ``int64`` and :data:`I32` ``int32``; ``Any`` keeps unknown fields."""
+    origin = typing.get_origin(tp)
+    if tp is Any or tp is object:
+        return {"x-kubernetes-preserve-unknown-fields": True}
+    if origin is Annotated:
+        base, *extras = typing.get_args(tp)
+        bounds = next((e for e in extras if isinstance(e, IntRange)), None)
+        if bounds and base is int:
+            return {"type": "integer", "format": "int32" if bounds.name == "i32" else "int64"}
+        return openapi(base)
+    if origin in (Union, types.UnionType):
+        options = [arg for arg in typing.get_args(tp) if arg is not type(None)]
+        schema = openapi(options[0]) if len(options) == 1 else {"x-kubernetes-preserve-unknown-fields": True}
+        return {**schema, "nullable": True} if len(options) < len(typing.get_args(tp)) else schema
+    if dataclasses.is_dataclass(tp):
+        hints = _hints(tp)  # type: ignore[arg-type]
+        properties: dict[str, Any] = {}
+        required = []
+        for field in dataclasses.fields(tp):  # type: ignore[arg-type]
+            if not field.init:
+                continue
+            key = json_key(field)
+            schema = openapi(hints[field.name])
+            if field.default is not dataclasses.MISSING:
+                if field.default is not None:
+                    schema["default"] = to_json(field.default)
+            elif field.default_factory is not dataclasses.MISSING:
+                schema["default"] = to_json(field.default_factory())
+            elif not _allows_none(hints[field.name]):
+                required.append(key)
+            properties[key] = schema
+        return {"type": "object", "properties": properties, **({"required": required} if required else {})}
+    if tp is str:
+        return {"type": "string"}
+    if tp is bool:
+        return {"type": "boolean"}
+    if tp is int:
+        return {"type": "integer", "format": "int64"}
+    if tp is float:
+        return {"type": "number", "format": "double"}
+    if tp is list or origin is list:
+        (item,) = typing.get_args(tp) or (Any,)
+        return {"type": "array", "items": openapi(item)}
+    if tp is dict or origin is dict:
+        _, item = typing.get_args(tp) or (str, Any)
+        return {"type": "object", "additionalProperties": openapi(item)}
+    raise TypeError(f"operon_sdk.typed cannot state {tp!r} as OpenAPI; use a dataclass, a builtin type or dict")
+
+
+def crd(
+    *,
+    group: str,
+    version: str,
+    kind: str,
+    spec: Any,
+    status: Any = None,
+    plural: str | None = None,
+    scope: str = "Namespaced",
+) -> dict[str, Any]:
+    """A CustomResourceDefinition (``apiextensions.k8s.io/v1``) for one kind,
+    its ``spec`` and ``status`` stated by the types the reconciler reads them
+    as (:func:`openapi`), served and stored at ``version``, with the status
+    subresource. ``status`` None: any fields, unchecked.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class GreetingSpec:
+    ...     message: str
+    >>> made = crd(group="demo.example.com", version="v1", kind="Greeting", spec=GreetingSpec)
+    >>> made["metadata"], made["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    ({'name': 'greetings.demo.example.com'}, {'type': 'object', 'properties': {'message': {'type': 'string'}}, 'required': ['message']})
+    """
+    plural = plural or f"{kind.lower()}s"
+    status_schema = openapi(status) if status is not None else {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()},
+            "scope": scope,
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "required": ["spec"],
+                            "properties": {"spec": openapi(spec), "status": status_schema},
+                        }
+                    },
+                }
+            ],
+        },
+    }

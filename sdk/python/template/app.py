@@ -23,8 +23,18 @@ class GreetingSpec:
 
 
 @dataclass
+class GreetingStatus:
+    """What the reconciler reports."""
+
+    observed_generation: int | None = None
+    published: bool | None = None
+
+
+@dataclass
 class Greeting:
-    """The parent, as the SDK reads it (metadata is on `request.metadata`)."""
+    """The parent, as the SDK reads it (metadata is on `request.metadata`).
+    These dataclasses are the CRD's schema too: `operon build` writes crd.yaml
+    from them (crd.py)."""
 
     spec: GreetingSpec
 

@@ -466,3 +466,16 @@ def test_fixture_yaml_should_be_read_as_yaml_1_2_as_operon_does():
         "a": "on", "b": "yes", "c": True, "d": 17, "e": 31, "f": "1:20", "g": "1_000", "h": 2.5,
         "i": "2026-01-01T00:00:00Z", "j": None,
     }
+
+
+def test_check_fixtures_should_run_fixtures_in_a_subdirectory_named_by_their_path(tmp_path: Path, greeter):
+    (tmp_path / "create.yaml").write_text(FIXTURE)
+    (tmp_path / "create.expected.yaml").write_text(EXPECTED)
+    recorded = tmp_path / "recorded"
+    recorded.mkdir()
+    (recorded / "live.yaml").write_text(FIXTURE)
+    (recorded / "live.expected.yaml").write_text(EXPECTED.replace("observedGeneration: 1", "observedGeneration: 9"))
+    with pytest.raises(AssertionError, match="1 of 2 fixtures differ:\nrecorded/live:"):
+        check_fixtures(greeter, tmp_path)
+    (recorded / "live.expected.yaml").write_text(EXPECTED)
+    assert check_fixtures(greeter, tmp_path) == 2

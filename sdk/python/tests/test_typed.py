@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import typing
+
 from dataclasses import dataclass, field
 
 import pytest
 
+import operon_sdk
 from operon_sdk import I32, Condition, TypeMismatch, from_json, to_json
 
 
@@ -72,3 +76,55 @@ def test_to_json_should_write_camel_case_and_leave_out_none():
 def test_round_trip_should_keep_values():
     value = {"image": "x", "replicas": 3, "env": ["A"], "ingress": {"host": "h"}, "labels": {"a": "b"}}
     assert to_json(from_json(Spec, value)) == value
+
+
+@dataclasses.dataclass
+class OpenApiIngress:
+    host: str
+    class_name: str | None = None
+
+
+@dataclasses.dataclass
+class OpenApiSpec:
+    image: str
+    replicas: operon_sdk.I32 = 1
+    env: list[str] = dataclasses.field(default_factory=list)
+    ingress: OpenApiIngress | None = None
+    labels: dict[str, str] = dataclasses.field(default_factory=dict)
+    extra: typing.Any = None
+    ratio: float = 0.5
+    on: bool = False
+
+
+@dataclasses.dataclass
+class OpenApiStatus:
+    ready: bool | None = None
+
+
+def test_a_dataclass_should_state_itself_as_the_openapi_a_crd_holds():
+    assert operon_sdk.openapi(OpenApiSpec) == {
+        "type": "object",
+        "properties": {
+            "image": {"type": "string"},
+            "replicas": {"type": "integer", "format": "int32", "default": 1},
+            "env": {"type": "array", "items": {"type": "string"}, "default": []},
+            "ingress": {
+                "type": "object",
+                "properties": {"host": {"type": "string"}, "className": {"type": "string", "nullable": True}},
+                "required": ["host"],
+                "nullable": True,
+            },
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}, "default": {}},
+            "extra": {"x-kubernetes-preserve-unknown-fields": True},
+            "ratio": {"type": "number", "format": "double", "default": 0.5},
+            "on": {"type": "boolean", "default": False},
+        },
+        "required": ["image"],
+    }
+
+    made = operon_sdk.crd(group="shop.example.com", version="v1", kind="WebApp", spec=OpenApiSpec, status=OpenApiStatus)
+    assert made["metadata"]["name"] == "webapps.shop.example.com"
+    version = made["spec"]["versions"][0]
+    assert (version["name"], version["served"], version["storage"]) == ("v1", True, True)
+    assert version["schema"]["openAPIV3Schema"]["properties"] == {"spec": operon_sdk.openapi(OpenApiSpec), "status": operon_sdk.openapi(OpenApiStatus)}
+    assert made["spec"]["names"]["plural"] == "webapps" and made["spec"]["scope"] == "Namespaced"

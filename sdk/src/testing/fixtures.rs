@@ -2,8 +2,10 @@
 //! `cargo test`.
 //!
 //! A fixture directory holds, per case, `NAME.yaml` (the request) and
-//! `NAME.expected.yaml` (the outcome); `.yml` and `.json` work too, and a
-//! subdirectory `admission/` holds admission reviews named the same way.
+//! `NAME.expected.yaml` (the outcome); `.yml` and `.json` work too, a
+//! subdirectory `admission/` holds admission reviews named the same way and
+//! `conversion/` conversion cases; every other subdirectory holds more
+//! requests, named by their path (`recorded/live-create`).
 //! The format, how the files are found, read and compared, is
 //! [`operon_contract::fixture`]'s, shared with `operon test`: both runners
 //! read the same files the same way. In short:
@@ -168,14 +170,16 @@ fn to_raw_gvk(kind: contract::Gvk) -> Gvk {
     Gvk::new(kind.group, kind.version, kind.kind)
 }
 
-/// Every fixture in `dir` (files `*.yaml`, `*.yml` or `*.json` that are not
-/// `*.expected.*`), sorted by name.
+/// Every fixture in `dir` and its subdirectories but `admission/` and
+/// `conversion/` (files `*.yaml`, `*.yml` or `*.json` that are not
+/// `*.expected.*`), sorted by name, a subdirectory's after `dir`'s own.
 ///
 /// # Errors
 ///
 /// When the directory cannot be read or a request file is invalid.
 pub fn load_dir(dir: &Path, manifest: &raw::Manifest) -> Result<Vec<Fixture>, String> {
-    let cases = fixture::cases_in(dir).map_err(|error| error.to_string())?;
+    let skip = [fixture::ADMISSION_DIR, fixture::CONVERSION_DIR];
+    let cases = fixture::cases_under(dir, &skip).map_err(|error| error.to_string())?;
     cases.iter().map(|case| Fixture::load(&case.path, manifest)).collect()
 }
 
@@ -390,13 +394,13 @@ fn to_raw_review(review: contract::Review) -> raw::Review {
     }
 }
 
-/// Every admission fixture in `dir`, sorted by name.
+/// Every admission fixture in `dir` and its subdirectories, sorted by name.
 ///
 /// # Errors
 ///
 /// When the directory cannot be read or a review file is invalid.
 pub fn load_admission_dir(dir: &Path) -> Result<Vec<AdmissionFixture>, String> {
-    let cases = fixture::cases_in(dir).map_err(|error| error.to_string())?;
+    let cases = fixture::cases_under(dir, &[]).map_err(|error| error.to_string())?;
     cases.iter().map(|case| AdmissionFixture::load(&case.path)).collect()
 }
 

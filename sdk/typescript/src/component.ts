@@ -26,6 +26,7 @@ import { Failure } from "./failure.js";
 import type { Mapping } from "./manifest.js";
 import { type Reconciler, hasAdmission, hasConversion } from "./reconciler.js";
 import * as run from "./run.js";
+import { embedded, mapStack } from "./sourcemap.js";
 import type {
   WitAdmission,
   WitConversion,
@@ -174,7 +175,9 @@ export function guestExports(exported: unknown): WitGuest {
  * component (the host reports a failed call and retries with backoff).
  */
 function bug(call: string, error: unknown): unknown {
-  const text = error instanceof Error ? (error.stack ? `${error}\n${error.stack}` : String(error)) : JSON.stringify(error);
+  // The stack's frames name the author's sources (the map `operon build` embeds), not the bundle.
+  const stack = error instanceof Error && error.stack ? mapStack(error.stack, embedded()) : "";
+  const text = error instanceof Error ? (stack ? `${error}\n${stack}` : String(error)) : JSON.stringify(error);
   console.error(`${call} threw ${text}`);
   return error;
 }

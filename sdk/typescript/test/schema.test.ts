@@ -44,3 +44,35 @@ test("defaults should not be shared between parses", () => {
 test("unknown keys should be dropped", () => {
   assert.deepEqual(Spec.parse({ image: "x", extra: 1 }), { image: "x", replicas: 1, env: [], labels: {} });
 });
+
+test("a schema should state itself as the OpenAPI a CRD holds", () => {
+  assert.deepEqual(Spec.openapi(), {
+    type: "object",
+    properties: {
+      image: { type: "string" },
+      replicas: { type: "integer", format: "int32", default: 1 },
+      env: { type: "array", items: { type: "string" }, default: [] },
+      ingress: {
+        type: "object",
+        properties: { host: { type: "string" }, className: { type: "string", nullable: true } },
+        required: ["host"],
+        nullable: true,
+      },
+      labels: { type: "object", additionalProperties: { type: "string" }, default: {} },
+    },
+    required: ["image"],
+  });
+});
+
+test("crd should write the kind's CustomResourceDefinition from its schemas", () => {
+  const Status = s.object({ ready: s.optional(s.boolean()) });
+  const crd = s.crd({ group: "shop.example.com", version: "v1", kind: "WebApp", spec: Spec, status: Status });
+  assert.equal((crd.metadata as { name: string }).name, "webapps.shop.example.com");
+  const spec = crd.spec as { names: { kind: string; plural: string }; scope: string; versions: Array<Record<string, any>> };
+  assert.deepEqual([spec.names.kind, spec.names.plural, spec.scope], ["WebApp", "webapps", "Namespaced"]);
+  const version = spec.versions[0];
+  assert.deepEqual([version.name, version.served, version.storage], ["v1", true, true]);
+  assert.deepEqual(version.subresources, { status: {} });
+  assert.deepEqual(version.schema.openAPIV3Schema.properties.spec, Spec.openapi());
+  assert.deepEqual(version.schema.openAPIV3Schema.properties.status, Status.openapi());
+});

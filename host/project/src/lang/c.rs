@@ -19,9 +19,11 @@
 //! sources and `operon-sdk.pc` under a prefix, and a new project finds it
 //! with pkg-config (`pkg-config 'operon-sdk >= X.Y.Z'`), as C projects find
 //! their libraries. The build asks pkg-config for the SDK's version, headers
-//! and sources, and refuses one that speaks another contract. With
-//! `--vendor`, the sources are copied into `operon-sdk/`; the repository's
-//! examples name `sdk/c` with `sdk =` in `operon.toml`. Those come first.
+//! and sources, and refuses one that speaks another contract. A new project
+//! carries the sources in `operon-sdk/` (no archive is published yet);
+//! `operon new --sdk registry` finds the installed archive with pkg-config
+//! instead. The repository's examples name `sdk/c` with `sdk =` in
+//! `operon.toml`. A vendored or named SDK comes first.
 
 use crate::scaffold::Scaffold;
 use crate::{BuildContext, Error, World, componentize, embed_wit, run_tool};
@@ -58,17 +60,19 @@ fn sdk(cx: &mut BuildContext<'_>) -> Result<Sdk, Error> {
                 reason: "operon.toml names this directory as the SDK (`sdk = ...`), but it holds no operon.h".into(),
             });
         }
+        crate::sdk::check_copy(crate::Lang::C, &dir.join("operon.h"), "#define OPERON_SDK_VERSION ")?;
         return Ok(flat(dir));
     }
     let vendored = project.dir.join("operon-sdk");
     if vendored.join("operon.h").is_file() {
+        crate::sdk::check_copy(crate::Lang::C, &vendored.join("operon.h"), "#define OPERON_SDK_VERSION ")?;
         return Ok(flat(vendored));
     }
     let version = crate::sdk::VERSION;
     let install = format!(
         "install the C SDK where pkg-config finds it: unpack operon-sdk-c-{version}.tar.gz, run \
          `make install PREFIX=$HOME/.local` in it and `export PKG_CONFIG_PATH=$HOME/.local/lib/pkgconfig` \
-         (or `operon new --vendor` for a copy inside the project)"
+         (or vendor it: `operon new` without `--sdk registry` copies it into the project)"
     );
     let mut query = |args: &[&str]| -> Result<String, Error> {
         let mut pkg_config = Command::new("pkg-config");
@@ -192,12 +196,15 @@ pub(crate) fn sdk_version() -> String {
 pub(super) fn scaffold(s: &mut Scaffold<'_>) -> Result<(), Error> {
     let version = crate::sdk::VERSION;
     if s.vendor {
-        s.set("sdk_make", "# The Operon C SDK, vendored by `operon new --vendor`.\nSDK_SRC ?= operon-sdk\nSDK_CFLAGS ?= -I operon-sdk\n");
+        s.set(
+            "sdk_make",
+            "# The Operon C SDK, vendored by `operon new`.\nSDK_SRC ?= operon-sdk\nSDK_CFLAGS ?= -I operon-sdk\n",
+        );
         s.set(
             "sdk_note",
             "`operon-sdk/` is the Operon C SDK (`operon.h`, `operon.c`, the component\n\
-             glue and `operon_testing.h`), vendored (`operon new --vendor`) so the project\n\
-             needs nothing but clang and wasi-libc.",
+             glue and `operon_testing.h`), vendored by `operon new` so the project needs\n\
+             nothing but clang and wasi-libc. No SDK archive is published yet.",
         );
     } else {
         s.set(
@@ -215,8 +222,9 @@ pub(super) fn scaffold(s: &mut Scaffold<'_>) -> Result<(), Error> {
                 "The Operon C SDK comes from its release archive, `operon-sdk-c-{version}.tar.gz`:\n\
                  unpack it and run `make install PREFIX=$HOME/.local` there, then\n\
                  `export PKG_CONFIG_PATH=$HOME/.local/lib/pkgconfig`. `operon build` and the\n\
-                 Makefile find it with pkg-config (`operon-sdk >= {version}`); `operon new\n\
-                 --vendor` copies it into the project instead."
+                 Makefile find it with pkg-config (`operon-sdk >= {version}`). The archive is\n\
+                 not published yet (`cargo xtask packages` builds it from a checkout); `operon new`\n\
+                 without `--sdk registry` copies the SDK into the project instead."
             ),
         );
     }

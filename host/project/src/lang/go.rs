@@ -3,12 +3,13 @@
 //! as a reactor (`-buildmode=c-shared`) and made a component here with the
 //! WASI preview 1 reactor adapter.
 //!
-//! **The SDK.** A new project requires the module at this release
-//! (`require operon.dev/sdk/go vX.Y.Z`, fetched through `GOPROXY` like any
-//! module; its `go.sum` lines are written by `operon new`, computed from the
-//! module's files in this binary, so Go verifies that what it downloads is
-//! that module). With `--vendor`, the module is copied into `operon-sdk/`
-//! and `go.mod` points at it with a `replace`. The build refuses a required
+//! **The SDK.** A new project carries the module in `operon-sdk/` and
+//! `go.mod` points at it with a `replace`, so Go never asks a proxy for it
+//! (it is not published yet). With `operon new --sdk registry` it requires
+//! the module at this release instead (`require operon.dev/sdk/go vX.Y.Z`,
+//! fetched through `GOPROXY` like any module; its `go.sum` lines are written
+//! by `operon new`, computed from the module's files in this binary, so Go
+//! verifies that what it downloads is that module). The build refuses a required
 //! version that speaks another contract. The module is `sdk/go` exactly (a
 //! Go module is its directory): the scaffold's files live in
 //! `sdk/go-template`.
@@ -271,6 +272,9 @@ fn sdk_dir(cx: &mut BuildContext<'_>) -> Result<(PathBuf, bool), Error> {
         }
     }
     let sdk = PathBuf::from(found);
+    if replaced && sdk.join("operon.go").is_file() {
+        crate::sdk::check_copy(crate::Lang::Go, &sdk.join("operon.go"), "const Version = ")?;
+    }
     if !sdk.join("internal/wit/doc.go").is_file() {
         return Err(Error::Project {
             path: dir.join("go.mod"),
@@ -337,16 +341,17 @@ pub(super) fn scaffold(s: &mut Scaffold<'_>) -> Result<(), Error> {
         s.set(
             "sdk_replace",
             format!(
-                "\n// The Operon Go SDK, vendored by `operon new --vendor`: the project builds\n\
-                 // with Go alone, offline.\nreplace {SDK_MODULE} => ./operon-sdk\n"
+                "\n// The Operon Go SDK, vendored by `operon new` (it is not published yet): the\n\
+                 // project builds with Go alone, offline.\nreplace {SDK_MODULE} => ./operon-sdk\n"
             ),
         );
         s.set("sdk_sum", "");
         s.set(
             "sdk_note",
             format!(
-                "`operon-sdk/` is the Operon Go SDK (`{SDK_MODULE}`), vendored (`operon new\n\
-                 --vendor`) so the project builds with Go alone; `go.mod` points at it with a `replace`."
+                "`operon-sdk/` is the Operon Go SDK (`{SDK_MODULE}`), vendored by `operon new`\n\
+                 so the project builds with Go alone; `go.mod` points at it with a `replace`.\n\
+                 The module is not published yet."
             ),
         );
     } else {
@@ -355,8 +360,9 @@ pub(super) fn scaffold(s: &mut Scaffold<'_>) -> Result<(), Error> {
         s.set(
             "sdk_note",
             format!(
-                "The Operon Go SDK is the module `{SDK_MODULE}` (v{version}, from the Go module\n\
-                 proxy like any module); `operon new --vendor` copies it into the project instead."
+                "The Operon Go SDK is the module `{SDK_MODULE}` (v{version}), from a GOPROXY that\n\
+                 serves it (it is not published yet); `operon new` without `--sdk registry`\n\
+                 copies it into the project instead."
             ),
         );
     }

@@ -5,7 +5,7 @@
 //!   the project directory and return the component's bytes;
 //! - `scaffold(s) -> Result<(), Error>`: write the language's files of a new
 //!   project (source with a working minimal reconciler, the build file that
-//!   names the SDK package, or the SDK's sources with `--vendor`); the files
+//!   names the vendored SDK, or its package with `--sdk registry`); the files
 //!   every language shares are written by `scaffold.rs`;
 //! - `sdk_version() -> String`: the version the SDK sources built into this
 //!   binary carry (`crate::sdk`).

@@ -1,12 +1,13 @@
 //! Rust guests: a `cdylib` crate using `operon-sdk`, built by cargo for
 //! `wasm32-unknown-unknown` and made a component here (no WASI, no adapter).
 //!
-//! **Scaffold.** `operon new --lang rust` writes a crate that depends on
-//! `operon-sdk = "X.Y.Z"` from crates.io. With `--vendor` the SDK is copied
-//! in as a path dependency instead (`operon-sdk/`, its sources as they are
-//! in this repository, with the WIT package it generates its bindings from
-//! in `operon-sdk/wit/`), so the crate builds with cargo and rustup alone,
-//! offline. The vendored manifest is the SDK's own, with every `workspace =
+//! **Scaffold.** `operon new --lang rust` copies the SDK in as a path
+//! dependency (`operon-sdk/`, its sources as they are in this repository,
+//! with the WIT package it generates its bindings from in
+//! `operon-sdk/wit/`), so the crate builds with cargo and rustup alone,
+//! offline, and never asks crates.io for `operon-sdk`, which is not
+//! published there. With `--sdk registry` it depends on `operon-sdk =
+//! "X.Y.Z"` from a registry instead. The vendored manifest is the SDK's own, with every `workspace =
 //! true` replaced by what this repository's workspace says, and without its
 //! dev-dependencies. A dependency on another crate of this workspace (such
 //! as `operon-contract`) is vendored the same way beside it.
@@ -40,8 +41,13 @@ pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
         .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
         .env("CARGO_PROFILE_RELEASE_STRIP", "debuginfo");
     let output = run_tool(cx, &mut cmd, REQUIREMENTS)?;
-    generate_crd(cx)?;
     let manifest = cx.project.dir.join("Cargo.toml");
+    if let Some(found) = sdk_version_built(&output.stdout)
+        && !crate::sdk::speaks_contract(&found)
+    {
+        return Err(crate::sdk::contract_mismatch(crate::Lang::Rust, &found, manifest));
+    }
+    generate_crd(cx)?;
     let artifact = cdylib_artifact(&output.stdout, &manifest).ok_or_else(|| Error::Output {
         project: cx.project.name().to_string(),
         reason: format!("cargo built no .wasm for {}: is it `crate-type = [\"cdylib\"]`?", manifest.display()),
@@ -83,6 +89,24 @@ fn generate_crd(cx: &mut BuildContext<'_>) -> Result<(), Error> {
     );
     crate::write_if_changed(&dir.join("crd.yaml"), text.as_bytes())?;
     Ok(())
+}
+
+/// The version of `operon-sdk` cargo compiled, from its JSON messages (the
+/// package id: `path+file:///…#operon-sdk@0.2.0`, `…#0.2.0`, or the older
+/// `operon-sdk 0.2.0 (…)`); `None` when no SDK was compiled (it was fresh).
+fn sdk_version_built(messages: &[u8]) -> Option<String> {
+    String::from_utf8_lossy(messages).lines().find_map(|line| {
+        let message: serde_json::Value = serde_json::from_str(line).ok()?;
+        if message["reason"] != "compiler-artifact" || message["target"]["name"] != "operon_sdk" {
+            return None;
+        }
+        let id = message["package_id"].as_str()?;
+        let version = match id.rsplit_once('#') {
+            Some((_, tail)) => tail.rsplit_once('@').map_or(tail, |(_, v)| v),
+            None => id.split_whitespace().nth(1)?,
+        };
+        Some(version.to_string())
+    })
 }
 
 /// The `.wasm` of the cdylib whose manifest is `manifest`, from cargo's JSON
@@ -160,10 +184,9 @@ pub(super) fn scaffold(s: &mut Scaffold<'_>) -> Result<(), Error> {
     if s.vendor {
         s.set(
             "sdk_comment",
-            "# The Operon Rust SDK, vendored by `operon new --vendor` (with the WIT\n\
-             # contract it is generated from in operon-sdk/wit/): the project builds\n\
-             # offline with cargo alone. `operon new` without --vendor names the\n\
-             # crates.io package instead.",
+            "# The Operon Rust SDK, vendored by `operon new` (with the WIT contract it\n\
+             # is generated from in operon-sdk/wit/): the project builds offline with\n\
+             # cargo alone. No operon-sdk crate is published on crates.io yet.",
         );
         s.set("sdk", "{ path = \"operon-sdk\" }");
         s.set("sdk_fixtures", "{ path = \"operon-sdk\", features = [\"fixtures\"] }");
@@ -171,21 +194,24 @@ pub(super) fn scaffold(s: &mut Scaffold<'_>) -> Result<(), Error> {
             "sdk_note",
             "`operon-sdk/` is the Operon Rust SDK, vendored with the WIT contract it is\n\
              generated from (`operon-sdk/wit/`), so the project builds with cargo and\n\
-             rustup alone, offline.",
+             rustup alone, offline. No `operon-sdk` crate is published on crates.io yet.",
         );
     } else {
         s.set(
             "sdk_comment",
-            format!("# The Operon Rust SDK from crates.io ({version}; its minor is the WIT contract's)."),
+            format!(
+                "# The Operon Rust SDK from a registry that serves it ({version}; its minor is the\n\
+                 # WIT contract's): it is not published on crates.io yet."
+            ),
         );
         s.set("sdk", format!("\"{version}\""));
         s.set("sdk_fixtures", format!("{{ version = \"{version}\", features = [\"fixtures\"] }}"));
         s.set(
             "sdk_note",
             format!(
-                "The Operon Rust SDK is the crate `operon-sdk` {version} from crates.io\n\
-                 (`cargo update -p operon-sdk` takes its patch releases); `operon new --vendor`\n\
-                 copies it into the project instead."
+                "The Operon Rust SDK is the crate `operon-sdk` {version}, from a registry that\n\
+                 serves it (`operon new --sdk registry`; it is not published on crates.io yet);\n\
+                 `operon new` without that flag copies it into the project instead."
             ),
         );
     }
@@ -353,6 +379,27 @@ fn inline(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sdk_version_should_be_read_from_every_package_id_form() {
+        let artifact = |id: &str| {
+            format!(
+                "{{\"reason\":\"compiler-artifact\",\"package_id\":\"{id}\",\"target\":{{\"name\":\"operon_sdk\"}}}}\n"
+            )
+        };
+        let other =
+            "{\"reason\":\"compiler-artifact\",\"package_id\":\"x#serde@1.0.0\",\"target\":{\"name\":\"serde\"}}\n";
+        for (id, version) in [
+            ("path+file:///p/operon-sdk#0.1.3", "0.1.3"),
+            ("registry+https://github.com/rust-lang/crates.io-index#operon-sdk@0.2.0", "0.2.0"),
+            ("path+file:///p/sdk#operon-sdk@0.2.1", "0.2.1"),
+            ("operon-sdk 0.1.0 (path+file:///p/operon-sdk)", "0.1.0"),
+        ] {
+            let messages = format!("{other}{}", artifact(id));
+            assert_eq!(sdk_version_built(messages.as_bytes()).as_deref(), Some(version), "{id}");
+        }
+        assert_eq!(sdk_version_built(other.as_bytes()), None);
+    }
 
     #[test]
     fn the_vendored_sdk_manifest_should_inherit_nothing_from_a_workspace() {

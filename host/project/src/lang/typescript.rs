@@ -8,10 +8,12 @@
 //! versions and nothing is installed globally. `operon build` runs `npm
 //! install` when `node_modules` is missing or older than `package.json`, as
 //! cargo fetches crates: a fresh clone or a new scaffold builds with one
-//! command. The SDK is the npm package `@operon/sdk` (`^X.Y.Z` in a new
-//! project; its JavaScript and declarations are built by `tsc`), or a
-//! `file:` dependency (`file:./operon-sdk` with `operon new --vendor`, its
-//! TypeScript sources; `file:../../sdk/typescript` in this repository). The
+//! command. The SDK is a `file:` dependency (`file:./operon-sdk` in a new
+//! project, its TypeScript sources vendored by `operon new`, so npm never
+//! asks a registry for `@operon/sdk`, which is not published;
+//! `file:../../sdk/typescript` in this repository), or the npm package
+//! `@operon/sdk` (`^X.Y.Z` with `operon new --sdk registry`, for a registry
+//! that serves it; its JavaScript and declarations are built by `tsc`). The
 //! build refuses an installed SDK that speaks another contract. A project
 //! whose `operon.toml` names the SDK (`sdk = ...`, the repository's examples)
 //! is bundled from the SDK's sources: esbuild gets the `source` export
@@ -24,7 +26,9 @@
 //! (`"operon": {"reconciler": "src/index.ts"}`, the default). The build:
 //!
 //! 1. `tsc --noEmit`: type errors fail the build (esbuild would strip types
-//!    without checking them);
+//!    without checking them); then, when the project has `src/crd.ts` (the
+//!    scaffold does), it runs with tsx and its CRD, written by the SDK's
+//!    `s.crd` from the parent's schemas, becomes `crd.yaml`;
 //! 2. writes `.operon/build/entry.ts`, which binds the reconciler to the
 //!    SDK's adapter (the only module importing `operon:reconciler/host`):
 //!    `guest`, and `admission` and `conversion` when the world exports them;
@@ -83,6 +87,8 @@ pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
         run_tool(cx, &mut tsc, REQUIREMENTS)?;
     }
 
+    generate_crd(cx, &bin)?;
+
     let world = project.config.world;
     let entry = cx.work_dir.join("entry.ts");
     write_if_changed(&entry, entry_module(&relative_import(&cx.work_dir, &main), world).as_bytes())?;
@@ -99,12 +105,20 @@ pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
             "--main-fields=module,main",
             "--external:operon:*",
             "--log-level=warning",
+            "--sourcemap=external",
         ])
         .arg(format!("--outfile={}", bundle.display()));
     if project.sdk().is_some() {
         esbuild.arg("--conditions=source");
     }
     run_tool(cx, &mut esbuild, REQUIREMENTS)?;
+    // The SDK maps the stacks it reports with it (`sourcemap.ts`): frames
+    // name `src/index.ts:LINE:COLUMN`, not the bundle's lines.
+    let map_path = cx.work_dir.join("component.js.map");
+    let map = std::fs::read_to_string(&map_path).map_err(Error::io(&map_path))?;
+    let mut code = std::fs::read_to_string(&bundle).map_err(Error::io(&bundle))?;
+    code.push_str(&embedded_map(&map, &cx.work_dir, &dir));
+    std::fs::write(&bundle, code).map_err(Error::io(&bundle))?;
 
     let output = cx.work_dir.join(format!("{}.wasm", project.name()));
     let mut componentize = Command::new(bin.join("componentize-js"));
@@ -119,6 +133,84 @@ pub(super) fn build(cx: &mut BuildContext<'_>) -> Result<Vec<u8>, Error> {
         .arg(&output);
     run_tool(cx, &mut componentize, REQUIREMENTS)?;
     std::fs::read(&output).map_err(Error::io(&output))
+}
+
+/// The statement appended to the bundle that hands esbuild's source map
+/// (`map`, written beside the bundle in `work_dir`) to the SDK: its sources
+/// made relative to the project (`src/index.ts`), its mappings as they are,
+/// no source text. Appended after the last line, it moves no mapped position.
+fn embedded_map(map: &str, work_dir: &Path, project: &Path) -> String {
+    let map: serde_json::Value = serde_json::from_str(map).unwrap_or_default();
+    let sources: Vec<String> = map["sources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str())
+        .map(|source| {
+            let mut path: Vec<&str> = work_dir
+                .strip_prefix(project)
+                .map(|rel| rel.iter().filter_map(|c| c.to_str()).collect())
+                .unwrap_or_default();
+            for part in source.split('/') {
+                match part {
+                    ".." if path.last().is_some_and(|p| *p != "..") => {
+                        path.pop();
+                    }
+                    "." | "" => {}
+                    other => path.push(other),
+                }
+            }
+            path.join("/")
+        })
+        .collect();
+    let embedded = serde_json::json!({"sources": sources, "mappings": map["mappings"].as_str().unwrap_or_default()});
+    format!("\nglobalThis.__operonSourceMap = {embedded};\n")
+}
+
+/// The module that prints the project's CRD from its schemas, when it has
+/// one (the scaffold's: `s.crd` of the SDK over the parent's schemas).
+const CRDGEN: &str = "src/crd.ts";
+
+/// When the project has [`CRDGEN`], run it (tsx, natively) and write its
+/// CRD to `crd.yaml`: the schemas the reconciler reads its parent with are
+/// the CRD's.
+fn generate_crd(cx: &mut BuildContext<'_>, bin: &Path) -> Result<(), Error> {
+    let dir = cx.project.dir.clone();
+    if !dir.join(CRDGEN).is_file() {
+        return Ok(());
+    }
+    (cx.progress)("generating crd.yaml from the TypeScript schemas (src/crd.ts)");
+    let tsx = bin.join("tsx");
+    if !tsx.exists() {
+        return Err(Error::Project {
+            path: dir.join("package.json"),
+            reason: format!(
+                "{CRDGEN} prints the CRD and runs with tsx, which node_modules/.bin lacks: add the devDependency \
+                 `tsx` (`npm install --save-dev --save-exact tsx`)"
+            ),
+        });
+    }
+    let mut run = Command::new("node");
+    run.current_dir(&dir);
+    if cx.project.sdk().is_some() {
+        run.arg("--conditions=source");
+    }
+    run.args(["--import", "tsx", CRDGEN]);
+    let output = run_tool(cx, &mut run, REQUIREMENTS)?;
+    let crd: serde_json::Value = serde_json::from_slice(&output.stdout).map_err(|e| Error::Project {
+        path: dir.join(CRDGEN),
+        reason: format!("it must print the CRD as JSON (`console.log(JSON.stringify(s.crd({{...}})))`): {e}"),
+    })?;
+    if crd["kind"] != "CustomResourceDefinition" {
+        return Err(Error::Project { path: dir.join(CRDGEN), reason: "it printed something else than a CRD".into() });
+    }
+    let text = format!(
+        "# Generated by `operon build` from the TypeScript schemas (the parent's, in src/index.ts, printed by\n\
+         # {CRDGEN} with the SDK's s.crd): change the schemas, not this file.\n{}",
+        operon_contract::fixture::to_yaml(&crd)
+    );
+    crate::write_if_changed(&dir.join("crd.yaml"), text.as_bytes())?;
+    Ok(())
 }
 
 /// The module componentize-js starts from: the adapter's exports, bound to
@@ -145,7 +237,8 @@ fn installed_sdk(dir: &Path) -> Result<(), Error> {
         path: dir.join("package.json"),
         reason: format!(
             "node_modules/@operon/sdk is missing: add the SDK as a dependency, \
-             `npm install @operon/sdk@^{}` (or `\"file:./operon-sdk\"` for a vendored copy)",
+             `\"@operon/sdk\": \"file:./operon-sdk\"` with the SDK's sources vendored there (what \
+             `operon new` writes), or `npm install @operon/sdk@^{}` from a registry that serves it",
             crate::sdk::VERSION
         ),
     })?;
@@ -227,16 +320,18 @@ pub(super) fn scaffold(s: &mut Scaffold<'_>) -> Result<(), Error> {
         s.set("sdk", "file:./operon-sdk");
         s.set(
             "sdk_note",
-            "`operon-sdk/` is the Operon TypeScript SDK's sources, vendored (`operon new\n\
-             --vendor`) so the project builds without the npm package.",
+            "`operon-sdk/` is the Operon TypeScript SDK's sources, vendored by `operon new`\n\
+             so the project builds without an npm package: `@operon/sdk` is not published\n\
+             on npm yet.",
         );
     } else {
         s.set("sdk", format!("^{version}"));
         s.set(
             "sdk_note",
             format!(
-                "The Operon TypeScript SDK is the npm package `@operon/sdk`\n\
-                 (`^{version}`); `operon new --vendor` copies its sources into the project instead."
+                "The Operon TypeScript SDK is the package `@operon/sdk` (`^{version}`), from a\n\
+                 registry that serves it (it is not published on npm yet); `operon new` without\n\
+                 `--sdk registry` copies its sources into the project instead."
             ),
         );
     }
@@ -289,6 +384,21 @@ mod tests {
         assert!(!only_conversion.contains(admission) && only_conversion.contains(conversion), "{only_conversion}");
         let both = entry_module("./x.ts", World::ReconcilerWithAdmissionAndConversion);
         assert!(both.contains(admission) && both.contains(conversion), "{both}");
+    }
+
+    #[test]
+    fn the_embedded_map_should_name_sources_relative_to_the_project() {
+        let map = r#"{"version":3,"sources":["../../src/index.ts","../../operon-sdk/src/component.ts","../../../../sdk/typescript/src/run.ts"],"mappings":"AAAA;AACA"}"#;
+        let line = embedded_map(map, Path::new("/p/.operon/build"), Path::new("/p"));
+        let json = line.strip_prefix("\nglobalThis.__operonSourceMap = ").and_then(|l| l.strip_suffix(";\n")).unwrap();
+        let embedded: serde_json::Value = serde_json::from_str(json).unwrap();
+        assert_eq!(
+            embedded,
+            serde_json::json!({
+                "sources": ["src/index.ts", "operon-sdk/src/component.ts", "../../sdk/typescript/src/run.ts"],
+                "mappings": "AAAA;AACA",
+            })
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //! Everything runs in-process so that one Ctrl-C stops all of it, the
 //! control plane included.
 
+mod spec;
 mod table;
 mod ui;
 mod watch;
@@ -23,7 +24,7 @@ mod watch;
 use crate::contract::{Gvk, Manifest};
 use crate::manager::{self, Manager};
 use crate::project::{self, Project};
-use crate::reconciler::{self, crd::KindRef};
+use crate::reconciler;
 use crate::runtime::{self, Limits, Runtime};
 use anyhow::{Context, Result, bail};
 use k8s_openapi::api::core::v1::Namespace;
@@ -63,6 +64,32 @@ pub struct Args {
     /// Do not apply the sample objects (example.yaml) into the namespaces.
     #[arg(long)]
     pub no_examples: bool,
+    /// Hosts the dev host lets grants reach, as `operon run --egress-allow`
+    /// reads it. The addresses and CIDRs the projects' `[dev]` egress grants
+    /// name are opened as well: in dev, the project file is the operator's
+    /// word (a name resolving to loopback or private space still needs its
+    /// address here or in a grant).
+    #[arg(long, value_name = "HOSTS", value_delimiter = ',', default_value = "*")]
+    pub egress_allow: Vec<String>,
+    #[command(flatten)]
+    pub record: crate::cli::RecordArgs,
+}
+
+/// What the dev host lets grants reach: `--egress-allow` and every address
+/// or CIDR a loaded project's `[dev]` egress grants name.
+fn egress_allowed(flag: &[String], loaded: &[Loaded]) -> Result<crate::egress::grants::Allowed> {
+    let mut patterns = flag.to_vec();
+    for l in loaded {
+        if let Ok(dev) = spec::dev_spec(l.project.name(), &l.project.dir, &l.project.config.dev) {
+            patterns.extend(
+                dev.egress
+                    .iter()
+                    .filter(|g| g.host.parse::<ipnet::IpNet>().is_ok() || g.host.parse::<std::net::IpAddr>().is_ok())
+                    .map(|g| g.host.clone()),
+            );
+        }
+    }
+    crate::egress::grants::Allowed::parse(&patterns).map_err(|e| anyhow::anyhow!("--egress-allow: {e}"))
 }
 
 /// `--timeout`: a duration, or (deprecated) a number of seconds.
@@ -269,11 +296,26 @@ async fn dev(
     ui.line(kubectl_hint(&client, &loaded, kubeconfig).await);
 
     // 5. The manager and the Reconciler lifecycle.
+    let record = args.record.recorder()?;
     let config = manager::Config {
         server_addr: parse_addr(&args.metrics_bind_address)?,
         shutdown_timeout: Duration::from_secs(10),
+        pipeline: crate::pipeline::Config {
+            record,
+            egress_allowed: egress_allowed(&args.egress_allow, &loaded)?,
+            ..Default::default()
+        },
         ..Default::default()
     };
+    if let Some(dir) = &args.record.record {
+        let example = loaded.first().map(|l| (l.manifest.for_kind.kind.to_lowercase(), l.namespace.clone()));
+        let (kind, ns) = example.unwrap_or_default();
+        ui.line(format!(
+            "recording reconciles in {0} (fixtures for `operon test`); `operon explain {kind}/NAME -n {ns} --recordings {0}` \
+             shows a parent's last reconciles",
+            dir.display()
+        ));
+    }
     if let Some(addr) = config.server_addr
         && addr.port() != 0
     {
@@ -307,9 +349,10 @@ async fn dev(
     // 6-8. The table, the watcher, and --once's verdict.
     let loaded = std::sync::Arc::new(loaded);
     let mut status = table::Status::new(client.clone(), loaded.clone());
+    let baseline = if args.once { Vec::new() } else { watch::baseline(&loaded).await };
     let watcher = (!args.once).then(|| {
         let loader = watch::Loader { client: client.clone(), examples: !args.no_examples };
-        tokio::spawn(watch::run(ui.clone(), runtime.clone(), loaded.clone(), loader))
+        tokio::spawn(watch::run(ui.clone(), runtime.clone(), loaded.clone(), loader, baseline))
     });
     if !args.once {
         ui.line("watching the projects' sources; Ctrl-C stops");
@@ -363,7 +406,7 @@ async fn dev(
 /// sample parents, and say so.
 pub(crate) async fn load_project(ui: &Ui, client: &kube::Client, l: &Loaded, examples: bool) -> Result<()> {
     apply_namespace(client, &l.namespace).await?;
-    apply_reconciler(client, l).await?;
+    spec::apply_reconciler(client, l, FIELD_MANAGER).await?;
     ui.line(format!(
         "Reconciler {}/{} ← {} ({} {})",
         l.namespace,
@@ -493,42 +536,6 @@ async fn apply_namespace(client: &kube::Client, name: &str) -> Result<()> {
     api.patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&ns))
         .await
         .with_context(|| format!("creating namespace {name}"))?;
-    Ok(())
-}
-
-/// Grants that cover exactly what the manifest asks for.
-fn grants_for(manifest: &Manifest) -> reconciler::crd::Grants {
-    fn kind_ref(gvk: &Gvk) -> KindRef {
-        KindRef { group: gvk.group.clone(), kind: gvk.kind.clone() }
-    }
-    fn dedup(mut v: Vec<KindRef>) -> Vec<KindRef> {
-        v.sort_by(|a, b| (&a.group, &a.kind).cmp(&(&b.group, &b.kind)));
-        v.dedup();
-        v
-    }
-    reconciler::crd::Grants {
-        for_kinds: vec![kind_ref(&manifest.for_kind)],
-        owns: dedup(manifest.owns.iter().map(kind_ref).collect()),
-        reads: dedup(manifest.reads.iter().chain(manifest.watches.iter().map(|w| &w.kind)).map(kind_ref).collect()),
-        ..Default::default()
-    }
-}
-
-async fn apply_reconciler(client: &kube::Client, l: &Loaded) -> Result<()> {
-    let name = l.project.name();
-    let reconciler: reconciler::crd::Reconciler = serde_json::from_value(serde_json::json!({
-        "apiVersion": "operon.dev/v1alpha1",
-        "kind": "Reconciler",
-        "metadata": {"name": name, "namespace": l.namespace, "labels": {FIELD_MANAGER: "true"}},
-        "spec": {
-            "module": {"path": l.module_path.display().to_string()},
-            "grants": grants_for(&l.manifest),
-        },
-    }))?;
-    let api: Api<reconciler::crd::Reconciler> = Api::namespaced(client.clone(), &l.namespace);
-    api.patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&reconciler))
-        .await
-        .with_context(|| format!("applying Reconciler {}/{name}", l.namespace))?;
     Ok(())
 }
 

@@ -24,7 +24,7 @@ const POLL: Duration = Duration::from_secs(1);
 const IGNORED_DIRS: &[&str] = &["target", "node_modules", "__pycache__", "dist", "build", ".git"];
 
 /// Every source file's modification time.
-type Fingerprint = BTreeMap<PathBuf, SystemTime>;
+pub(crate) type Fingerprint = BTreeMap<PathBuf, SystemTime>;
 
 /// What the watcher needs to load a project held back at start.
 pub(crate) struct Loader {
@@ -33,12 +33,24 @@ pub(crate) struct Loader {
     pub examples: bool,
 }
 
-/// Watch every project until aborted.
-pub(crate) async fn run(ui: Ui, runtime: Runtime, loaded: Arc<Vec<Loaded>>, loader: Loader) {
+/// What every project's sources look like now: the baseline of [`run`],
+/// taken before the loop says it watches, so a save right after is seen.
+pub(crate) async fn baseline(loaded: &[Loaded]) -> Vec<Fingerprint> {
     let mut prints = Vec::new();
-    for l in loaded.iter() {
+    for l in loaded {
         prints.push(fingerprint_of(&l.project.dir).await);
     }
+    prints
+}
+
+/// Watch every project until aborted, from `prints` ([`baseline`]).
+pub(crate) async fn run(
+    ui: Ui,
+    runtime: Runtime,
+    loaded: Arc<Vec<Loaded>>,
+    loader: Loader,
+    mut prints: Vec<Fingerprint>,
+) {
     loop {
         tokio::time::sleep(POLL).await;
         for (l, print) in loaded.iter().zip(prints.iter_mut()) {
@@ -133,11 +145,14 @@ pub(crate) enum Verdict {
     FixturesFailed { failed: Vec<String>, output: String },
 }
 
-/// The same steps as `operon build` then `operon test --project`.
+/// The same steps as `operon build` then `operon test --project`: the
+/// component is written where `operon build` writes it (`dist/`, under the
+/// project's build lock), so `operon test` beside the loop tests what the
+/// loop built, and staged at `out` for the swap.
 fn build_and_test(project: &Project, runtime: &Runtime, out: &Path) -> anyhow::Result<Verdict> {
-    let options = project::BuildOptions { output: Some(out.to_path_buf()), verbose: false };
-    let built = project::build(project, &options, &mut |_| {})?;
-    let module = crate::cli::load(runtime, &built.path, Limits::default())?;
+    let options = project::BuildOptions { output: None, verbose: false, copy_to: Some(out.to_path_buf()) };
+    project::build(project, &options, &mut |_| {})?;
+    let module = crate::cli::load(runtime, out, Limits::default())?;
     fixtures(project, &module)
 }
 

@@ -111,8 +111,17 @@ impl Lifecycle {
                 if registered.as_deref() == Some(fingerprint.as_str()) {
                     return Ok(());
                 }
+                // A refusal that only time can lift (the holder goes) is
+                // asked again now and then, not at every step.
+                let wait = plugin.lock().unwrap_or_else(|e| e.into_inner()).conversion_refused.as_ref().map(|r| r.1);
+                if wait.is_some_and(|at| std::time::Instant::now() < at) {
+                    return Ok(());
+                }
                 let kind = controller.module().manifest().for_kind.clone();
-                match webhooks.register_conversion(&name, controller, leading).await {
+                let client = self.manager.client().clone();
+                let holds = move |holder: String| async move { holds_conversion(&client, &holder).await };
+                let fence = leading.then(|| leadership.fence());
+                match webhooks.register_conversion(&name, controller, fence.as_ref(), holds).await {
                     Ok(crd) => {
                         self.relist_converted(&kind);
                         let mut p = plugin.lock().unwrap_or_else(|e| e.into_inner());
@@ -132,15 +141,19 @@ impl Lifecycle {
                         Ok(())
                     }
                     Err(
-                        e @ (crate::webhook::Error::NoConversion { .. } | crate::webhook::Error::InvalidPlugin { .. }),
+                        e @ (crate::webhook::Error::NoConversion { .. }
+                        | crate::webhook::Error::InvalidPlugin { .. }
+                        | crate::webhook::Error::ConversionNotAllowed { .. }
+                        | crate::webhook::Error::ConversionHeld { .. }),
                     ) => {
                         let message = e.to_string();
+                        let again = std::time::Instant::now() + CONVERSION_ASK_AGAIN;
                         let told = plugin
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
                             .conversion_refused
-                            .replace(message.clone());
-                        if told.as_deref() != Some(message.as_str()) {
+                            .replace((message.clone(), again));
+                        if told.as_ref().map(|t| t.0.as_str()) != Some(message.as_str()) {
                             self.event(key, leadership, true, "ConversionRefused", &message);
                         }
                         Ok(())
@@ -149,8 +162,11 @@ impl Lifecycle {
                 }
             }
             None => {
+                plugin.lock().unwrap_or_else(|e| e.into_inner()).conversion_refused = None;
                 if registered.is_some() {
-                    let kind = webhooks.unregister_conversion(&name, leading).await.map_err(StepError::Conversion)?;
+                    let fence = leading.then(|| leadership.fence());
+                    let kind =
+                        webhooks.unregister_conversion(&name, fence.as_ref()).await.map_err(StepError::Conversion)?;
                     if let Some(kind) = kind {
                         self.relist_converted(&kind);
                     }
@@ -169,6 +185,31 @@ impl Lifecycle {
     /// CRD informer sees the change within milliseconds).
     pub(super) fn relist_converted(&self, kind: &Gvk) {
         self.manager.cache().relist(&kind.group, &kind.kind, CONVERSION_SETTLED);
+    }
+}
+
+/// How long a refused conversion waits before it is asked again (the
+/// plugin holding the CRD may have gone by then).
+const CONVERSION_ASK_AGAIN: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Whether the plugin a CRD's record names (`c.<name>`) still holds its
+/// conversion: its ClusterReconciler exists, is not being deleted and is
+/// granted conversion of every namespace. Any other name (a namespaced
+/// Reconciler's, which may no longer hold it) does not; an API server that
+/// cannot say counts as holding, so nothing is taken on a guess.
+async fn holds_conversion(client: &kube::Client, holder: &str) -> bool {
+    let Some(name) = holder.strip_prefix("c.") else { return false };
+    let api: kube::Api<ClusterReconciler> = kube::Api::all(client.clone());
+    match api.get_opt(name).await {
+        Ok(Some(r)) => {
+            let grants = &r.spec.plugin.grants;
+            r.metadata.deletion_timestamp.is_none() && grants.conversion && grants.namespaces.iter().any(|n| n == "*")
+        }
+        Ok(None) => false,
+        Err(e) => {
+            tracing::warn!(holder, error = %e, "cannot tell whether the CRD's converter still holds it");
+            true
+        }
     }
 }
 

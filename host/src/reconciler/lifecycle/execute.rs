@@ -39,7 +39,11 @@ impl Lifecycle {
                 s.limits = file.limits.clone();
                 s.pipeline.namespace = file.namespace.clone();
                 s.pipeline.scope = match &file.namespace {
-                    Some(ns) => crate::pipeline::Scope { namespaces: Some(vec![ns.clone()]), cluster: true },
+                    Some(ns) => crate::pipeline::Scope {
+                        namespaces: Some(vec![ns.clone()]),
+                        cluster: true,
+                        references_across_namespaces: true,
+                    },
                     None => crate::pipeline::Scope::all(),
                 };
                 s.pipeline.grants = crate::pipeline::Grants::default();
@@ -463,8 +467,8 @@ impl Lifecycle {
             }
         }
         if let (Some(webhooks), Some(_)) = (self.manager.webhooks(), conversion) {
-            let leading = leadership.as_ref().is_some_and(Leadership::is_leading);
-            match webhooks.unregister_conversion(&key.webhook_name(&name), leading).await {
+            let fence = leadership.as_ref().filter(|l| l.is_leading()).map(Leadership::fence);
+            match webhooks.unregister_conversion(&key.webhook_name(&name), fence.as_ref()).await {
                 Ok(Some(kind)) => self.relist_converted(&kind),
                 Ok(None) => {}
                 Err(e) => {

@@ -22,8 +22,16 @@ import {
   s,
 } from "@operon/sdk";
 
-/** The parent, checked when it is read (metadata is on `request.metadata`). */
-export const Greeting = s.object({ spec: s.object({ message: s.string() }) });
+/** What a Greeting asks for: the message to publish. */
+export const GreetingSpec = s.object({ message: s.string() });
+/** What the reconciler reports. */
+export const GreetingStatus = s.object({ observedGeneration: s.optional(s.i64()), published: s.optional(s.boolean()) });
+/**
+ * The parent, checked when it is read (metadata is on `request.metadata`).
+ * These schemas are the CRD's too: `operon build` writes crd.yaml from
+ * them (src/crd.ts).
+ */
+export const Greeting = s.object({ spec: GreetingSpec });
 export type Greeting = s.Infer<typeof Greeting>;
 
 export default class GreetingReconciler implements Reconciler<Greeting> {
