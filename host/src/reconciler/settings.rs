@@ -47,8 +47,8 @@ pub enum InvalidSpec {
     #[error("{0}")]
     Egress(String),
     /// `spec.module.verify` names a key that cannot be used.
-    #[error("{0}")]
-    Verify(String),
+    #[error(transparent)]
+    Verify(super::verify::Error),
     /// Credentials without a ServiceAccount to read them as.
     #[error(
         "spec.credentials needs spec.serviceAccountName: the host reads a credential's Secret as the plugin's ServiceAccount, never as itself"

@@ -145,25 +145,25 @@ pub fn fingerprint(host: &HostPolicy, verify: Option<&ModuleVerify>) -> Option<S
 /// only, a ClusterReconciler names their namespace.
 ///
 /// # Errors
-/// The message of an `InvalidSpec`, naming the field.
-pub fn check_spec(verify: &ModuleVerify, namespace: Option<&str>) -> Result<(), String> {
+/// [`Error::Keys`] naming the field.
+pub fn check_spec(verify: &ModuleVerify, namespace: Option<&str>) -> Result<(), Error> {
     for (i, key) in verify.keys.iter().enumerate() {
         if let Some(pem) = &key.pem {
-            PublicKey::from_pem(pem).map_err(|e| format!("spec.module.verify.keys[{i}].pem: {e}"))?;
+            PublicKey::from_pem(pem).map_err(|e| Error::Keys(format!("spec.module.verify.keys[{i}].pem: {e}")))?;
         }
         if let Some(cm) = &key.config_map {
             match (namespace, cm.namespace.as_deref()) {
                 (Some(own), Some(other)) if own != other => {
-                    return Err(format!(
+                    return Err(Error::Keys(format!(
                         "spec.module.verify.keys[{i}].configMap.namespace: a Reconciler reads keys of its own namespace \
                          only ({own}), not {other}; copy the key there, or use a ClusterReconciler"
-                    ));
+                    )));
                 }
                 (None, None) => {
-                    return Err(format!(
+                    return Err(Error::Keys(format!(
                         "spec.module.verify.keys[{i}].configMap.namespace: a ClusterReconciler must name the \
                          ConfigMap's namespace"
-                    ));
+                    )));
                 }
                 _ => {}
             }
