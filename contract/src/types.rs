@@ -188,7 +188,8 @@ pub struct Request {
     pub children: Vec<(Gvk, Vec<String>)>,
     /// Related objects from watched kinds.
     pub related: Vec<String>,
-    /// The parent is being deleted and carries the finalizer.
+    /// The parent carries the finalizer and is being deleted or no longer
+    /// matches the Reconciler's selector.
     pub finalizing: bool,
     /// Failures in a row before this call.
     pub attempt: u32,

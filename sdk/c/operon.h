@@ -217,8 +217,9 @@ typedef struct operon_owned_update {
  * strategies of owned kinds (others are updated in place). finalizer: NULL
  * for none; with one, the host keeps it on the parents whose outcome says
  * operon_needs_finalizer (by default every outcome does, but the answer to
- * a finalizing request), and a deleted parent that carries it is
- * reconciled with req->finalizing until the outcome says operon_finalized. */
+ * a finalizing request), and a parent that carries it and is deleted or
+ * leaves the Reconciler's selector is reconciled with req->finalizing until
+ * the outcome says operon_finalized. */
 typedef struct operon_manifest {
     const char *name;
     operon_gvk_t for_kind;
@@ -268,8 +269,9 @@ typedef struct operon_request {
     const char *kind;        /* the parent's kind, e.g. "WebApp" */
     const char *creation_timestamp;
     int64_t generation; /* 0 when the parent has none */
-    /* The parent is being deleted and still carries the finalizer: clean
-     * up, then answer operon_finalized(out). */
+    /* The parent still carries the finalizer and is being deleted or no
+     * longer matches the Reconciler's selector: clean up, then answer
+     * operon_finalized(out). */
     bool finalizing;
     uint32_t attempt; /* failures in a row before this call */
     /* The host's clock when the reconcile began, RFC 3339 in UTC with

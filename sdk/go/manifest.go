@@ -19,8 +19,8 @@ import "operon.dev/sdk/go/internal/abi"
 // Updates sets a strategy per owned kind ([OwnedUpdate]). An empty
 // Finalizer means none; with one, the host keeps it on the parents whose
 // outcome needs it ([Outcome.NeedsFinalizer], true by default), and a
-// deleted parent carrying it is reconciled with [Request.Finalizing] until
-// the outcome is Finalized.
+// parent carrying it that is deleted or leaves the Reconciler's selector is
+// reconciled with [Request.Finalizing] until the outcome is Finalized.
 type Manifest = abi.Manifest
 
 // Watch declares a kind whose changes reconcile the parent its Mapping

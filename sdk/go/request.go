@@ -17,9 +17,9 @@ type Request struct {
 	Raw json.RawMessage
 	// Meta is the parent's metadata.
 	Meta Meta
-	// Finalizing is true when the parent is being deleted and still
-	// carries the manifest's finalizer: clean up, then answer an Outcome
-	// with Finalized set.
+	// Finalizing is true when the parent still carries the manifest's
+	// finalizer and is being deleted or no longer matches the Reconciler's
+	// selector: clean up, then answer an Outcome with Finalized set.
 	Finalizing bool
 	// Attempt counts the failures in a row before this call (0 on the
 	// first try and after a success).

@@ -103,8 +103,9 @@ impl Manifest {
 
     /// Sets the finalizer the host keeps on the parents whose outcome
     /// [needs it](crate::Outcome::needs_finalizer) — by default every
-    /// parent. While a deleted parent carries it, it is reconciled with
-    /// [`Request::finalizing`] until the outcome is [`Outcome::finalized`].
+    /// parent. While a parent that is deleted or left the Reconciler's
+    /// selector carries it, it is reconciled with [`Request::finalizing`]
+    /// until the outcome is [`Outcome::finalized`].
     ///
     /// [`Request::finalizing`]: crate::Request::finalizing
     /// [`Outcome::finalized`]: crate::Outcome::finalized

@@ -89,8 +89,9 @@ pub(crate) fn parse_object<T: DeserializeOwned>(json: &str) -> Result<T, Failure
 pub struct Request<K> {
     /// The parent object, including its current `status`.
     pub object: K,
-    /// The parent is being deleted and still carries the manifest's
-    /// finalizer: clean up, then answer [`Outcome::finalized`].
+    /// The parent still carries the manifest's finalizer and is being
+    /// deleted or no longer matches the Reconciler's selector: clean up,
+    /// then answer [`Outcome::finalized`].
     ///
     /// [`Outcome::finalized`]: crate::Outcome::finalized
     pub finalizing: bool,

@@ -107,9 +107,9 @@ pub fn run(args: &[&str]) -> Result<()> {
     let root = crate::root();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let metadata = cargo_metadata(&cargo, &root)?;
-    let out_dir =
-        PathBuf::from(metadata["target_directory"].as_str().context("cargo metadata has no target_directory")?)
-            .join("guests");
+    // The checkout's `target/guests`, where tests and benches read them,
+    // whatever `CARGO_TARGET_DIR` cargo builds in.
+    let out_dir = root.join("target").join("guests");
 
     let mut guests = discover(&root, &metadata)?;
     if !opts.only.is_empty() {

@@ -80,11 +80,16 @@ pub enum Error {
 impl Error {
     /// Whether retrying the same outcome cannot help until the parent (or
     /// the module) changes: a refused outcome, or the API server rejecting
-    /// the object itself as invalid (400, 422). Permission errors (403) are
-    /// retried: an administrator may grant the role meanwhile.
+    /// a child as invalid (400, 422). Permission errors (403) are retried:
+    /// an administrator may grant the role meanwhile. So is a rejected
+    /// status, with backoff as controller-runtime retries it: a status is
+    /// checked against the one it replaces (a transition rule) or other
+    /// objects (a webhook), which change without the parent's spec
+    /// changing and without a reconcile being triggered.
     pub fn is_permanent(&self) -> bool {
         match self {
             Error::Invalid(_) => true,
+            Error::Api { operation: "status", .. } => false,
             Error::Api { source: kube::Error::Api(s), .. } => matches!(s.code, 400 | 422),
             _ => false,
         }
@@ -704,5 +709,21 @@ mod tests {
         let forbidden = kube::core::Status { code: 403, reason: "Forbidden".into(), ..kube::core::Status::default() };
         let e = Error::Api { operation: "apply", target: "x".into(), source: kube::Error::Api(Box::new(forbidden)) };
         assert!(!e.is_permanent(), "RBAC may be granted meanwhile: retry");
+    }
+
+    #[test]
+    fn a_rejected_status_should_be_retried_and_a_rejected_child_not() {
+        let invalid = || {
+            kube::Error::Api(Box::new(kube::core::Status {
+                code: 422,
+                reason: "Invalid".into(),
+                message: "Thing.example.com \"x\" is invalid: status.count: Invalid value: \"integer\": frozen".into(),
+                ..kube::core::Status::default()
+            }))
+        };
+        let status = Error::Api { operation: "status", target: "Thing a/x".into(), source: invalid() };
+        assert!(!status.is_permanent(), "a status may be taken once what it is checked against changes");
+        let child = Error::Api { operation: "apply", target: "Thing a/x".into(), source: invalid() };
+        assert!(child.is_permanent());
     }
 }

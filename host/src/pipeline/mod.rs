@@ -341,16 +341,25 @@ impl Pipeline {
         }
         let Some(parent) = self.parents.store().get(key).cloned() else {
             // Deleted: Kubernetes garbage-collects the children.
+            self.forget_leaving(key);
             return Ok(Action::Done);
         };
-        if let Some(selector) = &self.config.parent_selector
-            && !selector.matches(&parent)
-        {
-            // Another plugin's parent, or no longer ours: not touched, but
-            // for the finalizer of one that left.
-            return self.outside_selector(&parent, key, fence).await;
-        }
+        // Outside the selector: another plugin's parent, not touched, or one
+        // that left holding the finalizer, finalized as if deleted.
+        let left = match &self.config.parent_selector {
+            Some(selector) if !selector.matches(&parent) => {
+                if !self.outside_selector(&parent, key, &active.module, fence).await? {
+                    return Ok(Action::Done);
+                }
+                true
+            }
+            _ => {
+                self.forget_leaving(key);
+                false
+            }
+        };
         let finalizing = match &self.manifest.finalizer {
+            _ if left => true,
             Some(f) if parent.is_deleting() => {
                 if !parent.has_finalizer(f) {
                     return Ok(Action::Done);
@@ -419,6 +428,7 @@ impl Pipeline {
                     }
                 });
             }
+            Ok(Ok(outcome)) if left && outcome.finalized => parent::taken_back(outcome),
             Ok(Ok(outcome)) => outcome,
         };
         if let Err(e) = self.write(&parent, &active.reads, &children, &outcome, fence).await {
@@ -448,6 +458,10 @@ impl Pipeline {
         if finalizing && outcome.finalized {
             if let Some(f) = &self.manifest.finalizer {
                 self.applier.set_finalizer(&parent, f, false, fence).await.map_err(Error::Finalizer)?;
+            }
+            if left {
+                self.forget_leaving(key);
+                tracing::info!("finalized a parent that left the selector");
             }
             return Ok(Action::Done);
         }

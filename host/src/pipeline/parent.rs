@@ -5,22 +5,24 @@
 //! parent in scope; a 0.2 module's only on the parents whose outcomes say
 //! `needs-finalizer` (added before anything of that outcome is written,
 //! so no external state exists without it), and it is released when an
-//! outcome stops saying it, when the guest answers `finalized`, or when the
-//! parent leaves the Reconciler's selector — so a decorator's parent that
-//! opts out is never left holding it.
+//! outcome stops saying it, or when the guest answers `finalized`. A parent
+//! that leaves the Reconciler's selector holding it is finalized as a
+//! deleted one (as Metacontroller finalizes a decorated object that no
+//! longer matches), and once finalized keeps nothing of the plugin's: its
+//! children and `parent-metadata` go before the finalizer — so a
+//! decorator's parent that opts out keeps no decoration.
 
 use super::{Error, ParentSelector, Pipeline};
 use crate::cache::{CachedObject, ObjectEvent, ObjectKey};
 use crate::contract::rules::Refused;
 use crate::contract::{Outcome, ParentMetadata};
-use crate::controller::Action;
 use crate::leader::Fence;
 use crate::runtime::Module;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 /// Parents that left the selector while carrying the finalizer, queued to
-/// have it released. Only a change seen leaving counts: a parent never
+/// be finalized. Only a change seen leaving counts: a parent never
 /// selected is another Reconciler's (a shard of the same module shares the
 /// finalizer's name), and its finalizer is not ours to take.
 pub(super) type Leaving = Arc<Mutex<HashSet<ObjectKey>>>;
@@ -50,6 +52,14 @@ pub(super) fn left_selector(
     Some(key)
 }
 
+/// The `finalized` outcome of a parent that left the selector: nothing of
+/// the plugin's stays on a parent no Reconciler of it acts on any more — no
+/// child, no label or annotation of `parent-metadata` — whatever the guest
+/// listed (an answer that leaves its metadata alone, say).
+pub(super) fn taken_back(outcome: Outcome) -> Outcome {
+    Outcome { desired: Vec::new(), parent_metadata: Some(ParentMetadata::default()), ..outcome }
+}
+
 /// Refuse labels and annotations a guest may not set on its parent: the
 /// host's own (`operon.dev/`), and labels the Reconciler's selector reads
 /// (a plugin does not choose which Reconciler acts on a parent).
@@ -74,22 +84,38 @@ pub(super) fn check_metadata(meta: &ParentMetadata, selector: Option<&ParentSele
 }
 
 impl Pipeline {
-    /// A parent outside the selector: release the finalizer if it left
-    /// while carrying it; otherwise it is not ours.
+    /// A parent outside the selector: whether it left holding the finalizer
+    /// and its guest is to finalize it. A 0.1 module's `finalizing` means a
+    /// deletion, so its finalizer is released without a call. A parent not
+    /// seen leaving is not ours.
     pub(super) async fn outside_selector(
         &self,
         parent: &CachedObject,
         key: &ObjectKey,
+        module: &Module,
         fence: &Fence,
-    ) -> Result<Action, Error> {
-        let left = self.leaving.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
-        if let (true, Some(f)) = (left, &self.manifest.finalizer)
-            && parent.has_finalizer(f)
-        {
-            self.applier.set_finalizer(parent, f, false, fence).await.map_err(Error::Finalizer)?;
-            tracing::info!(finalizer = %f, "released the finalizer of a parent that left the selector");
+    ) -> Result<bool, Error> {
+        let left = self.leaving.lock().unwrap_or_else(|p| p.into_inner()).contains(key);
+        let held = self.manifest.finalizer.as_deref().filter(|f| parent.has_finalizer(f));
+        match (left, held) {
+            (false, _) => Ok(false),
+            (true, None) => {
+                self.forget_leaving(key);
+                Ok(false)
+            }
+            (true, Some(_)) if !speaks_0_1(module) => Ok(true),
+            (true, Some(f)) => {
+                self.applier.set_finalizer(parent, f, false, fence).await.map_err(Error::Finalizer)?;
+                self.forget_leaving(key);
+                tracing::info!(finalizer = %f, "released the finalizer of a parent that left the selector");
+                Ok(false)
+            }
         }
-        Ok(Action::Done)
+    }
+
+    /// The parent `key` is selected, gone or finalized: no longer leaving.
+    pub(super) fn forget_leaving(&self, key: &ObjectKey) {
+        self.leaving.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
     }
 
     /// Once an outcome is checked, before anything of it is written: add
@@ -152,5 +178,24 @@ mod tests {
         let decorated = ParentSelector::of(None, Some(Selector::parse("example.com/expose").unwrap())).unwrap();
         let unmarked = check_metadata(&meta(&[], &[("example.com/expose", "no")]), Some(&decorated)).unwrap_err();
         assert!(unmarked.0.contains("the annotation \"example.com/expose\""), "{}", unmarked.0);
+    }
+
+    #[test]
+    fn a_parent_that_left_should_keep_no_child_or_metadata_once_finalized() {
+        let event = crate::contract::Event { warning: false, reason: "Undecorated".into(), message: "done".into() };
+        let answer = Outcome {
+            desired: vec![serde_json::json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "kept"}})],
+            status: Some(serde_json::json!({"phase": "Released"})),
+            events: vec![event.clone()],
+            finalized: true,
+            parent_metadata: None,
+            ..Outcome::default()
+        };
+        let taken = taken_back(answer);
+        assert!(taken.desired.is_empty(), "a child kept on a parent nobody reconciles");
+        assert_eq!(taken.parent_metadata, Some(ParentMetadata::default()), "its labels and annotations removed");
+        assert!(taken.finalized);
+        assert_eq!(taken.status, Some(serde_json::json!({"phase": "Released"})), "the guest's status still written");
+        assert_eq!(taken.events, vec![event]);
     }
 }

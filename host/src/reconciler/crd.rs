@@ -109,8 +109,9 @@ pub struct PluginSpec {
     /// Reconcile only the parents whose annotations match, beside
     /// `selector` (a decorator that acts on the parents carrying an
     /// annotation, as Metacontroller's `annotationSelector`). A parent that
-    /// stops matching is released from the plugin's finalizer. Default:
-    /// every parent in scope.
+    /// stops matching while it holds the plugin's finalizer is finalized by
+    /// the guest (a contract 0.2 module), then loses its children and
+    /// parent metadata, then the finalizer. Default: every parent in scope.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotation_selector: Option<AnnotationSelector>,
     /// Make every write of this plugin as this ServiceAccount (of the

@@ -75,10 +75,7 @@ impl Setup {
     /// `module` as a controller (run when `reconcile` is true), its
     /// webhooks registered with `policy`.
     async fn start(prefix: &str, module: &str, policy: FailurePolicy, reconcile: bool) -> Setup {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-            .with_test_writer()
-            .try_init();
+        crate::common::logs::init();
         let client = plane().client().await;
         let namespace = operon_envtest::create_namespace(&client, prefix).await.unwrap();
         let runtime = runtime();
@@ -390,7 +387,7 @@ async fn a_reconciler_with_spec_admission_should_serve_its_webhooks_until_delete
     use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::ConfigMap;
     use operon::reconciler;
-    let _ = tracing_subscriber::fmt().with_test_writer().try_init();
+    crate::common::logs::init();
     let client = plane().client().await;
     let namespace = operon_envtest::create_namespace(&client, "admission-reconciler").await.unwrap();
     let manager = Manager::builder(client.clone())

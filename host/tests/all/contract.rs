@@ -26,12 +26,29 @@ fn plane() -> &'static operon_envtest::ControlPlane {
     operon_envtest::shared_named("contract", || {
         use kube::CustomResourceExt;
         operon_envtest::Options::default()
-            .crd(thing_crd())
+            .crd(thing_crd_with_a_freezable_status())
             .crd(gadget_crd())
             .crd(survey_crd())
             .crd(Reconciler::crd())
             .crd(ClusterReconciler::crd())
     })
+}
+
+/// `Thing`, whose status refuses a new `count` while `status.frozen` is
+/// true: a rejection of the host's status write that depends on state
+/// someone else changes.
+fn thing_crd_with_a_freezable_status()
+-> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    let mut crd = serde_json::to_value(thing_crd()).unwrap();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"] = json!({
+        "type": "object", "x-kubernetes-preserve-unknown-fields": true,
+        "properties": {"count": {"type": "integer"}, "frozen": {"type": "boolean"}},
+        "x-kubernetes-validations": [{
+            "rule": "!has(oldSelf.frozen) || !oldSelf.frozen || !has(self.count) || !has(oldSelf.count) || self.count == oldSelf.count",
+            "message": "status.count is frozen"
+        }]
+    });
+    serde_json::from_value(crd).unwrap()
 }
 
 /// `Gadget` in two versions: `v1beta1` (stored) and `v1`, no conversion of
@@ -303,6 +320,32 @@ async fn a_child_with_an_immutable_change_is_recreated_and_one_on_delete_is_left
     host.stop().await;
 }
 
+fn decorator_grants() -> Value {
+    json!({"for": [{"group": "apps", "kind": "StatefulSet"}], "owns": [{"group": "", "kind": "Service"}]})
+}
+
+const DECORATOR_FINALIZER: &str = "example.operon.dev/decorator";
+
+/// Whether the StatefulSet `name` is decorated (`Some(true)`: its two
+/// Services, the label and the finalizer; `Some(false)`: none of them;
+/// `None`: in between).
+async fn decorated(host: &Host, name: &str) -> Option<bool> {
+    let sets: Api<k8s_openapi::api::apps::v1::StatefulSet> = Api::namespaced(host.client.clone(), &host.ns);
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(host.client.clone(), &host.ns);
+    let s = sets.get(name).await.ok()?;
+    let label = s.metadata.labels.unwrap_or_default().get("example.operon.dev/exposed").is_some_and(|v| v == "true");
+    let held = s.metadata.finalizers.unwrap_or_default().iter().any(|f| f == DECORATOR_FINALIZER);
+    let mut children = 0;
+    for i in 0..2 {
+        children += usize::from(services.get_opt(&format!("{name}-{i}")).await.ok()?.is_some());
+    }
+    match (label, held, children) {
+        (true, true, 2) => Some(true),
+        (false, false, 0) => Some(false),
+        _ => None,
+    }
+}
+
 fn stateful_set(name: &str, expose: bool) -> k8s_openapi::api::apps::v1::StatefulSet {
     let annotations = if expose { json!({"example.operon.dev/expose": "true"}) } else { json!({}) };
     serde_json::from_value(json!({
@@ -318,14 +361,28 @@ fn stateful_set(name: &str, expose: bool) -> k8s_openapi::api::apps::v1::Statefu
     .unwrap()
 }
 
+/// Whether the guest was called to finalize the parent `name` (the
+/// decorator guest's `Undecorated` event).
+async fn finalized_by_the_guest(host: &Host, name: &str) -> bool {
+    host.events(name).await.iter().any(|(reason, _)| reason == "Undecorated")
+}
+
+/// A decorator as a Metacontroller user writes one: the Reconciler's
+/// `spec.annotationSelector`, not the guest, picks the StatefulSets that
+/// opted in. One that opts out is finalized like a deleted one: the guest
+/// is called `finalizing`, and once it answers `finalized` its Services,
+/// the label it kept through `parent-metadata` and the finalizer go.
 #[tokio::test]
 async fn a_decorator_holds_a_finalizer_and_children_only_while_its_parent_opts_in() {
     let host = Host::start_on(plane(), "contract-decorator", false).await;
     host.module_config_map("decorator", &guest("decorator")).await;
-    let grants = json!({"for": [{"group": "apps", "kind": "StatefulSet"}], "owns": [{"group": "", "kind": "Service"}]});
-    host.reconciler("decorator", json!({"module": config_map_module("decorator"), "grants": grants})).await;
+    host.reconciler(
+        "decorator",
+        json!({"module": config_map_module("decorator"), "grants": decorator_grants(),
+        "annotationSelector": {"matchAnnotations": {"example.operon.dev/expose": "true"}}}),
+    )
+    .await;
     let sets: Api<k8s_openapi::api::apps::v1::StatefulSet> = Api::namespaced(host.client.clone(), &host.ns);
-    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(host.client.clone(), &host.ns);
     let apply = |name: &'static str, expose: bool| {
         let sets = sets.clone();
         async move {
@@ -336,17 +393,12 @@ async fn a_decorator_holds_a_finalizer_and_children_only_while_its_parent_opts_i
     };
     apply("plain", false).await;
     apply("exposed", true).await;
-    const FINALIZER: &str = "example.operon.dev/decorator";
     eventually("a Service per replica, the finalizer and the label on the opted-in StatefulSet", WAIT, || async {
-        services.get_opt("exposed-0").await.ok()??;
-        services.get_opt("exposed-1").await.ok()??;
-        let s = sets.get("exposed").await.ok()?;
-        let labelled = s.metadata.labels.as_ref()?.get("example.operon.dev/exposed")? == "true";
-        (labelled && s.metadata.finalizers?.iter().any(|f| f == FINALIZER)).then_some(())
+        decorated(&host, "exposed").await?.then_some(())
     })
     .await;
-    // The plain one was reconciled too (same informer, same worker pool),
-    // and holds nothing: deleting it takes effect at once.
+    // The plain one went through the same informer and queue, and holds
+    // nothing: deleting it takes effect at once.
     let plain = sets.get("plain").await.unwrap();
     assert!(
         plain.metadata.finalizers.unwrap_or_default().is_empty(),
@@ -358,25 +410,22 @@ async fn a_decorator_holds_a_finalizer_and_children_only_while_its_parent_opts_i
     })
     .await;
 
-    // Opting out: the Services pruned, the finalizer and the label released.
+    // Opting out: finalized by the guest, then the Services, the label and
+    // the finalizer removed.
     apply("exposed", false).await;
-    eventually("the decoration removed", WAIT, || async {
-        let none =
-            services.get_opt("exposed-0").await.ok()?.is_none() && services.get_opt("exposed-1").await.ok()?.is_none();
-        let s = sets.get("exposed").await.ok()?;
-        let label = s.metadata.labels.unwrap_or_default().contains_key("example.operon.dev/exposed");
-        let held = s.metadata.finalizers.unwrap_or_default().iter().any(|f| f == FINALIZER);
-        (none && !label && !held).then_some(())
+    eventually("the opted-out StatefulSet's Services, label and finalizer removed", WAIT, || async {
+        (!decorated(&host, "exposed").await?).then_some(())
     })
     .await;
+    assert!(
+        finalized_by_the_guest(&host, "exposed").await,
+        "the guest was not called to finalize the opted-out parent"
+    );
 
-    // Opted in again, then deleted: finalized, and gone.
+    // Opted in again: decorated again. Then deleted: finalized, and gone.
     apply("exposed", true).await;
-    eventually("the finalizer back", WAIT, || async {
-        let s = sets.get("exposed").await.ok()?;
-        s.metadata.finalizers?.iter().any(|f| f == FINALIZER).then_some(())
-    })
-    .await;
+    eventually("opted in again, decorated again", WAIT, || async { decorated(&host, "exposed").await?.then_some(()) })
+        .await;
     sets.delete("exposed", &Default::default()).await.unwrap();
     eventually("the opted-in StatefulSet finalized and gone", WAIT, || async {
         sets.get_opt("exposed").await.ok()?.is_none().then_some(())
@@ -385,14 +434,15 @@ async fn a_decorator_holds_a_finalizer_and_children_only_while_its_parent_opts_i
     host.stop().await;
 }
 
+/// A parent that leaves the Reconciler's `spec.selector` holding the
+/// finalizer is finalized by the guest, and keeps none of its decoration.
 #[tokio::test]
-async fn a_parent_that_leaves_the_selector_is_released_from_the_finalizer() {
+async fn a_parent_that_leaves_the_selector_is_finalized_and_keeps_no_children_or_labels() {
     let host = Host::start_on(plane(), "contract-leave", false).await;
     host.module_config_map("decorator", &guest("decorator")).await;
-    let grants = json!({"for": [{"group": "apps", "kind": "StatefulSet"}], "owns": [{"group": "", "kind": "Service"}]});
     host.reconciler(
         "decorator",
-        json!({"module": config_map_module("decorator"), "grants": grants,
+        json!({"module": config_map_module("decorator"), "grants": decorator_grants(),
         "selector": {"matchLabels": {"decorate": "yes"}}}),
     )
     .await;
@@ -400,23 +450,21 @@ async fn a_parent_that_leaves_the_selector_is_released_from_the_finalizer() {
     let mut set = stateful_set("leaver", true);
     set.metadata.labels = Some([("decorate".to_string(), "yes".to_string())].into());
     sets.patch("leaver", &PatchParams::apply("test").force(), &Patch::Apply(&set)).await.unwrap();
-    const FINALIZER: &str = "example.operon.dev/decorator";
-    eventually("the finalizer on the selected StatefulSet", WAIT, || async {
-        let s = sets.get("leaver").await.ok()?;
-        s.metadata.finalizers?.iter().any(|f| f == FINALIZER).then_some(())
+    eventually("the selected StatefulSet decorated", WAIT, || async {
+        decorated(&host, "leaver").await?.then_some(())
     })
     .await;
     set.metadata.labels = Some([("decorate".to_string(), "no".to_string())].into());
     sets.patch("leaver", &PatchParams::apply("test").force(), &Patch::Apply(&set)).await.unwrap();
-    eventually("the finalizer released once it left the selector", WAIT, || async {
-        let s = sets.get("leaver").await.ok()?;
-        (!s.metadata.finalizers.unwrap_or_default().iter().any(|f| f == FINALIZER)).then_some(())
+    eventually("the Services, label and finalizer removed once it left the selector", WAIT, || async {
+        (!decorated(&host, "leaver").await?).then_some(())
     })
     .await;
+    assert!(finalized_by_the_guest(&host, "leaver").await, "the guest was not called to finalize the parent that left");
     host.stop().await;
 }
 
-/// Issue #19: `spec.annotationSelector` picks a Reconciler's parents by
+/// `spec.annotationSelector` picks a Reconciler's parents by
 /// their annotations (as Metacontroller's decorators do): the host never
 /// hands the guest a parent outside it — even one the guest would decorate —
 /// and releases the finalizer of a parent that leaves it.
@@ -459,6 +507,43 @@ async fn an_annotation_selector_picks_the_parents_and_releases_one_that_leaves()
     eventually("the finalizer released once it left the annotation selector", WAIT, || async {
         let s = sets.get("inside").await.ok()?;
         (!s.metadata.finalizers.unwrap_or_default().iter().any(|f| f == FINALIZER)).then_some(())
+    })
+    .await;
+    host.stop().await;
+}
+
+/// A status the API server rejects is retried with backoff, as
+/// controller-runtime retries any error: the rejection here depends on
+/// state someone else changes (`status.frozen`, which no reconcile is
+/// triggered by), and the status is written once it is lifted.
+#[tokio::test]
+async fn a_rejected_status_is_retried_with_backoff_until_the_api_server_takes_it() {
+    let host = Host::start_on(plane(), "contract-status", false).await;
+    clockwork(&host).await;
+    thing(&host, "frozen", json!({"n": 1})).await;
+    eventually("the first status", WAIT, || async { (count(&host, "frozen").await > 0).then_some(()) }).await;
+    let freeze = |frozen: bool| {
+        let things = host.things();
+        async move {
+            let patch = json!({"status": {"frozen": frozen}});
+            things.patch_status("frozen", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+        }
+    };
+    freeze(true).await;
+    let before = count(&host, "frozen").await;
+    // A new generation: the guest answers count + 1, which is refused.
+    thing(&host, "frozen", json!({"n": 2})).await;
+    eventually("the status write refused", WAIT, || async {
+        let events = host.events("frozen").await;
+        events.iter().any(|(_, note)| note.contains("status.count is frozen")).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(count(&host, "frozen").await, before, "a frozen status was written");
+    // Lifted by someone else: nothing reconciles the Thing but the retry.
+    freeze(false).await;
+    eventually("the status written once the API server takes it", WAIT, || async {
+        (count(&host, "frozen").await > before).then_some(())
     })
     .await;
     host.stop().await;

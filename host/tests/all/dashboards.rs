@@ -323,11 +323,20 @@ async fn every_dashboard_query_returns_series_from_a_real_prometheus_scraping_op
     }
 
     // Prometheus has scraped operon after the reconciles and the admission
-    // requests (the families appear with their first samples).
+    // requests (the families appear with their first samples). A WebApp
+    // created before the host wrote its webhook configurations is admitted
+    // without a call, so another is created every few seconds until one is.
     let deadline = Instant::now() + Duration::from_secs(90);
+    let mut next_create = Instant::now() + Duration::from_secs(3);
+    let mut created = 3;
     loop {
         operon.check();
         prom.check();
+        if Instant::now() >= next_create {
+            create_webapp(&client, &ns, &format!("web-{created}"), 1).await;
+            created += 1;
+            next_create = Instant::now() + Duration::from_secs(3);
+        }
         let ready = query(&http, &base, "sum(controller_runtime_reconcile_total) > 0").await.unwrap_or(0) > 0
             && query(&http, &base, "sum(controller_runtime_webhook_requests_total) > 0").await.unwrap_or(0) > 0
             && query(&http, &base, "up{job=\"operon\"} == 1").await.unwrap_or(0) > 0;

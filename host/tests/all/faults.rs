@@ -47,10 +47,7 @@ fn own_plane() -> operon_envtest::ControlPlane {
 }
 
 fn init_logs() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
-        .with_test_writer()
-        .try_init();
+    crate::common::logs::init();
 }
 
 // ---------------------------------------------------------------------------

@@ -75,10 +75,7 @@ impl Host {
         gate: runtime::GateLimits,
         tenant: Option<&str>,
     ) -> Host {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
-            .with_test_writer()
-            .try_init();
+        crate::common::logs::init();
         let rt = Runtime::new(runtime::Config { artifact_dir: None, gate, ..Default::default() }).unwrap();
         let port = free_port();
         let pipeline = operon::pipeline::Config {

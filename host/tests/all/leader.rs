@@ -31,7 +31,7 @@ const SLACK: Duration = Duration::from_secs(1);
 const NAME: &str = "operon";
 
 fn init_logs() {
-    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("operon::leader=debug").try_init();
+    crate::common::logs::init();
 }
 
 async fn setup(prefix: &str) -> (Client, String) {

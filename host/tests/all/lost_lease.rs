@@ -50,7 +50,7 @@ impl Writes {
 
 #[tokio::test]
 async fn a_replica_that_lost_its_lease_writes_nothing_more() {
-    let _ = tracing_subscriber::fmt().with_env_filter("info").with_test_writer().try_init();
+    crate::common::logs::init();
     let admin = plane().client().await;
     let namespace = operon_envtest::create_namespace(&admin, "lost-lease").await.unwrap();
     let writes = Writes::default();

@@ -300,47 +300,13 @@ fn the_artifact_cache_stays_under_its_bound_and_keeps_what_runs() {
     assert_webapp_works(&webapp);
 }
 
-/// Collects formatted log output in memory.
-#[derive(Clone, Default)]
-struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Captured {
-        self.clone()
-    }
-}
-
-/// The process-wide log, captured. A scoped subscriber (`with_default`) is
-/// not enough here: tests running in parallel make tracing cache callsite
-/// interest without it.
-fn captured_logs() -> &'static Captured {
-    static LOGS: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
-    LOGS.get_or_init(|| {
-        let logs = Captured::default();
-        let subscriber = tracing_subscriber::fmt().with_writer(logs.clone()).with_ansi(false).finish();
-        tracing::subscriber::set_global_default(subscriber).expect("no other global subscriber in this test binary");
-        logs
-    })
-}
-
 #[test]
 fn a_wasi_guests_stdout_and_stderr_go_to_the_host_log() {
-    let logs = captured_logs();
+    let logs = crate::common::logs::capture();
     let rt = runtime();
     let module = load(&rt, "wasi-stdio").unwrap();
     call(&module, &thing()).expect("sandbox").expect("reconcile");
-    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let text = logs.text();
     let line = |needle: &str| text.lines().find(|l| l.contains(needle)).map(str::to_string);
     let stdout = line("hello on stdout").unwrap_or_else(|| panic!("stdout not logged:\n{text}"));
     assert!(stdout.contains("operon::guest") && stdout.contains("stdout"), "{stdout}");
@@ -350,7 +316,7 @@ fn a_wasi_guests_stdout_and_stderr_go_to_the_host_log() {
 
 #[test]
 fn a_guest_that_writes_megabytes_is_rate_limited_never_stopped() {
-    let logs = captured_logs();
+    let logs = crate::common::logs::capture();
     let rt = runtime();
     let (rate, burst) = (200, 50);
     let limits = Limits { log_lines_per_second: rate, log_burst: burst, timeout: Duration::from_secs(20), ..limits() };
@@ -368,7 +334,7 @@ fn a_guest_that_writes_megabytes_is_rate_limited_never_stopped() {
     // 2 × 83,886 lines: all but what the rate allows are dropped, and counted.
     let dropped = module.dropped_log_lines();
     assert!(dropped as f64 >= 2.0 * 83_886.0 - allowed, "dropped {dropped}");
-    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let text = logs.text();
     let logged = text.lines().filter(|l| l.contains("xxxxxxxxxx")).count();
     assert!(logged as f64 <= allowed, "{logged} lines logged, {allowed} allowed");
     let announced = text.lines().filter(|l| l.contains("dropping lines until it slows down")).count();
@@ -376,7 +342,7 @@ fn a_guest_that_writes_megabytes_is_rate_limited_never_stopped() {
     // After a pause the guest's lines flow again, and the log says how many were lost.
     std::thread::sleep(Duration::from_millis(300));
     call(&module, &thing()).expect("sandbox").expect("reconcile");
-    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let text = logs.text();
     let reported = text.rfind("lines of guest output").expect("the drop count is never reported");
     assert!(text[reported..].contains("hello on stdout"), "lines did not resume after the report");
 }

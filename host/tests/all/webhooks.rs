@@ -38,10 +38,7 @@ fn runtime() -> Runtime {
 }
 
 fn init_logs() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_test_writer()
-        .try_init();
+    crate::common::logs::init();
 }
 
 /// A manager serving one plugin's webhooks in its own namespace.

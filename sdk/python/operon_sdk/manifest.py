@@ -95,8 +95,8 @@ class Manifest:
         reads: kinds the reconciler reads with ``ctx.get`` and ``ctx.list``.
         finalizer: when set, the host adds it to the parents whose outcome
             says ``needs_finalizer`` and calls ``reconcile`` with
-            ``request.finalizing`` when such a parent is deleted, until the
-            outcome is ``finalized``. With a finalizer, an outcome needs it
+            ``request.finalizing`` when such a parent is deleted or leaves
+            the Reconciler's selector, until the outcome is ``finalized``. With a finalizer, an outcome needs it
             unless it says otherwise (:meth:`Outcome.needs_finalizer`), so
             every parent carries it, as before contract 0.2.
         updates: the :class:`UpdateStrategy` of owned kinds; a kind not

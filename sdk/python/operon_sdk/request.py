@@ -106,8 +106,9 @@ class Request(Generic[T]):
             default), including its current ``status``.
         raw: the parent as a dict, always.
         metadata: the parent's :class:`Metadata`.
-        finalizing: the parent is being deleted and still carries the
-            manifest's finalizer: clean up, then answer ``finalized``.
+        finalizing: the parent still carries the manifest's finalizer and
+            is being deleted or no longer matches the Reconciler's selector:
+            clean up, then answer ``finalized``.
         attempt: how many times in a row this parent failed before this call.
         now: the host's clock when the reconcile began, as it gave it (RFC
             3339 in UTC with milliseconds, ``2026-11-26T04:05:06.789Z``): one

@@ -82,8 +82,8 @@ export interface Manifest {
    * When set, the host keeps it on every parent whose outcome says
    * `outcome.needsFinalizer` (the default when a finalizer is declared,
    * except in the answer to a finalizing request), and calls `reconcile` with
-   * `request.finalizing` when such a parent is deleted, until the outcome is
-   * finished.
+   * `request.finalizing` when such a parent is deleted or leaves the
+   * Reconciler's selector, until the outcome is finished.
    */
   finalizer?: string;
 }

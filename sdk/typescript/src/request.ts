@@ -113,7 +113,10 @@ export class Request<T = KubeObject> {
     readonly raw: KubeObject,
     private readonly childGroups: [Gvk, Child[]][] = [],
     private readonly relatedObjects: KubeObject[] = [],
-    /** The parent is being deleted and still carries the finalizer: clean up, then finish. */
+    /**
+     * The parent still carries the finalizer and is being deleted or no longer
+     * matches the Reconciler's selector: clean up, then finish.
+     */
     readonly finalizing = false,
     /** How many times in a row this parent failed before this call. */
     readonly attempt = 0,

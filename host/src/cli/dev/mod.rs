@@ -67,8 +67,8 @@ pub struct Args {
     /// Hosts the dev host lets grants reach, as `operon run --egress-allow`
     /// reads it. The addresses and CIDRs the projects' `[dev]` egress grants
     /// name are opened as well: in dev, the project file is the operator's
-    /// word (a name resolving to loopback or private space still needs its
-    /// address here or in a grant).
+    /// word (a name never reaches loopback or private space: grant the
+    /// address).
     #[arg(long, value_name = "HOSTS", value_delimiter = ',', default_value = "*")]
     pub egress_allow: Vec<String>,
     #[command(flatten)]

@@ -66,16 +66,65 @@ pub(crate) async fn run(
                 .take(3)
                 .collect();
             ui.line(format!("{}: changed {}; rebuilding", l.project.name(), changed.join(", ")));
+            let contents = contents_of(&now).await;
             if rebuild(&ui, &runtime, l).await
                 && l.held().is_some()
                 && let Err(e) = super::load_project(&ui, &loader.client, l, loader.examples).await
             {
                 ui.line(format!("✗ {}: could not load it: {e:#}", l.project.name()));
             }
-            // What the build itself wrote (generated bindings) is not a change.
-            *print = fingerprint_of(&l.project.dir).await;
+            let after = fingerprint_of(&l.project.dir).await;
+            *print = tokio::task::spawn_blocking(move || after_build(&now, &contents, after)).await.unwrap_or_default();
         }
     }
+}
+
+/// What a source file held when a build started, as a hash.
+type Contents = BTreeMap<PathBuf, u64>;
+
+async fn contents_of(print: &Fingerprint) -> Contents {
+    let paths: Vec<PathBuf> = print.keys().cloned().collect();
+    tokio::task::spawn_blocking(move || {
+        paths.into_iter().filter_map(|p| Some((content_hash(&p)?, p))).map(|(h, p)| (p, h)).collect()
+    })
+    .await
+    .unwrap_or_default()
+}
+
+fn content_hash(path: &Path) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let bytes = std::fs::read(path).ok()?;
+    let mut hasher = std::hash::DefaultHasher::new();
+    bytes.hash(&mut hasher);
+    Some(hasher.finish())
+}
+
+/// The baseline after a build that started from `before` (whose files held
+/// `contents`): what the build rewrote with the same content (generated
+/// bindings, a `crd.yaml` from types) is not a change, but a save made
+/// while it built is — the next look sees it and builds again.
+fn after_build(before: &Fingerprint, contents: &Contents, after: Fingerprint) -> Fingerprint {
+    // Removed while building: kept, so the removal shows too.
+    let removed: Vec<(PathBuf, SystemTime)> =
+        before.iter().filter(|(p, _)| !after.contains_key(*p)).map(|(p, t)| (p.clone(), *t)).collect();
+    after
+        .into_iter()
+        .filter_map(|(path, modified)| {
+            if before.get(&path) == Some(&modified) {
+                return Some((path, modified));
+            }
+            let same = contents.get(&path).is_some_and(|&h| content_hash(&path) == Some(h));
+            match (same, before.get(&path)) {
+                (true, _) => Some((path, modified)),
+                // Changed while building: keep what the build started from,
+                // so the difference shows at the next look.
+                (false, Some(&then)) => Some((path, then)),
+                // New since the build started: left out, so it shows too.
+                (false, None) => None,
+            }
+        })
+        .chain(removed)
+        .collect()
 }
 
 async fn fingerprint_of(dir: &Path) -> Fingerprint {
@@ -208,5 +257,44 @@ mod tests {
         let mut changed = Fingerprint::new();
         collect(dir.path(), &mut changed);
         assert_ne!(changed, print);
+    }
+
+    #[test]
+    fn a_save_while_building_should_be_seen_and_a_rewrite_with_the_same_content_should_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = |name: &str| dir.path().join(name);
+        let stamp = |name: &str, secs: u64| {
+            std::fs::File::options()
+                .write(true)
+                .open(path(name))
+                .unwrap()
+                .set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + secs))
+                .unwrap();
+        };
+        for (name, text) in [("main.c", "v1"), ("crd.yaml", "kind: CRD"), ("other.c", "same")] {
+            std::fs::write(path(name), text).unwrap();
+            stamp(name, 0);
+        }
+        let mut before = Fingerprint::new();
+        collect(dir.path(), &mut before);
+        let contents: Contents = before.keys().map(|p| (p.clone(), content_hash(p).unwrap())).collect();
+
+        // While it builds: the build rewrites crd.yaml as it was, the author
+        // saves main.c and adds a file.
+        std::fs::write(path("crd.yaml"), "kind: CRD").unwrap();
+        stamp("crd.yaml", 10);
+        std::fs::write(path("main.c"), "v2").unwrap();
+        stamp("main.c", 10);
+        std::fs::write(path("new.c"), "n").unwrap();
+        std::fs::remove_file(path("other.c")).unwrap();
+        let mut after = Fingerprint::new();
+        collect(dir.path(), &mut after);
+
+        let baseline = after_build(&before, &contents, after.clone());
+        assert_eq!(baseline.get(&path("crd.yaml")), after.get(&path("crd.yaml")), "a same-content rewrite is absorbed");
+        assert_eq!(baseline.get(&path("other.c")), before.get(&path("other.c")), "a removal while building shows");
+        assert_ne!(baseline, after, "the save while building must show at the next look");
+        assert_eq!(baseline.get(&path("main.c")), before.get(&path("main.c")), "main.c keeps the build's start");
+        assert!(!baseline.contains_key(&path("new.c")), "a file added while building shows as new");
     }
 }

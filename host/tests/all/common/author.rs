@@ -17,7 +17,10 @@ pub fn repo() -> PathBuf {
 /// build (`CARGO_TARGET_DIR`, which CI keeps under `$HOME`), so their
 /// dependencies are compiled once per machine, not once per checkout.
 pub fn scaffold_target() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| repo().join("target")).join("scaffold-rust")
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target"))
+        .join("scaffold-rust")
 }
 
 /// Runs `command`, asserting success; returns stdout.

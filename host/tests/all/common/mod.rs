@@ -1,6 +1,7 @@
 //! Shared by the integration tests: where built guests are.
 
 pub mod author;
+pub mod logs;
 pub mod pdns;
 pub mod plugins;
 pub mod running;

@@ -114,10 +114,7 @@ impl Host {
         webhooks: Option<operon::webhook::Config>,
         gate: runtime::GateLimits,
     ) -> Host {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-            .with_test_writer()
-            .try_init();
+        crate::common::logs::init();
         let client = plane.client().await;
         let ns = operon_envtest::create_namespace(&client, prefix).await.unwrap();
         let artifacts = tempfile::tempdir().unwrap();

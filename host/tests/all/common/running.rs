@@ -22,10 +22,7 @@ impl Running {
     /// The manager on `plane`, running the guest `module` (two reconciles at
     /// once), in a new namespace named after `prefix`.
     pub async fn start(plane: &operon_envtest::ControlPlane, module: &str, prefix: &str) -> Running {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-            .with_test_writer()
-            .try_init();
+        crate::common::logs::init();
         let client = plane.client().await;
         let namespace = operon_envtest::create_namespace(&client, prefix).await.unwrap();
         let rt = Runtime::new(runtime::Config { artifact_dir: None, ..Default::default() }).unwrap();

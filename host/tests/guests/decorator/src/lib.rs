@@ -1,14 +1,18 @@
 //! A decorator of StatefulSets, as a Metacontroller DecoratorController
-//! user would port one (contract 0.2, wit-bindgen directly): while a
-//! StatefulSet carries the annotation `example.operon.dev/expose: "true"`,
-//! one Service per replica (`<name>-<i>`), the host's finalizer, and the
-//! label `example.operon.dev/exposed: "true"` on the StatefulSet; without
-//! it, none of them — so a StatefulSet that never opted in is never held.
+//! user would port one (contract 0.2, wit-bindgen directly). Which
+//! StatefulSets it decorates is the Reconciler's choice, not the guest's
+//! (`spec.annotationSelector` or `spec.selector`, as Metacontroller's
+//! `resources[].annotationSelector`): each parent it is handed gets one
+//! Service per replica (`<name>-<i>`), the host's finalizer, and the label
+//! `example.operon.dev/exposed: "true"`. A `finalizing` call (the parent is
+//! deleted or no longer selected) answers `finalized`, wanting no Service
+//! and leaving the labels alone as a plain port does, and says so in an
+//! `Undecorated` event: removing the rest is the host's part.
 
 wit_bindgen::generate!({ path: "../../../../wit/reconciler.wit", world: "reconciler" });
 
 use exports::operon::reconciler::guest::Guest;
-use operon::reconciler::types::{Failure, Gvk, Outcome, ParentMetadata, ReconcilerManifest, Request};
+use operon::reconciler::types::{Event, Failure, Gvk, Outcome, ParentMetadata, ReconcilerManifest, Request};
 use serde_json::{Value, json};
 
 struct Component;
@@ -18,17 +22,35 @@ fn gvk(group: &str, version: &str, kind: &str) -> Gvk {
     Gvk { group: group.into(), version: version.into(), kind: kind.into() }
 }
 
-fn outcome(desired: Vec<String>, exposed: bool, finalized: bool) -> Outcome {
-    let labels = if exposed { vec![("example.operon.dev/exposed".to_string(), "true".to_string())] } else { vec![] };
+/// The decoration of a parent: its Services, the finalizer, the label.
+fn decorated(desired: Vec<String>) -> Outcome {
     Outcome {
         desired,
         status: None,
         events: vec![],
         requeue_after_ms: None,
         requeue_at: None,
-        finalized,
-        needs_finalizer: exposed,
-        parent_metadata: Some(ParentMetadata { labels, annotations: vec![] }),
+        finalized: false,
+        needs_finalizer: true,
+        parent_metadata: Some(ParentMetadata {
+            labels: vec![("example.operon.dev/exposed".to_string(), "true".to_string())],
+            annotations: vec![],
+        }),
+    }
+}
+
+/// The answer to a `finalizing` call: nothing outside the cluster to clean
+/// up, no Service wanted, the parent's metadata not mentioned.
+fn finalized() -> Outcome {
+    Outcome {
+        desired: vec![],
+        status: None,
+        events: vec![Event { warning: false, reason: "Undecorated".into(), message: "finalized: nothing kept".into() }],
+        requeue_after_ms: None,
+        requeue_at: None,
+        finalized: true,
+        needs_finalizer: false,
+        parent_metadata: None,
     }
 }
 
@@ -47,15 +69,9 @@ impl Guest for Component {
 
     fn reconcile(request: Request) -> Result<Outcome, Failure> {
         if request.finalizing {
-            // Nothing outside the cluster to clean up: the Services go with
-            // their owner.
-            return Ok(outcome(vec![], false, true));
+            return Ok(finalized());
         }
         let parent: Value = serde_json::from_str(&request.object).unwrap_or_default();
-        let exposed = parent["metadata"]["annotations"]["example.operon.dev/expose"] == "true";
-        if !exposed {
-            return Ok(outcome(vec![], false, false));
-        }
         let name = parent["metadata"]["name"].as_str().unwrap_or_default();
         let replicas = parent["spec"]["replicas"].as_u64().unwrap_or(1);
         let services = (0..replicas)
@@ -71,6 +87,6 @@ impl Guest for Component {
                 .to_string()
             })
             .collect();
-        Ok(outcome(services, true, false))
+        Ok(decorated(services))
     }
 }
