@@ -21,6 +21,7 @@ pub mod pipeline;
 pub mod queue;
 pub mod reconciler;
 pub mod server;
+pub mod signing;
 pub mod telemetry;
 pub mod webhook;
 

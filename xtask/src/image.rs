@@ -44,15 +44,40 @@ pub const ENTRYPOINT: &str = "/usr/local/bin/operon";
 const CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 const USAGE: &str = "\
-usage: cargo xtask image [--push REF]
+usage: cargo xtask image [--profile release|release-test] [--push REF]
 
 Builds the operon image (a static binary and CA certificates, user 65532)
 into target/image/oci and pushes it to a loopback registry storing under
-target/image/registry; with --push, also to REF.
+target/image/registry; with --push, also to REF. The profile is release
+unless given; release-test builds the binary as `cargo xtask test` does.
 ";
 
+/// The cargo profile of the static binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// `release`: what is published.
+    Release,
+    /// `release-test` (Cargo.toml): what `cargo xtask test` builds once for
+    /// the image and the release directory it tests, cheaper to build.
+    ReleaseTest,
+}
+
+impl Profile {
+    fn name(self) -> &'static str {
+        match self {
+            Profile::Release => "release",
+            Profile::ReleaseTest => "release-test",
+        }
+    }
+}
+
 pub fn run(args: &[&str]) -> Result<()> {
-    let push = match args {
+    let (profile, rest) = match args {
+        ["--profile", "release-test", rest @ ..] => (Profile::ReleaseTest, rest),
+        ["--profile", "release", rest @ ..] => (Profile::Release, rest),
+        rest => (Profile::Release, rest),
+    };
+    let push = match rest {
         [] => None,
         ["--push", reference] => Some(*reference),
         _ => {
@@ -60,9 +85,15 @@ pub fn run(args: &[&str]) -> Result<()> {
             bail!("unknown arguments: {}", args.join(" "));
         }
     };
+    build(profile, push).map(|_| ())
+}
+
+/// Build the image with the binary of `profile`, push it to the loopback
+/// registry (and to `push`); the static binary's path.
+pub fn build(profile: Profile, push: Option<&str>) -> Result<PathBuf> {
     let started = Instant::now();
     let dir = crate::root().join("target/image");
-    let binary = build_binary()?;
+    let binary = build_binary(profile)?;
     let built = Instant::now();
     let layout = dir.join("oci");
     write_layout(&binary, &layout, &dir.join("bundle"))?;
@@ -91,11 +122,11 @@ pub fn run(args: &[&str]) -> Result<()> {
         storage.display(),
         push.map(|r| format!(" and to {r}")).unwrap_or_default()
     );
-    Ok(())
+    Ok(binary)
 }
 
 /// The musl target of this machine's architecture.
-fn target() -> String {
+pub fn target() -> String {
     format!("{}-unknown-linux-musl", std::env::consts::ARCH)
 }
 
@@ -116,8 +147,9 @@ fn require(tool: &str, install: &str) -> Result<()> {
     Ok(())
 }
 
-/// `cargo build --release -p operon` for the musl target; the binary's path.
-fn build_binary() -> Result<PathBuf> {
+/// `cargo build --profile PROFILE -p operon` for the musl target; the
+/// binary's path.
+pub fn build_binary(profile: Profile) -> Result<PathBuf> {
     require("musl-gcc", "apt-get install musl-tools")?;
     require("umoci", "apt-get install umoci")?;
     require("skopeo", "apt-get install skopeo")?;
@@ -133,13 +165,16 @@ fn build_binary() -> Result<PathBuf> {
     exec(
         Command::new(cargo)
             .current_dir(crate::root())
-            .args(["build", "--release", "--locked", "-p", "operon", "--bin", "operon", "--target", &target])
+            .args(["build", "--profile", profile.name(), "--locked", "-p", "operon", "--bin", "operon"])
+            .args(["--target", &target])
             .env(cc_var, "musl-gcc")
             // Symbols stay (panic backtraces name functions); DWARF goes.
             .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
-            .env("CARGO_PROFILE_RELEASE_STRIP", "debuginfo"),
+            .env("CARGO_PROFILE_RELEASE_STRIP", "debuginfo")
+            .env("CARGO_PROFILE_RELEASE_TEST_DEBUG", "false")
+            .env("CARGO_PROFILE_RELEASE_TEST_STRIP", "debuginfo"),
     )?;
-    let binary = crate::cargo_target().join(&target).join("release/operon");
+    let binary = crate::cargo_target().join(&target).join(profile.name()).join("operon");
     let bytes = std::fs::read(&binary).with_context(|| format!("reading {}", binary.display()))?;
     if let Some(interpreter) = elf_interpreter(&bytes)? {
         bail!("{} is not static: it asks for the loader {interpreter}", binary.display());
@@ -171,7 +206,7 @@ fn elf_interpreter(elf: &[u8]) -> Result<Option<String>> {
 
 /// The OCI layout: a new image, one layer with the binary and the CA
 /// bundle, then its config.
-fn write_layout(binary: &Path, layout: &Path, bundle: &Path) -> Result<()> {
+pub fn write_layout(binary: &Path, layout: &Path, bundle: &Path) -> Result<()> {
     for dir in [layout, bundle] {
         if dir.exists() {
             std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;

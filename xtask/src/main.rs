@@ -11,9 +11,12 @@ mod fuzz;
 mod guests;
 mod image;
 mod packages;
+mod release;
 mod run;
+mod sbom;
 mod soak;
 mod test;
+mod tools;
 mod version;
 
 use anyhow::{Result, bail};
@@ -27,6 +30,9 @@ tasks:
   docs                   regenerate docs/reference/ (CLI flags, metrics, status reasons) from the code
   packages [LANG…]       build the SDK packages (crates, wheel + sdist, npm tarball, GOPROXY dir, C archive) into target/packages/
   image [--push REF]     build the operon image (static binary + CA certificates, OCI layout in target/image/); push it
+  release (--key KEY | --ephemeral-key) [--out DIR]
+                         the release directory (target/release-dir): static binary, SDK packages, chart, image
+                         layout, SBOMs, SHA256SUMS and a signature of every file
   version [X.Y.Z]        list every copy of the release version, or set them all
   envtest                provision etcd, kube-apiserver, kube-controller-manager; print their directory
   cluster up|down        start or stop a local control plane (target/operon-dev.kubeconfig)
@@ -46,6 +52,7 @@ fn main() -> Result<()> {
         ["docs"] => docs::run(),
         ["packages", rest @ ..] => packages::run(rest),
         ["image", rest @ ..] => image::run(rest),
+        ["release", rest @ ..] => release::run(rest),
         ["version", rest @ ..] => version::run(rest),
         ["envtest", rest @ ..] => envtest::run(rest),
         ["cluster", rest @ ..] => cluster::run(rest),

@@ -1,6 +1,7 @@
 //! `cargo xtask test`: everything the README's test command promises, on a
-//! fresh machine: build the guests of every language, the SDK packages and
-//! the image, provision the control plane, build every test binary, run
+//! fresh machine: build the guests of every language, the SDK packages, the
+//! image and the release directory (from the image's one static build),
+//! provision the control plane, build every test binary, run
 //! each language SDK's and each example's own unit tests with that
 //! language's test runner (pytest, node's test runner, go test, the C tests'
 //! make target), then every test of the workspace against the control plane.
@@ -10,7 +11,7 @@
 //! its own instrumented build, is `cargo xtask fuzz` for long runs by hand.
 //! With `OPERON_TEST_FREE_DISK=1` (a machine short of disk), build products no later step reads
 //! are removed once used: the image's static binary build once the image is
-//! in its registry.
+//! in its registry and the release directory holds its copy.
 //!
 //! The run ends with one line counting every test of every runner:
 //! `tests: N passed, M failed, K skipped`. It fails if any suite fails. A
@@ -34,10 +35,18 @@ pub fn run(args: &[&str]) -> Result<()> {
     crate::packages::run(&[])?;
     eprintln!("xtask: SDK packages built in {:.1?}", step.elapsed());
     let step = Instant::now();
-    crate::image::run(&[])?;
+    let binary = crate::image::build(crate::image::Profile::ReleaseTest, None)?;
     eprintln!("xtask: image built and pushed in {:.1?}", step.elapsed());
-    // The tests read the image from its registry storage, never the static
-    // binary's build (over a GB).
+    // The release directory from the same static build (one per run): what
+    // `host/tests/all/release.rs` installs from, signed with a key made for
+    // this run.
+    let step = Instant::now();
+    let layout = root.join("target/image/oci");
+    crate::release::assemble(&crate::release::default_dir(), &binary, &layout, crate::release::Key::Ephemeral)?;
+    eprintln!("xtask: release directory assembled in {:.1?}", step.elapsed());
+    // The tests read the image from its registry storage and the binary
+    // from the release directory, never the static binary's build (over a
+    // GB).
     let musl = crate::cargo_target().join(format!("{}-unknown-linux-musl", std::env::consts::ARCH));
     free_disk(&musl);
     let step = Instant::now();

@@ -19,8 +19,11 @@
 //! merge patch locked on the parent's uid and resourceVersion, which cannot
 //! re-create a parent deleted meanwhile (an apply would).
 
+mod condition;
 pub mod events;
 mod validate;
+
+pub use condition::{SYNCED, without_host_condition};
 
 pub use validate::{
     Child, MAX_OBJECT_BYTES, Namespaces, Policy, ValidationError, check_ownership, owner_reference, reserved, validate,
@@ -388,7 +391,8 @@ impl Applier {
     /// # Errors
     /// The API's refusal, or [`Error::NotLeading`].
     pub async fn status(&self, parent: &CachedObject, status: &Value, fence: &Fence) -> Result<bool, Error> {
-        if is_subset(status, &parent.status()) {
+        let have = without_host_condition(&parent.status(), status, SYNCED);
+        if is_subset(status, &have) {
             return Ok(false);
         }
         self.write_status(parent, status, fence).await?;

@@ -192,6 +192,18 @@ pub struct RunArgs {
     /// process, so several replicas share the controllers out.
     #[arg(long, requires = "leader_elect")]
     pub lease_per_reconciler: bool,
+    /// Load only modules signed by one of the --trusted-module-key keys,
+    /// from every source (Reconcilers and --module files alike). A
+    /// Reconciler's `spec.module.verify` adds its own keys; it can never
+    /// lift or replace this requirement. A module that fails is refused
+    /// with `UntrustedModule` (a --module file: the host does not start).
+    #[arg(long, requires = "trusted_module_keys")]
+    pub require_signed_modules: bool,
+    /// With --require-signed-modules: a trusted public key (ECDSA P-256,
+    /// PEM, as cosign.pub), or a directory of them (`*.pub`, `*.pem`: a
+    /// mounted ConfigMap); repeat for several.
+    #[arg(long = "trusted-module-key", value_name = "PATH", requires = "require_signed_modules")]
+    pub trusted_module_keys: Vec<PathBuf>,
     /// Refuse namespaced Reconcilers that do not name a ServiceAccount to
     /// write as (multi-tenant clusters: the host then needs little more
     /// than watch and impersonate).

@@ -7,6 +7,7 @@ mod flags;
 mod knobs;
 pub mod reference;
 mod run;
+mod sign;
 mod wizer;
 
 pub use flags::{BadCpu, BadDuration, BadQuantity, LimitArgs, RecordArgs, RunArgs, duration};
@@ -210,6 +211,14 @@ pub enum Command {
         #[arg(long, default_value_t = 10)]
         last: usize,
     },
+    /// Sign modules and files so that a host requiring signatures
+    /// (`spec.module.verify`, `--require-signed-modules`) loads them: FILE.sig
+    /// beside each file, or a cosign signature pushed beside an OCI module
+    /// (`--oci`). `--new-key NAME` makes the key pair first.
+    Sign(sign::SignArgs),
+    /// Check signatures as a host does before loading a module: each FILE
+    /// against FILE.sig, or an OCI module's cosign signature (`--oci`).
+    Verify(sign::VerifyArgs),
     /// Print a module's manifest, WIT version, imports, size and compile time.
     Inspect {
         /// The module (a .wasm component).
@@ -364,6 +373,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Version { json } => {
             print!("{}", version(json)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Sign(args) => {
+            let lines = tokio::runtime::Runtime::new()?.block_on(sign::sign(args))?;
+            for line in lines {
+                println!("{line}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Verify(args) => {
+            let lines = tokio::runtime::Runtime::new()?.block_on(sign::verify(args))?;
+            for line in lines {
+                println!("{line}");
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Readiness { file } => {

@@ -50,6 +50,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .collect();
     // Without module files, Reconciler resources are what there is to run.
     let resources = args.reconcilers || args.modules.is_empty();
+    let module_trust = if args.require_signed_modules {
+        reconciler::verify::HostPolicy::require(&args.trusted_module_keys)?
+    } else {
+        reconciler::verify::HostPolicy::default()
+    };
     let config = reconciler::Config {
         kube_config: Some(kube_config),
         resources,
@@ -65,6 +70,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             timeout: args.module_fetch_timeout,
         },
         max_output: args.max_guest_output,
+        module_trust,
     };
     let manager = builder.add(Reconcilers::component(config, files)).build().await?;
     manager.run(shutdown_signal()).await.map_err(Into::into)

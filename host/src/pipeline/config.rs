@@ -180,6 +180,10 @@ pub struct Config {
     pub egress_allowed: crate::egress::grants::Allowed,
     /// Record sampled reconciles as fixtures (`operon run --record`).
     pub record: Option<Arc<super::record::Recorder>>,
+    /// Write the host's `Synced` condition on parents whose CRD has a
+    /// conditions list keyed by type (a Reconciler's
+    /// `spec.syncedCondition`, on by default).
+    pub synced: bool,
     /// Most bytes of related objects one request carries (the read
     /// budget's 64 MiB): past it the reconcile fails with
     /// [`super::Error::RelatedTooLarge`] instead of building the request.
@@ -214,6 +218,7 @@ impl Default for Config {
             egress: None,
             egress_allowed: crate::egress::grants::Allowed::default(),
             record: None,
+            synced: true,
             max_related_bytes: super::request::MAX_RELATED_BYTES,
             resync: None,
         }

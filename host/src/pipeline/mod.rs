@@ -22,6 +22,7 @@ mod reader;
 pub mod record;
 mod request;
 pub(crate) mod shadow;
+pub mod synced;
 mod triggers;
 
 pub use budget::Ticket as GuestTicket;
@@ -169,6 +170,8 @@ pub struct Pipeline {
     /// Outbound HTTP its module may make (with no grants: every call is
     /// refused, naming the grant to add).
     egress: Arc<crate::egress::Policy>,
+    /// The host's `Synced` condition on parents.
+    synced: synced::Synced,
 }
 
 /// Build a module's controller and start (or join) the informers it needs,
@@ -203,6 +206,7 @@ pub fn build(
     let leaving = parent::Leaving::default();
     let triggers = triggers::triggers(&config, &manifest, &parents, &reads, &leaving);
     let pipeline = Pipeline {
+        synced: synced::Synced::new(config.synced, events.clone()),
         applier: Applier::new(client, events, &name, config.instance.clone()).with_event_budget(
             apply::events::Budget::for_controller(config.max_events, config.event_qps, config.event_burst),
             metrics.clone(),
@@ -255,7 +259,9 @@ impl Reconcile for Pipeline {
                 (v.active.clone(), v.candidate.clone())
             };
             let span = tracing::info_span!("guest", digest = %active.module.info().digest);
-            self.reconcile_parent(&active, candidate, key, ctx, tickets).instrument(span).await
+            let result = self.reconcile_parent(&active, candidate, key, ctx, tickets).instrument(span).await;
+            self.report_synced(key, &result, &ctx.fence).await;
+            result
         }
     }
 
@@ -464,6 +470,20 @@ impl Pipeline {
             None => None,
         };
         Ok(next(asked, self.config.resync.map(crate::cache::jitter)))
+    }
+
+    /// Tell the parent how its reconcile ended (the `Synced` condition),
+    /// if it is still one of this controller's parents.
+    async fn report_synced(&self, key: &ObjectKey, result: &Result<Action, Error>, fence: &Fence) {
+        if !self.config.scope.contains(key.namespace.as_deref()) {
+            return;
+        }
+        let Some(parent) = self.parents.store().get(key).cloned() else { return };
+        if self.config.parent_selector.as_ref().is_some_and(|s| !s.matches(&parent)) {
+            return;
+        }
+        let want = synced::Want::of(result);
+        self.synced.report(&self.applier, &self.manifest.for_kind, &parent, want, fence).await;
     }
 
     /// Count a call of `module` against its probation (`failure`: why it

@@ -139,6 +139,16 @@ pub struct PluginSpec {
     /// to requests to the hosts listed; the module never sees the value.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub credentials: Vec<crate::egress::credentials::Credential>,
+    /// Write the host's `Synced` condition on each parent: `False` with the
+    /// reason and message when a reconcile fails (the guest's failure, the
+    /// sandbox's, a refused or failed write), `True` when one succeeds —
+    /// so a parent whose own `Ready` is stale shows that its reconciles
+    /// fail. Only on kinds whose CRD has a status subresource and a
+    /// `status.conditions` list keyed by `type` (merged, never replacing
+    /// the guest's conditions), as the plugin's ServiceAccount. Default
+    /// true; `false` to leave parents' conditions to the guest alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synced_condition: Option<bool>,
 }
 
 /// A selector over annotations: `matchAnnotations` and `matchExpressions`
@@ -187,6 +197,61 @@ pub struct ModuleSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self.startsWith('/')").message("spec.module.path must be an absolute path"))]
     pub path: Option<String>,
+    /// Load the module only if it is signed by one of these keys: an OCI
+    /// source by a cosign signature (the `sha256-<digest>.sig` artifact
+    /// beside it), a URL source by a detached signature at the same URL
+    /// with `.sig` added, a ConfigMap source by the key `<key>.sig` of the
+    /// same ConfigMap, a path by the file `<path>.sig`. A module that fails
+    /// is refused (`UntrustedModule`) and the version serving, if any,
+    /// keeps serving.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<ModuleVerify>,
+}
+
+/// `spec.module.verify`: the keys a module must be signed by.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModuleVerify {
+    /// Public keys (ECDSA P-256 in PEM, as `cosign generate-key-pair` or
+    /// `operon sign --new-key` writes them); a signature by any one of
+    /// them will do.
+    #[x_kube(validation = Rule::new("size(self) > 0").message("spec.module.verify.keys must name at least one key"))]
+    #[schemars(length(max = 16))]
+    pub keys: Vec<VerifyKey>,
+}
+
+/// One key of `spec.module.verify.keys`: inline, or in a ConfigMap.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.pem) != has(self.configMap)").message("each of spec.module.verify.keys must set exactly one of pem, configMap"))]
+pub struct VerifyKey {
+    /// The public key itself: a `-----BEGIN PUBLIC KEY-----` block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pem: Option<String>,
+    /// A ConfigMap holding the public key, read by the host when it
+    /// fetches the module.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<KeyConfigMap>,
+}
+
+/// `spec.module.verify.keys[].configMap`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyConfigMap {
+    /// The ConfigMap's name.
+    #[x_kube(validation = Rule::new("size(self) > 0").message("spec.module.verify.keys[].configMap.name must not be empty"))]
+    pub name: String,
+    /// The key in `data` holding the PEM.
+    #[serde(default = "default_public_key")]
+    pub key: String,
+    /// Its namespace: a ClusterReconciler must name one; a Reconciler may
+    /// name only its own (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+fn default_public_key() -> String {
+    "cosign.pub".into()
 }
 
 /// `spec.module.configMap`.

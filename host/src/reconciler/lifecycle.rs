@@ -169,7 +169,7 @@ impl Lifecycle {
             let tx = enqueue.clone();
             let (client, metrics) = (manager.client().clone(), manager.metrics().clone());
             let allowed = manager.config().pipeline.egress_allowed.clone();
-            Loader::new(runtime.clone(), client, metrics, config.bounds, allowed, move |k: &PluginKey| {
+            Loader::new(runtime.clone(), client, metrics, config.bounds, allowed, config.module_trust.clone(), move |k: &PluginKey| {
                 let _ = tx.send(k.clone());
             })
         };
@@ -180,6 +180,27 @@ impl Lifecycle {
         for file in files {
             let bytes =
                 tokio::fs::read(&file.path).await.map_err(|source| Error::Read { path: file.path.clone(), source })?;
+            // With --require-signed-modules, a file loads only with its
+            // `.sig` by a trusted key, as every other source.
+            let key = PluginKey::File(file.path.clone());
+            let module_source = super::crd::ModuleSource {
+                path: Some(file.path.display().to_string()),
+                ..Default::default()
+            };
+            if let Some(trust) = config.module_trust.trust() {
+                let path = file.path.display().to_string();
+                let fetched = super::source::from_path(&path, config.bounds).await.map_err(|e| Error::Read {
+                    path: file.path.clone(),
+                    source: std::io::Error::other(e.to_string()),
+                })?;
+                let allowed = &manager.config().pipeline.egress_allowed;
+                let http = super::source::http_client(config.bounds, allowed);
+                let trusts = std::slice::from_ref(trust);
+                super::verify::check(&http, allowed, &module_source, &fetched, trusts, config.bounds)
+                    .await
+                    .map_err(|source| Error::Untrusted { path: file.path.clone(), source })?;
+                loader.mark_verified(&key, &module_source, &fetched.digest);
+            }
             let (runtime, limits) = (runtime.clone(), file.limits.clone());
             let module = tokio::task::spawn_blocking(move || runtime.load(&bytes, limits))
                 .await

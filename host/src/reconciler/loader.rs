@@ -14,6 +14,7 @@
 use super::PluginKey;
 use super::crd::ModuleSource;
 use super::source::{self, Bounds, Fetched};
+use super::verify::{self, HostPolicy};
 use crate::cache::CachedObject;
 use crate::runtime::{Limits, LoadError, Module, Runtime};
 use std::collections::HashMap;
@@ -87,18 +88,27 @@ struct Inner {
     /// The module digest behind a pinned OCI manifest digest, once pulled:
     /// an unchanged pin is never pulled again.
     oci: Mutex<HashMap<String, String>>,
+    /// The host's `--require-signed-modules`.
+    policy: HostPolicy,
+    /// The digests whose signature was checked for a plugin, under which
+    /// requirement (its [`verify::fingerprint`]): a new requirement voids
+    /// them.
+    verified: Mutex<HashMap<PluginKey, (String, std::collections::HashSet<String>)>>,
     /// Called with a plugin whose fetch or load finished.
     done: Box<dyn Fn(&PluginKey) + Send + Sync>,
 }
 
 impl Loader {
-    /// A loader that reports finished work through `done`.
+    /// A loader that reports finished work through `done`, downloads only
+    /// from addresses `allowed` opens, and checks every module's signature
+    /// against `policy` (and its spec's keys).
     pub fn new(
         runtime: Runtime,
         client: kube::Client,
         metrics: Arc<crate::metrics::Metrics>,
         bounds: Bounds,
         allowed: crate::egress::grants::Allowed,
+        policy: HostPolicy,
         done: impl Fn(&PluginKey) + Send + Sync + 'static,
     ) -> Loader {
         Loader {
@@ -114,6 +124,8 @@ impl Loader {
                 loads: Mutex::new(HashMap::new()),
                 restore_retry: Mutex::new(HashMap::new()),
                 oci: Mutex::new(HashMap::new()),
+                policy,
+                verified: Mutex::new(HashMap::new()),
                 done: Box::new(done),
             }),
         }
@@ -127,6 +139,36 @@ impl Loader {
         }
         let oci = source.oci.as_ref()?;
         self.inner.oci.lock().unwrap_or_else(|p| p.into_inner()).get(&oci.digest).cloned()
+    }
+
+    /// Whether `digest` may serve `key` under the signature requirement of
+    /// `spec` and the host: nothing is required, or its signature was
+    /// checked (since this process started) under that same requirement.
+    pub fn verified(&self, key: &PluginKey, spec: &ModuleSource, digest: &str) -> bool {
+        let Some(wanted) = verify::fingerprint(&self.inner.policy, spec.verify.as_ref()) else {
+            return true;
+        };
+        let verified = self.inner.verified.lock().unwrap_or_else(|p| p.into_inner());
+        verified.get(key).is_some_and(|(f, digests)| *f == wanted && digests.contains(digest))
+    }
+
+    /// Record that `digest`'s signature was checked for `key` under the
+    /// requirement of `spec` and the host.
+    pub fn mark_verified(&self, key: &PluginKey, spec: &ModuleSource, digest: &str) {
+        let Some(wanted) = verify::fingerprint(&self.inner.policy, spec.verify.as_ref()) else {
+            return;
+        };
+        let mut verified = self.inner.verified.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = verified.entry(key.clone()).or_insert_with(|| (wanted.clone(), Default::default()));
+        if entry.0 != wanted {
+            *entry = (wanted, Default::default());
+        }
+        entry.1.insert(digest.to_string());
+    }
+
+    /// The host's signature requirement.
+    pub fn policy(&self) -> &HostPolicy {
+        &self.inner.policy
     }
 
     /// The digest of what the source held when its bytes were last fetched
@@ -166,7 +208,12 @@ impl Loader {
                     retry: false,
                 };
             }
-            let read = source::from_path(path, self.inner.bounds).await;
+            let mut read = source::from_path(path, self.inner.bounds).await;
+            if let Ok(fetched) = &read
+                && let Err(e) = self.check(key, spec, fetched).await
+            {
+                read = Err(e);
+            }
             self.inner.metrics.module_fetched("path", read.is_ok());
             return done(read);
         }
@@ -230,6 +277,10 @@ impl Loader {
                     (None, None, None) => Err(source::Error::Refused("spec.module names no source".into())),
                 }
             };
+            let result = match result {
+                Ok(fetched) => this.check(&key, &spec, &fetched).await.map(|()| fetched),
+                Err(e) => Err(e),
+            };
             let kind = match (&spec.config_map, &spec.url) {
                 (Some(_), _) => "configmap",
                 (None, Some(_)) => "url",
@@ -241,8 +292,10 @@ impl Loader {
                 Err(error) => {
                     // A ConfigMap that lacks the key may gain it; a
                     // download's 404 is the spec's to fix.
-                    let retry = matches!(error, source::Error::Unavailable(_))
-                        || (spec.config_map.is_some() && matches!(error, source::Error::Missing(_)));
+                    let retry = matches!(
+                        error,
+                        source::Error::Unavailable(_) | source::Error::Untrusted { retry: true, .. }
+                    ) || (spec.config_map.is_some() && matches!(error, source::Error::Missing(_)));
                     Fetch::Failed { error, retry }
                 }
             };
@@ -264,9 +317,31 @@ impl Loader {
         Fetch::Running
     }
 
+    /// Check `fetched`'s signature against what the host and `spec`
+    /// require, and remember it was checked.
+    async fn check(&self, key: &PluginKey, spec: &ModuleSource, fetched: &Fetched) -> Result<(), source::Error> {
+        if verify::fingerprint(&self.inner.policy, spec.verify.as_ref()).is_none() {
+            return Ok(());
+        }
+        let namespace = match key {
+            PluginKey::Reconciler(k) => k.namespace.as_deref(),
+            _ => None,
+        };
+        let client = &self.inner.client;
+        let trusts = verify::required(&self.inner.policy, client, namespace, spec.verify.as_ref())
+            .await
+            .map_err(verify::Error::into_source)?;
+        verify::check(&self.inner.http, &self.inner.allowed, spec, fetched, &trusts, self.inner.bounds)
+            .await
+            .map_err(verify::Error::into_source)?;
+        self.mark_verified(key, spec, &fetched.digest);
+        Ok(())
+    }
+
     /// Drop what was fetched for `key` (loaded, or the plugin is gone).
     pub fn forget(&self, key: &PluginKey) {
         self.inner.fetches.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+        self.inner.verified.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
         self.inner.loads.lock().unwrap_or_else(|p| p.into_inner()).retain(|(k, _, _), _| k != key);
         self.inner.restore_retry.lock().unwrap_or_else(|p| p.into_inner()).retain(|(k, _, _), _| k != key);
     }
@@ -380,7 +455,10 @@ fn done(result: Result<Fetched, source::Error>) -> Fetch {
     match result {
         Ok(f) => Fetch::Done(Arc::new(f)),
         Err(error) => {
-            let retry = matches!(error, source::Error::Unavailable(_) | source::Error::Missing(_));
+            let retry = matches!(
+                error,
+                source::Error::Unavailable(_) | source::Error::Missing(_) | source::Error::Untrusted { retry: true, .. }
+            );
             Fetch::Failed { error, retry }
         }
     }
@@ -406,8 +484,15 @@ mod tests {
         let runtime = Runtime::new(config).unwrap();
         let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
         let metrics = Arc::new(crate::metrics::Metrics::new());
-        let loader =
-            Loader::new(runtime, client, metrics, Bounds::default(), crate::egress::grants::Allowed::public(), |_| {});
+        let loader = Loader::new(
+            runtime,
+            client,
+            metrics,
+            Bounds::default(),
+            crate::egress::grants::Allowed::public(),
+            HostPolicy::default(),
+            |_| {},
+        );
         let key = PluginKey::ClusterReconciler("r".into());
         let (digest, limits) = ("sha256:00", Limits::default());
         assert!(matches!(loader.load(&key, digest, None, &limits), Load::Running));

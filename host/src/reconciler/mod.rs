@@ -35,6 +35,7 @@ mod release;
 pub mod settings;
 pub mod source;
 pub mod status;
+pub mod verify;
 
 use crate::cache::{ObjectKey, WatchKey};
 use crate::contract::Gvk;
@@ -95,6 +96,9 @@ pub struct Config {
     /// The most a Reconciler's `spec.limits.maxOutput` may ask, in bytes
     /// (`--max-guest-output`).
     pub max_output: u64,
+    /// The keys every module must be signed by (`--require-signed-modules`),
+    /// whatever its Reconciler says.
+    pub module_trust: verify::HostPolicy,
 }
 
 impl Default for Config {
@@ -111,6 +115,7 @@ impl Default for Config {
             instance: "operon".into(),
             bounds: source::Bounds::default(),
             max_output: MAX_OUTPUT_CEILING,
+            module_trust: verify::HostPolicy::default(),
         }
     }
 }
@@ -145,6 +150,15 @@ pub enum Error {
         /// Why.
         #[source]
         source: std::io::Error,
+    },
+    /// A module file is not signed by a key the host trusts.
+    #[error("module {path}: {source}")]
+    Untrusted {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: verify::Error,
     },
     /// A module file did not load.
     #[error("loading module {path}: {source}")]

@@ -47,6 +47,9 @@ pub enum Source {
     /// Will not be fetched until the spec changes (a digest mismatch, a
     /// refused URL or path).
     Refused(String),
+    /// Fetched, but not signed as `spec.module.verify` or the host
+    /// requires (nothing of it was loaded).
+    Untrusted(String),
     /// These bytes.
     Holds(String),
 }
@@ -62,6 +65,10 @@ pub struct Module {
     /// The older Reconciler that already reconciles its kind in the same
     /// namespaces, if one does (it may not serve meanwhile).
     pub overlaps: Option<String>,
+    /// Why its signature is not known good under the keys now required
+    /// (they changed since it loaded, or it was restored from this host's
+    /// store), if so: it may not serve until verified again.
+    pub untrusted: Option<String>,
     /// Whether it exports `validate`/`mutate`.
     pub admission: bool,
 }
@@ -70,10 +77,11 @@ impl Module {
     /// Why it may not serve now (not for good: the grants or the other
     /// Reconciler may change), if so.
     pub fn blocked(&self) -> Option<(Reason, &String)> {
-        match (&self.forbidden, &self.overlaps) {
-            (Some(why), _) => Some((Reason::Forbidden, why)),
-            (None, Some(why)) => Some((Reason::Overlaps, why)),
-            (None, None) => None,
+        match (&self.untrusted, &self.forbidden, &self.overlaps) {
+            (Some(why), _, _) => Some((Reason::UntrustedModule, why)),
+            (None, Some(why), _) => Some((Reason::Forbidden, why)),
+            (None, None, Some(why)) => Some((Reason::Overlaps, why)),
+            (None, None, None) => None,
         }
     }
 }
@@ -299,6 +307,10 @@ pub fn plan(i: &Inputs<'_>) -> Plan {
         Source::Pending => None,
         Source::Unavailable(m) | Source::Refused(m) => {
             problem = Some((Reason::SourceUnavailable, m.clone()));
+            None
+        }
+        Source::Untrusted(m) => {
+            problem = Some((Reason::UntrustedModule, m.clone()));
             None
         }
         Source::Holds(digest) => match i.durable.refusal(digest) {

@@ -46,6 +46,9 @@ pub enum InvalidSpec {
     /// `spec.grants.egress` or `spec.credentials` cannot be used.
     #[error("{0}")]
     Egress(String),
+    /// `spec.module.verify` names a key that cannot be used.
+    #[error(transparent)]
+    Verify(super::verify::Error),
     /// Credentials without a ServiceAccount to read them as.
     #[error(
         "spec.credentials needs spec.serviceAccountName: the host reads a credential's Secret as the plugin's ServiceAccount, never as itself"
@@ -114,6 +117,13 @@ pub struct Host<'a> {
 /// [`InvalidSpec`] naming the field.
 pub fn derive(key: &PluginKey, spec: &PluginSpec, host: &Host<'_>) -> Result<Settings, InvalidSpec> {
     let placement = key.placement();
+    if let Some(verify) = &spec.module.verify {
+        let namespace = match &placement {
+            Placement::Namespaced(ns) => Some(ns.as_str()),
+            Placement::Cluster => None,
+        };
+        super::verify::check_spec(verify, namespace).map_err(InvalidSpec::Verify)?;
+    }
     let labels = spec.selector.as_ref().map(label_selector).transpose()?;
     let annotations = spec
         .annotation_selector
@@ -157,6 +167,7 @@ pub fn derive(key: &PluginKey, spec: &PluginSpec, host: &Host<'_>) -> Result<Set
         probation,
         egress,
         resync: spec.resync_period_seconds.map(|s| Duration::from_secs(s.into())),
+        synced: spec.synced_condition.unwrap_or(true),
         ..base
     };
     let limits = limits(spec);
@@ -171,6 +182,7 @@ pub fn derive(key: &PluginKey, spec: &PluginSpec, host: &Host<'_>) -> Result<Set
         &spec.selector,
         &spec.credentials,
         &spec.resync_period_seconds,
+        &spec.synced_condition,
         format!("{placement:?}"),
     ))
     .unwrap_or_default();

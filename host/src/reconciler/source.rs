@@ -201,6 +201,16 @@ pub enum Error {
     /// The URL is not allowed.
     #[error("{0}")]
     Refused(String),
+    /// The module is not signed as `spec.module.verify` or the host's
+    /// `--require-signed-modules` asks (the message names the keys and
+    /// what to do); `retry` when a signature may still be published.
+    #[error("{message}")]
+    Untrusted {
+        /// What is wrong, which keys, what to do.
+        message: String,
+        /// Whether fetching again may find a signature.
+        retry: bool,
+    },
     /// The module is larger than the host accepts.
     #[error("{what} is larger than the {limit} bytes this host accepts (--max-module-size)")]
     TooLarge {
@@ -218,6 +228,10 @@ pub struct Fetched {
     pub bytes: Vec<u8>,
     /// `sha256:<hex>`.
     pub digest: String,
+    /// A detached signature kept beside the module, read with it: the key
+    /// `<key>.sig` of its ConfigMap, the file `<path>.sig` (URL and OCI
+    /// signatures are fetched only when one is required).
+    pub signature: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for Fetched {
@@ -262,7 +276,8 @@ pub fn from_config_map(
             });
         }
         let digest = digest(&bytes);
-        return Ok(Fetched { bytes, digest });
+        let signature = config_map_signature(value, key);
+        return Ok(Fetched { bytes, digest, signature });
     }
     if value.pointer(&format!("/data/{}", escape(key))).is_some() {
         return Err(Error::Missing(format!(
@@ -270,6 +285,18 @@ pub fn from_config_map(
         )));
     }
     Err(Error::Missing(format!("ConfigMap {name} has no binaryData[{key}]")))
+}
+
+/// The signature beside a ConfigMap's module: the key `<key>.sig`, in
+/// `data` (the base64 text `cosign sign-blob` and `operon sign` write, which
+/// `kubectl create configmap --from-file` puts there) or `binaryData`.
+fn config_map_signature(value: &serde_json::Value, key: &str) -> Option<Vec<u8>> {
+    let name = escape(&format!("{key}.sig"));
+    if let Some(text) = value.pointer(&format!("/data/{name}")).and_then(|v| v.as_str()) {
+        return Some(text.as_bytes().to_vec());
+    }
+    let text = value.pointer(&format!("/binaryData/{name}")).and_then(|v| v.as_str())?;
+    base64::engine::general_purpose::STANDARD.decode(text).ok()
 }
 
 /// The refusal of a ConfigMap source whose ConfigMap does not exist.
@@ -315,7 +342,11 @@ pub async fn from_path(path: &str, bounds: Bounds) -> Result<Fetched, Error> {
     }
     let bytes = tokio::fs::read(path).await.map_err(|e| Error::Unavailable(format!("reading {path}: {e}")))?;
     let digest = digest(&bytes);
-    Ok(Fetched { bytes, digest })
+    let signature = match tokio::fs::read(format!("{path}.sig")).await {
+        Ok(s) if s.len() <= crate::signing::MAX_SIGNATURE_BYTES => Some(s),
+        _ => None,
+    };
+    Ok(Fetched { bytes, digest, signature })
 }
 
 /// Whether plain HTTP may be used for `host`: loopback, or a Service inside
@@ -331,24 +362,26 @@ pub fn plain_http_allowed(host: &str) -> bool {
     host.ends_with(".svc") || host.ends_with(".svc.cluster.local")
 }
 
-/// Download a module and check its SHA-256: from a public address over
-/// https, or from a special address the operator opened (`--egress-allow`)
+/// What a bounded GET found.
+pub enum Got {
+    /// The body.
+    Bytes(Vec<u8>),
+    /// The server answered 404.
+    NotFound,
+}
+
+/// A URL a module (or its signature) may be fetched from: a public address
+/// over https, or a special address the operator opened (`--egress-allow`)
 /// over https or plain HTTP. Whatever else a URL names is refused before
 /// anything is sent, with one message (a tenant learns nothing of what
 /// answers there).
 ///
 /// # Errors
-/// [`Error::Refused`] for plain HTTP to the outside or an address the
-/// operator did not open, [`Error::Unavailable`] when the server cannot
-/// be reached or answers an error, [`Error::DigestMismatch`].
-pub async fn from_url(
-    http: &reqwest::Client,
-    source: &UrlSource,
-    bounds: Bounds,
-    allowed: &Allowed,
-) -> Result<Fetched, Error> {
-    let url = reqwest::Url::parse(&source.href)
-        .map_err(|e| Error::Refused(format!("spec.module.url.href {:?} is not a URL: {e}", source.href)))?;
+/// [`Error::Refused`] naming the field and the fix, for plain HTTP to the
+/// outside or an address the operator did not open;
+/// [`Error::Unavailable`] for a name that does not resolve.
+pub async fn checked_url(href: &str, field: &str, allowed: &Allowed, bounds: Bounds) -> Result<reqwest::Url, Error> {
+    let url = reqwest::Url::parse(href).map_err(|e| Error::Refused(format!("{field} {href:?} is not a URL: {e}")))?;
     match url.scheme() {
         "https" => {
             reachable(&url, allowed, bounds).await?;
@@ -370,6 +403,16 @@ pub async fn from_url(
         }
         other => return Err(Error::Refused(format!("unsupported URL scheme {other:?}; use https://"))),
     }
+    Ok(url)
+}
+
+/// GET `url` with the bounds of module downloads: at most `max_bytes`,
+/// within the fetch timeout, redirects only as [`http_client`] allows.
+///
+/// # Errors
+/// [`Error::Unavailable`] (unreachable, an error status other than 404,
+/// too slow), [`Error::TooLarge`].
+pub async fn get(http: &reqwest::Client, url: &reqwest::Url, max_bytes: usize, bounds: Bounds) -> Result<Got, Error> {
     let unavailable = |e: reqwest::Error| {
         if e.is_timeout() {
             return Error::Unavailable(format!(
@@ -390,31 +433,55 @@ pub async fn from_url(
     };
     let download = async {
         let mut response = http.get(url.clone()).send().await.map_err(unavailable)?;
+        if response.status() == reqwest::StatusCode::NOT_FOUND {
+            return Ok(Got::NotFound);
+        }
         if !response.status().is_success() {
             return Err(Error::Unavailable(format!("fetching {url}: the server answered {}", response.status())));
         }
-        let too_large = || Error::TooLarge { what: url.to_string(), limit: bounds.max_bytes };
-        if response.content_length().is_some_and(|n| n > bounds.max_bytes as u64) {
+        let too_large = || Error::TooLarge { what: url.to_string(), limit: max_bytes };
+        if response.content_length().is_some_and(|n| n > max_bytes as u64) {
             return Err(too_large());
         }
         let mut bytes = Vec::new();
         while let Some(chunk) = response.chunk().await.map_err(unavailable)? {
-            if bytes.len() + chunk.len() > bounds.max_bytes {
+            if bytes.len() + chunk.len() > max_bytes {
                 return Err(too_large());
             }
             bytes.extend_from_slice(&chunk);
         }
-        Ok(bytes)
+        Ok(Got::Bytes(bytes))
     };
-    let bytes =
-        tokio::time::timeout(bounds.timeout, download).await.map_err(|_| bounds.late(&format!("fetching {url}")))??;
+    tokio::time::timeout(bounds.timeout, download).await.map_err(|_| bounds.late(&format!("fetching {url}")))?
+}
+
+/// Download a module from where [`checked_url`] allows and check its
+/// SHA-256.
+///
+/// # Errors
+/// [`Error::Refused`] for plain HTTP to the outside or an address the
+/// operator did not open, [`Error::Unavailable`] when the server cannot
+/// be reached or answers an error, [`Error::DigestMismatch`].
+pub async fn from_url(
+    http: &reqwest::Client,
+    source: &UrlSource,
+    bounds: Bounds,
+    allowed: &Allowed,
+) -> Result<Fetched, Error> {
+    let url = checked_url(&source.href, "spec.module.url.href", allowed, bounds).await?;
+    let bytes = match get(http, &url, bounds.max_bytes, bounds).await? {
+        Got::Bytes(bytes) => bytes,
+        Got::NotFound => {
+            return Err(Error::Unavailable(format!("fetching {url}: the server answered {}", reqwest::StatusCode::NOT_FOUND)));
+        }
+    };
     let found = digest(&bytes);
     let expected = format!("sha256:{}", source.sha256);
     if found != expected {
         tracing::info!(%url, %expected, %found, "module source served other bytes than the spec pins");
         return Err(Error::DigestMismatch { expected, found });
     }
-    Ok(Fetched { bytes, digest: found })
+    Ok(Fetched { bytes, digest: found, signature: None })
 }
 
 /// Media types of a WebAssembly layer, as the tools that push modules use
@@ -432,21 +499,11 @@ const WASM_LAYER_TYPES: &[&str] = &[
 /// [`Error::Unavailable`] (registry, auth, no wasm layer),
 /// [`Error::DigestMismatch`] when the layer or manifest does not match.
 pub async fn from_oci(source: &OciSource, bounds: Bounds) -> Result<Fetched, Error> {
+    use oci_client::Reference;
     use oci_client::secrets::RegistryAuth;
-    use oci_client::{Client, Reference, client::ClientConfig, client::ClientProtocol};
-    let base: Reference = source
-        .reference
-        .parse()
-        .map_err(|e| Error::Refused(format!("spec.module.oci.reference {:?}: {e}", source.reference)))?;
+    let (client, base) = oci_client(&source.reference)?;
     let reference =
         Reference::with_digest(base.registry().to_string(), base.repository().to_string(), source.digest.clone());
-    let registry_host = base.registry().split(':').next().unwrap_or_default().to_string();
-    let protocol = if plain_http_allowed(&registry_host) {
-        ClientProtocol::HttpsExcept(vec![base.registry().to_string()])
-    } else {
-        ClientProtocol::Https
-    };
-    let client = Client::new(ClientConfig { protocol, ..ClientConfig::default() });
     let unavailable = |e: oci_client::errors::OciDistributionError| {
         Error::Unavailable(format!("pulling {}@{}: {e}", source.reference, source.digest))
     };
@@ -477,7 +534,7 @@ pub async fn from_oci(source: &OciSource, bounds: Bounds) -> Result<Fetched, Err
     }
     // The layer's declared size is the registry's word: the bytes are
     // counted as they come, and the whole pull is bounded in time.
-    let mut sink = Capped { bytes: Vec::new(), max: bounds.max_bytes, over: false };
+    let mut sink = Capped::new(bounds.max_bytes);
     let left = bounds.timeout.saturating_sub(started.elapsed());
     let pulled =
         tokio::time::timeout(left, client.pull_blob(&reference, layer, &mut sink)).await.map_err(|_| late())?;
@@ -492,14 +549,53 @@ pub async fn from_oci(source: &OciSource, bounds: Bounds) -> Result<Fetched, Err
             "registry served another layer than its manifest names");
         return Err(Error::DigestMismatch { expected: layer.digest.clone(), found });
     }
-    Ok(Fetched { bytes, digest: found })
+    Ok(Fetched { bytes, digest: found, signature: None })
 }
 
-/// A sink that refuses to grow past `max` bytes.
-struct Capped {
+/// A registry client for `reference` (`registry/repository[:tag]`), and the
+/// reference parsed: plain HTTP for loopback and in-cluster registries only,
+/// anonymous.
+///
+/// # Errors
+/// [`Error::Refused`] when the reference does not parse.
+pub fn oci_client(reference: &str) -> Result<(oci_client::Client, oci_client::Reference), Error> {
+    use oci_client::client::{ClientConfig, ClientProtocol};
+    let base: oci_client::Reference =
+        reference.parse().map_err(|e| Error::Refused(format!("spec.module.oci.reference {reference:?}: {e}")))?;
+    let registry_host = base.registry().split(':').next().unwrap_or_default().to_string();
+    let protocol = if plain_http_allowed(&registry_host) {
+        ClientProtocol::HttpsExcept(vec![base.registry().to_string()])
+    } else {
+        ClientProtocol::Https
+    };
+    Ok((oci_client::Client::new(ClientConfig { protocol, ..ClientConfig::default() }), base))
+}
+
+
+
+/// A sink for [`oci_client::Client::pull_blob`] that refuses to grow past
+/// `max` bytes: a registry's declared sizes are its word only.
+pub struct Capped {
     bytes: Vec<u8>,
     max: usize,
     over: bool,
+}
+
+impl Capped {
+    /// An empty sink for at most `max` bytes.
+    pub fn new(max: usize) -> Capped {
+        Capped { bytes: Vec::new(), max, over: false }
+    }
+
+    /// Whether more than `max` bytes were offered.
+    pub fn over(&self) -> bool {
+        self.over
+    }
+
+    /// What was written.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
 }
 
 impl tokio::io::AsyncWrite for Capped {

@@ -24,6 +24,9 @@ pub enum Reason {
     /// The module could not be fetched (ConfigMap missing, URL unreachable,
     /// digest mismatch).
     SourceUnavailable,
+    /// The module is not signed by a key `spec.module.verify` or the host
+    /// (`--require-signed-modules`) requires.
+    UntrustedModule,
     /// A new version failed too many of its first reconciles; the previous
     /// one runs again.
     RolledBack,
@@ -54,7 +57,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, for the troubleshooting reference.
-    pub const ALL: [Reason; 19] = [
+    pub const ALL: [Reason; 20] = [
         Reason::Loading,
         Reason::Loaded,
         Reason::Swapped,
@@ -63,6 +66,7 @@ impl Reason {
         Reason::WitVersionMismatch,
         Reason::Forbidden,
         Reason::SourceUnavailable,
+        Reason::UntrustedModule,
         Reason::RolledBack,
         Reason::Shadowing,
         Reason::ShadowDiffers,
@@ -119,6 +123,14 @@ impl Reason {
             Reason::SourceUnavailable => {
                 "Check the source: the ConfigMap and its key exist in the Reconciler's namespace (binaryData), the URL is reachable \
                  from the host, and `sha256`/`digest` match the bytes (a mismatch is never retried until the spec changes)."
+            }
+            Reason::UntrustedModule => {
+                "The module was fetched but not loaded: it has no signature, or none by a key that `spec.module.verify` \
+                 or the host's `--trusted-module-key` names (the message names the keys and where the signature was \
+                 looked for). Sign this version with one of those keys (`operon sign --key KEY --oci REF@DIGEST` or \
+                 `cosign sign --key` for an OCI source; `operon sign --key KEY module.wasm` for the `.sig` beside a \
+                 URL, ConfigMap key or file) or name the right public key; the version serving, if any, keeps serving. \
+                 A missing signature is looked for again with backoff; a wrong one when the spec changes."
             }
             Reason::RolledBack => {
                 "The new version failed too many of its first reconciles and the previous one serves again. Read the Reconciler's \
@@ -184,6 +196,7 @@ impl Reason {
             Reason::WitVersionMismatch => "WitVersionMismatch",
             Reason::Forbidden => "Forbidden",
             Reason::SourceUnavailable => "SourceUnavailable",
+            Reason::UntrustedModule => "UntrustedModule",
             Reason::RolledBack => "RolledBack",
             Reason::Shadowing => "Shadowing",
             Reason::ShadowDiffers => "ShadowDiffers",

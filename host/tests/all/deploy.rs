@@ -379,6 +379,59 @@ async fn helm_chart_with_webhooks_service_monitor_and_extra_grants_passes_server
     dry_run_all("helm template (webhooks, serviceMonitor, extraGrants)", &docs).await;
 }
 
+/// With `moduleVerification.required`, the chart starts the host with
+/// `--require-signed-modules` and the keys mounted from a ConfigMap of its
+/// own; without a key it refuses to render.
+#[tokio::test]
+async fn helm_chart_requiring_signed_modules_mounts_the_keys_and_passes_server_side_dry_run() {
+    let scratch = tempfile::tempdir().unwrap();
+    let values = scratch.path().join("values.yaml");
+    let pem = "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEL1Q5yYfQejOzhsFKJAQsfar5bFVb\nAgVJNTyex/CglG5uglfNZfjjcgy8JRwuw/Gf/Z5gp5+sVVD/SCW2gTYETw==\n-----END PUBLIC KEY-----\n";
+    let text = format!(
+        "moduleVerification:\n  required: true\n  keys:\n    platform.pub: |\n{}",
+        pem.lines().map(|l| format!("      {l}\n")).collect::<String>()
+    );
+    std::fs::write(&values, text).unwrap();
+    let docs = documents(&helm_template(&["-f", values.to_str().unwrap()]));
+    let args = deployment_args(&docs);
+    assert!(args.iter().any(|a| a == "--require-signed-modules"), "{args:?}");
+    assert!(args.iter().any(|a| a == "--trusted-module-key=/etc/operon/module-keys"), "{args:?}");
+    let keys = docs.iter().find(|d| kind_name(d) == "ConfigMap operon-module-keys").expect("the keys' ConfigMap");
+    assert_eq!(keys["data"]["platform.pub"], pem);
+    let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
+    let mounts = deployment["spec"]["template"]["spec"]["containers"][0]["volumeMounts"].to_string();
+    assert!(mounts.contains("/etc/operon/module-keys"), "{mounts}");
+    dry_run_all("helm template (moduleVerification)", &docs).await;
+
+    let out = Command::new(helm())
+        .args(["template", "operon"])
+        .arg(root().join("deploy/helm/operon"))
+        .args(["--set", "moduleVerification.required=true"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "a requirement without a key must not render");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs at least one key"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The chart of the release directory (`cargo xtask release`, or the one
+/// `cargo xtask test` assembles), installed from the file a user
+/// downloads: every document passes server-side dry run.
+#[tokio::test]
+async fn the_release_directorys_chart_passes_server_side_dry_run() {
+    let dir = std::env::var_os("OPERON_RELEASE_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target/release-dir"));
+    let chart = dir.join(format!("operon-{}.tgz", env!("CARGO_PKG_VERSION")));
+    assert!(
+        chart.exists(),
+        "{} is missing: run `cargo xtask release --ephemeral-key` (or `cargo xtask test`) first",
+        chart.display()
+    );
+    let mut command = Command::new(helm());
+    command.args(["template", "operon"]).arg(&chart).args(["--namespace", NAMESPACE, "--include-crds"]);
+    let docs = documents(&render(command));
+    assert!(has(&docs, "Deployment operon") && has(&docs, "CustomResourceDefinition reconcilers.operon.dev"), "{:?}", kinds(&docs));
+    dry_run_all("the release's chart", &docs).await;
+}
+
 #[tokio::test]
 async fn kustomize_base_passes_server_side_dry_run() {
     let mut command = Command::new(kustomize());

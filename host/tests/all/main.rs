@@ -36,6 +36,7 @@ mod lifecycle;
 mod lost_lease;
 mod manager;
 mod reconcilers;
+mod release;
 mod resilience;
 mod sandbox;
 mod scaleout;

@@ -1,7 +1,8 @@
 //! Reconcilers as resources, against a real API server: plugins loaded from
 //! ConfigMaps and URLs, refused with a reason, swapped under load, rolled
 //! back, shadowed, scoped to their namespace, bounded by their
-//! ServiceAccount's RBAC and by adoption rules, and removed cleanly.
+//! ServiceAccount's RBAC and by adoption rules, and removed cleanly; the
+//! host's `Synced` condition on parents whose reconciles fail.
 //!
 //! Each test runs its own in-process manager with the Reconciler controller
 //! (`Plugins`), watching its own namespace.
@@ -10,7 +11,7 @@ use crate::common;
 use crate::common::plugins;
 use crate::common::serve;
 
-use common::{eventually, guest, thing_crd};
+use common::{eventually, guest, thing_crd, webapp_crd};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
@@ -35,7 +36,7 @@ fn reconciler_crds() -> Vec<CustomResourceDefinition> {
 
 fn plane() -> &'static operon_envtest::ControlPlane {
     operon_envtest::shared_named("reconcilers", || {
-        let mut o = operon_envtest::Options::with_controller_manager().crd(thing_crd());
+        let mut o = operon_envtest::Options::with_controller_manager().crd(thing_crd()).crd(webapp_crd());
         for crd in reconciler_crds() {
             o = o.crd(crd);
         }
@@ -755,5 +756,146 @@ async fn a_resync_period_reconciles_unchanged_parents_again_and_forgets_deleted_
     let after = controller.stats().reconciles;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(controller.stats().reconciles, after, "a deleted parent kept being resynced");
+    host.stop().await;
+}
+
+/// The `Synced` condition of a parent: `(status, reason, message)`.
+async fn synced(webapps: &Api<DynamicObject>, name: &str) -> Option<(String, String, String)> {
+    let o = webapps.get_opt(name).await.ok()??;
+    let list = o.data.pointer("/status/conditions")?.as_array()?.clone();
+    let c = list.into_iter().find(|c| c["type"] == "Synced")?;
+    let text = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+    Some((text("status"), text("reason"), text("message")))
+}
+
+/// A failure after a side effect shows on the parent: a WebApp whose
+/// Deployment and Service are written but whose Ingress the plugin's
+/// ServiceAccount may not write keeps the guest's own conditions from its
+/// last good reconcile, and the host adds `Synced=False` with the reason
+/// and the API server's refusal — written once, not at every backoff step
+/// — then `Synced=True` once the Ingress may be written. A Reconciler with
+/// `syncedCondition: false` leaves its parents' conditions to the guest.
+#[tokio::test]
+async fn a_failing_reconcile_after_a_side_effect_shows_as_synced_false_on_the_parent() {
+    let host = Host::start("rec-synced").await;
+    let sas: Api<ServiceAccount> = Api::namespaced(host.client.clone(), &host.ns);
+    sas.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "plugin"}})).unwrap())
+        .await
+        .unwrap();
+    let rules = |ingress: bool| {
+        let mut rules = vec![
+            json!({"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}),
+            json!({"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}),
+            json!({"apiGroups": ["example.operon.dev"], "resources": ["webapps", "webapps/status"], "verbs": ["get", "patch", "update"]}),
+            json!({"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}),
+        ];
+        if ingress {
+            rules.push(json!({"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}));
+        }
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "plugin"}, "rules": rules})
+    };
+    let roles: Api<Role> = Api::namespaced(host.client.clone(), &host.ns);
+    let role: Role = serde_json::from_value(rules(false)).unwrap();
+    roles.patch("plugin", &PatchParams::apply("test").force(), &Patch::Apply(&role)).await.unwrap();
+    let bindings: Api<RoleBinding> = Api::namespaced(host.client.clone(), &host.ns);
+    bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "plugin"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "plugin"},
+                "subjects": [{"kind": "ServiceAccount", "name": "plugin", "namespace": host.ns}]}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    host.module_config_map("webapp", &guest("rust-webapp")).await;
+    let spec = |app: &str, synced: Option<bool>| {
+        let mut spec = json!({"module": config_map_module("webapp"), "serviceAccountName": "plugin",
+            "selector": {"matchLabels": {"app": app}},
+            "grants": {"for": [{"group": "example.operon.dev", "kind": "WebApp"}],
+                       "owns": [{"group": "apps", "kind": "Deployment"}, {"group": "", "kind": "Service"},
+                                {"group": "networking.k8s.io", "kind": "Ingress"}]}});
+        if let Some(on) = synced {
+            spec["syncedCondition"] = json!(on);
+        }
+        spec
+    };
+    host.reconciler("reported", spec("reported", None)).await;
+    host.reconciler("quiet", spec("quiet", Some(false))).await;
+    let webapps: Api<DynamicObject> = Api::namespaced_with(
+        host.client.clone(),
+        &host.ns,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk("example.operon.dev", "v1alpha1", "WebApp")),
+    );
+    let apply_webapp = |name: &'static str, ingress: bool| {
+        let mut w = json!({"apiVersion": "example.operon.dev/v1alpha1", "kind": "WebApp",
+            "metadata": {"name": name, "labels": {"app": name}},
+            "spec": {"image": "registry.example.com/shop/web:1.4.2", "replicas": 1, "port": 8080}});
+        if ingress {
+            w["spec"]["ingress"] = json!({"host": "shop.example.com", "path": "/"});
+        }
+        let webapps = webapps.clone();
+        async move {
+            let object: DynamicObject = serde_json::from_value(w).unwrap();
+            webapps.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&object)).await.unwrap();
+        }
+    };
+    apply_webapp("reported", false).await;
+    apply_webapp("quiet", false).await;
+    let guest_conditions = |o: &DynamicObject| -> Vec<String> {
+        let list = o.data.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+        list.iter().filter(|c| c["type"] != "Synced").map(|c| c["type"].as_str().unwrap_or_default().to_string()).collect()
+    };
+    let first = eventually("the first reconcile to succeed", WAIT, || async {
+        synced(&webapps, "reported").await.filter(|(status, _, _)| status == "True")
+    })
+    .await;
+    assert_eq!(first.1, "ReconcileSuccess");
+    let written = webapps.get("reported").await.unwrap();
+    let before = guest_conditions(&written);
+    assert!(!before.is_empty(), "the guest writes conditions of its own: {:?}", written.data["status"]);
+
+    // The Ingress is refused: the Deployment and Service are written, then
+    // every reconcile fails.
+    apply_webapp("reported", true).await;
+    apply_webapp("quiet", true).await;
+    let failed = eventually("Synced=False on the parent", WAIT, || async {
+        synced(&webapps, "reported").await.filter(|(status, _, _)| status == "False")
+    })
+    .await;
+    eprintln!("Synced: {failed:?}");
+    assert_eq!(failed.1, "ApplyFailed");
+    assert!(failed.2.contains("Ingress") && failed.2.contains("forbidden"), "the refusal is in the message: {failed:?}");
+    let failing = webapps.get("reported").await.unwrap();
+    assert_eq!(guest_conditions(&failing), before, "the guest's conditions are all still there");
+    // The failing loop retries with backoff; the condition is not written again.
+    let version = failing.metadata.resource_version.clone();
+    // controller_runtime_reconcile_errors_total of the Reconciler's controller.
+    let errors = || {
+        let text = host.manager.metrics().encode().unwrap();
+        let prefix = format!("controller_runtime_reconcile_errors_total{{controller=\"{}/reported\"}} ", host.ns);
+        text.lines().find_map(|l| l.strip_prefix(&prefix)).map_or(0.0, |v| v.trim().parse::<f64>().unwrap())
+    };
+    let errors_before = errors();
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let errors_after = errors();
+    assert!(errors_after >= errors_before + 2.0, "reconciles kept failing ({errors_before} → {errors_after})");
+    assert_eq!(
+        webapps.get("reported").await.unwrap().metadata.resource_version,
+        version,
+        "the parent was written again while the same failure repeated"
+    );
+    let quiet = webapps.get("quiet").await.unwrap();
+    assert!(synced(&webapps, "quiet").await.is_none(), "syncedCondition: false writes nothing: {:?}", quiet.data["status"]);
+
+    // Granted: the next retry succeeds, and the parent says so.
+    let role: Role = serde_json::from_value(rules(true)).unwrap();
+    roles.patch("plugin", &PatchParams::apply("test").force(), &Patch::Apply(&role)).await.unwrap();
+    let recovered = eventually("Synced=True again", Duration::from_secs(120), || async {
+        synced(&webapps, "reported").await.filter(|(status, _, _)| status == "True")
+    })
+    .await;
+    assert_eq!(recovered.1, "ReconcileSuccess");
+    assert_eq!(guest_conditions(&webapps.get("reported").await.unwrap()), before);
     host.stop().await;
 }

@@ -1,12 +1,14 @@
 //! Module sources a tenant points at, as a hostile tenant would: a URL that
 //! redirects into plain HTTP elsewhere, a body or a layer larger than the
-//! host accepts, sources that never answer or answer a byte a second, and a
-//! pinned OCI digest that must not be pulled again. Every test runs real
+//! host accepts, sources that never answer or answer a byte a second, a
+//! pinned OCI digest that must not be pulled again, and modules that must
+//! be signed (`spec.module.verify`, `--require-signed-modules`) arriving
+//! unsigned, signed by another key, with a signature copied from another
+//! version, or changed after they were signed. Every test runs real
 //! `operon run --reconcilers` processes against the real API server (the
-//! binary under test, or `$OPERON_BIN`: each test here failed on the build
-//! before the sources were bounded) and watches
-//! what a platform team would: the Reconcilers' status, the process's
-//! memory, the registry's own log.
+//! binary under test, or `$OPERON_BIN`) and watches what a platform team
+//! would: the Reconcilers' status and events, the process's memory, the
+//! registry's own log.
 
 use crate::common;
 
@@ -58,7 +60,8 @@ struct Replica {
 }
 
 impl Replica {
-    /// `flags`: `(flag, value)` pairs, passed where the binary takes them.
+    /// `flags`: `(flag, value)` pairs (an empty value: the flag alone),
+    /// passed where the binary takes them.
     fn start(ns: &str, flags: &[(&str, &str)]) -> Replica {
         let metrics = free_port();
         let cache = tempfile::tempdir().unwrap();
@@ -73,7 +76,9 @@ impl Replica {
             cmd.arg("--metrics-secure=false");
         }
         for (flag, value) in flags {
-            if supports(flag) {
+            if supports(flag) && value.is_empty() {
+                cmd.arg(flag);
+            } else if supports(flag) {
                 cmd.arg(format!("{flag}={value}"));
             } else {
                 eprintln!("{} has no {flag}: running without it", operon_bin().display());
@@ -542,4 +547,340 @@ async fn a_config_map_source_is_read_once_per_version() {
     .await;
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(reads().await, first + 1, "the changed ConfigMap was read once");
+}
+
+/// A key pair for a test, written where `operon sign`/`operon verify` and
+/// `--trusted-module-key` read it: `(private key file, public key file,
+/// public key PEM)`.
+fn key_pair(dir: &std::path::Path, name: &str) -> (PathBuf, PathBuf, String) {
+    let out = Command::new(operon_bin())
+        .args(["sign", "--new-key"])
+        .arg(dir.join(name))
+        .output()
+        .expect("running operon sign --new-key");
+    assert!(out.status.success(), "operon sign --new-key: {}", String::from_utf8_lossy(&out.stderr));
+    let public = dir.join(format!("{name}.pub"));
+    let pem = std::fs::read_to_string(&public).unwrap();
+    (dir.join(format!("{name}.key")), public, pem)
+}
+
+/// `operon sign` or `operon verify` with these arguments: `(success, output)`.
+fn operon(args: &[&std::ffi::OsStr]) -> (bool, String) {
+    let out = Command::new(operon_bin()).args(args).output().expect("running operon");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+/// The test's module pushed to the loopback registry as `repository:tag`;
+/// returns `registry/repository` and the manifest digest.
+async fn push_module(registry: &operon_envtest::Registry, repository: &str, bytes: Vec<u8>) -> (String, String) {
+    use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+    use oci_client::secrets::RegistryAuth;
+    let reference: oci_client::Reference = format!("{}/{repository}:v1", registry.addr()).parse().unwrap();
+    let client = oci_client::Client::new(ClientConfig {
+        protocol: ClientProtocol::HttpsExcept(vec![registry.addr().to_string()]),
+        ..ClientConfig::default()
+    });
+    client
+        .push(
+            &reference,
+            &[ImageLayer::new(bytes, "application/wasm".into(), None)],
+            Config::new(b"{}".to_vec(), "application/vnd.wasm.config.v0+json".into(), None),
+            &RegistryAuth::Anonymous,
+            None,
+        )
+        .await
+        .expect("pushing the module");
+    let (_, digest) = client.pull_image_manifest(&reference, &RegistryAuth::Anonymous).await.unwrap();
+    (format!("{}/{repository}", registry.addr()), digest)
+}
+
+/// Copy the cosign signature artifact of `from` (a manifest digest in
+/// `repository`) to the tag where a signature of `to` is looked for: the
+/// signature of one version presented for another.
+async fn copy_signature(registry: &operon_envtest::Registry, repository: &str, from: &str, to: &str) {
+    use oci_client::client::{ClientConfig, ClientProtocol};
+    use oci_client::secrets::RegistryAuth;
+    let client = oci_client::Client::new(ClientConfig {
+        protocol: ClientProtocol::HttpsExcept(vec![registry.addr().to_string()]),
+        ..ClientConfig::default()
+    });
+    let tag = |d: &str| format!("{}/{repository}:{}", registry.addr(), operon::signing::signature_tag(d));
+    let source: oci_client::Reference = tag(from).parse().unwrap();
+    let target: oci_client::Reference = tag(to).parse().unwrap();
+    let media = "application/vnd.oci.image.manifest.v1+json";
+    let (raw, _) = client.pull_manifest_raw(&source, &RegistryAuth::Anonymous, &[media]).await.unwrap();
+    client.push_manifest_raw(&target, raw, media.parse().unwrap()).await.unwrap();
+}
+
+/// A selector of its own for each Reconciler of one test: several serve the
+/// same kind in one namespace without overlapping.
+fn verified_spec(module: Value, verify: Option<Value>, name: &str) -> Value {
+    let mut module = module;
+    if let Some(v) = verify {
+        module["verify"] = v;
+    }
+    json!({"module": module, "grants": stamp_grants(), "selector": {"matchLabels": {"reconciler": name}}})
+}
+
+/// The Warning events on Reconciler `name` with `reason`.
+async fn warnings(c: &Cluster, name: &str, reason: &str) -> Vec<String> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.client.clone(), &c.ns);
+    let list = events.list(&Default::default()).await.unwrap();
+    list.items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .filter(|e| e.reason.as_deref() == Some(reason) && e.type_.as_deref() == Some("Warning"))
+        .filter_map(|e| e.note)
+        .collect()
+}
+
+/// An OCI module signed with `operon sign --oci` (a cosign signature
+/// beside it in the registry) loads under `spec.module.verify`; one whose
+/// signature is another version's copied to its tag, one signed by another
+/// key and an unsigned one are refused with `UntrustedModule`, a Warning
+/// event, and a message naming the key and the command that signs —
+/// nothing of them is loaded — and the unsigned one loads by itself once
+/// it is signed. `operon verify --oci` agrees with the host.
+#[tokio::test]
+async fn a_signed_oci_module_loads_and_a_copied_other_key_or_missing_signature_is_refused() {
+    let c = Cluster::new("src-signed-oci").await;
+    let replica = Replica::start(&c.ns, &[]);
+    operon::install_crypto_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let registry = operon_envtest::Registry::start(dir.path()).unwrap();
+    let (key, public, pem) = key_pair(dir.path(), "author");
+    let (other_key, other_public, _) = key_pair(dir.path(), "stranger");
+    let repository = "operon/signed";
+    let (name, signed) = push_module(&registry, repository, guest("stamp-v1")).await;
+    let (_, copied) = push_module(&registry, repository, guest("stamp-v2")).await;
+    let (_, stranger) = push_module(&registry, repository, guest("stamp-trap")).await;
+    let (_, unsigned) = push_module(&registry, repository, guest("stamp-finalizer")).await;
+    for (k, digest) in [(&key, &signed), (&other_key, &stranger)] {
+        let reference = format!("{name}@{digest}");
+        let (ok, out) = operon(&["sign".as_ref(), "--key".as_ref(), k.as_os_str(), "--oci".as_ref(), reference.as_ref()]);
+        assert!(ok, "operon sign --oci {reference}: {out}");
+    }
+    copy_signature(&registry, repository, &signed, &copied).await;
+
+    // The CLI checks as the host does.
+    let reference = format!("{name}@{signed}");
+    let (ok, out) = operon(&["verify".as_ref(), "--key".as_ref(), public.as_os_str(), "--oci".as_ref(), reference.as_ref()]);
+    assert!(ok, "operon verify of what operon sign pushed: {out}");
+    let (ok, out) =
+        operon(&["verify".as_ref(), "--key".as_ref(), other_public.as_os_str(), "--oci".as_ref(), reference.as_ref()]);
+    assert!(!ok && out.contains("not signed by a key"), "another key does not verify it: {out}");
+
+    replica.ready().await;
+    let verify = json!({"keys": [{"pem": pem}]});
+    for (r, digest) in [("signed", &signed), ("copied", &copied), ("stranger", &stranger), ("unsigned", &unsigned)] {
+        let module = json!({"oci": {"reference": name, "digest": digest}});
+        c.reconciler(r, verified_spec(module, Some(verify.clone()), r)).await;
+    }
+    let (status, reason, message) = c.settled("signed").await;
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "Loaded"), "the signed module loads: {message}");
+
+    let key_id = {
+        let text = std::fs::read_to_string(&public).unwrap();
+        operon::signing::PublicKey::from_pem(&text).unwrap().id().to_string()
+    };
+    for (r, says) in [
+        ("copied", "a signature of another manifest"),
+        ("stranger", "its signatures are by other keys"),
+        ("unsigned", "is not signed: no signature at"),
+    ] {
+        let (status, reason, message) = c.settled(r).await;
+        eprintln!("{r}: {status} {reason}: {message}");
+        assert_eq!((status.as_str(), reason.as_str()), ("False", "UntrustedModule"), "{r}: {message}");
+        assert!(message.contains(says), "{r}: the message says what is wrong ({says}): {message}");
+        assert!(message.contains(&key_id), "{r}: the message names the key required: {message}");
+        assert!(message.contains("operon sign --key"), "{r}: the message says how to sign: {message}");
+        let status = c.reconcilers().get(r).await.unwrap().status.unwrap();
+        assert!(status.digest.is_none(), "{r}: nothing of it serves: {status:?}");
+        let events = eventually(&format!("{r}'s UntrustedModule event"), WAIT, || async {
+            let found = warnings(&c, r, "UntrustedModule").await;
+            (!found.is_empty()).then_some(found)
+        })
+        .await;
+        assert!(events[0].contains(says), "{r}: the event says it too: {events:?}");
+    }
+
+    // Signed after the fact: the host looks again and loads it.
+    let reference = format!("{name}@{unsigned}");
+    let (ok, out) = operon(&["sign".as_ref(), "--key".as_ref(), key.as_os_str(), "--oci".as_ref(), reference.as_ref()]);
+    assert!(ok, "{out}");
+    eventually("the module signed later to load", WAIT, || async {
+        c.ready("unsigned").await.filter(|(s, _, _)| s == "True")
+    })
+    .await;
+    drop(replica);
+}
+
+/// Serves fixed bodies by path (404 for any other path).
+async fn files_server(files: std::collections::HashMap<String, Vec<u8>>) -> u16 {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let files = Arc::new(files);
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else { return };
+            let files = files.clone();
+            tokio::spawn(async move {
+                let mut request = [0u8; 4096];
+                let n = socket.read(&mut request).await.unwrap_or(0);
+                let line = String::from_utf8_lossy(&request[..n]).lines().next().unwrap_or_default().to_string();
+                let path = line.split(' ').nth(1).unwrap_or_default().to_string();
+                let answer = match files.get(&path) {
+                    Some(body) => {
+                        let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len());
+                        [head.into_bytes(), body.clone()].concat()
+                    }
+                    None => b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_vec(),
+                };
+                let _ = socket.write_all(&answer).await;
+            });
+        }
+    });
+    port
+}
+
+/// A ConfigMap or URL module with its detached signature (`operon sign`
+/// writes `module.wasm.sig`; the ConfigMap holds it under that key, the
+/// server beside the module) loads under `spec.module.verify` naming the
+/// key in a ConfigMap; a module changed after it was signed is refused
+/// (`UntrustedModule`) while the verified version keeps serving, and a
+/// module without its `.sig` is refused.
+#[tokio::test]
+async fn config_map_and_url_modules_load_only_with_a_detached_signature_of_their_bytes() {
+    let c = Cluster::new("src-signed-detached").await;
+    let replica = Replica::start(&c.ns, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let (key, public, pem) = key_pair(dir.path(), "author");
+    let signed = |name: &str, bytes: &[u8]| -> (Vec<u8>, String) {
+        let file = dir.path().join(name);
+        std::fs::write(&file, bytes).unwrap();
+        let (ok, out) = operon(&["sign".as_ref(), "--key".as_ref(), key.as_os_str(), file.as_os_str()]);
+        assert!(ok, "operon sign {name}: {out}");
+        let (ok, out) = operon(&["verify".as_ref(), "--key".as_ref(), public.as_os_str(), file.as_os_str()]);
+        assert!(ok, "operon verify {name}: {out}");
+        (bytes.to_vec(), std::fs::read_to_string(dir.path().join(format!("{name}.sig"))).unwrap())
+    };
+    let (v1, v1_sig) = signed("v1.wasm", &guest("stamp-v1"));
+    let v2 = guest("stamp-v2");
+    // The key in a ConfigMap, as a platform team would publish it.
+    let keys = ConfigMap {
+        metadata: kube::api::ObjectMeta { name: Some("module-keys".into()), ..Default::default() },
+        data: Some([("cosign.pub".to_string(), pem.clone())].into()),
+        ..Default::default()
+    };
+    let config_maps: Api<ConfigMap> = Api::namespaced(c.client.clone(), &c.ns);
+    config_maps.patch("module-keys", &PatchParams::apply("test").force(), &Patch::Apply(&keys)).await.unwrap();
+    let verify = json!({"keys": [{"configMap": {"name": "module-keys"}}]});
+    let module_cm = |name: &str, bytes: &[u8], sig: Option<&str>| ConfigMap {
+        metadata: kube::api::ObjectMeta { name: Some(name.into()), ..Default::default() },
+        binary_data: Some([("module.wasm".to_string(), ByteString(bytes.to_vec()))].into()),
+        data: sig.map(|s| [("module.wasm.sig".to_string(), s.to_string())].into()),
+        ..Default::default()
+    };
+    for (name, bytes, sig) in [("by-cm", &v1, Some(v1_sig.as_str())), ("cm-unsigned", &v1, None)] {
+        let cm = module_cm(name, bytes, sig);
+        config_maps.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&cm)).await.unwrap();
+    }
+    let port = files_server(
+        [
+            ("/v1.wasm".to_string(), v1.clone()),
+            ("/v1.wasm.sig".to_string(), v1_sig.clone().into_bytes()),
+            // Other bytes under the first version's signature.
+            ("/changed.wasm".to_string(), v2.clone()),
+            ("/changed.wasm.sig".to_string(), v1_sig.clone().into_bytes()),
+        ]
+        .into(),
+    )
+    .await;
+    replica.ready().await;
+    let url = |path: &str, bytes: &[u8]| json!({"url": {"href": format!("http://127.0.0.1:{port}{path}"), "sha256": sha256(bytes)}});
+    for (r, module) in [
+        ("by-cm", json!({"configMap": {"name": "by-cm"}})),
+        ("cm-unsigned", json!({"configMap": {"name": "cm-unsigned"}})),
+        ("by-url", url("/v1.wasm", &v1)),
+        ("url-changed", url("/changed.wasm", &v2)),
+    ] {
+        c.reconciler(r, verified_spec(module, Some(verify.clone()), r)).await;
+    }
+    for r in ["by-cm", "by-url"] {
+        let (status, reason, message) = c.settled(r).await;
+        assert_eq!((status.as_str(), reason.as_str()), ("True", "Loaded"), "{r} loads: {message}");
+    }
+    for (r, says) in [("cm-unsigned", "no signature at key module.wasm.sig"), ("url-changed", "does not verify")] {
+        let (status, reason, message) = c.settled(r).await;
+        eprintln!("{r}: {status} {reason}: {message}");
+        assert_eq!((status.as_str(), reason.as_str()), ("False", "UntrustedModule"), "{r}: {message}");
+        assert!(message.contains(says), "{r}: {message}");
+        assert!(message.contains("ConfigMap") && message.contains("module-keys"), "{r}: names where the key is: {message}");
+    }
+
+    // The module changed in its ConfigMap, its signature not: the new bytes
+    // are refused and the verified version keeps serving.
+    let changed = module_cm("by-cm", &v2, Some(&v1_sig));
+    config_maps.patch("by-cm", &PatchParams::apply("test").force(), &Patch::Apply(&changed)).await.unwrap();
+    let degraded = eventually("by-cm to report the changed module", WAIT, || async {
+        let status = c.reconcilers().get("by-cm").await.ok()?.status?;
+        status.conditions.into_iter().find(|c| c.type_ == "Degraded" && c.reason == "UntrustedModule")
+    })
+    .await;
+    assert!(degraded.message.contains("does not verify"), "{}", degraded.message);
+    let status = c.reconcilers().get("by-cm").await.unwrap().status.unwrap();
+    assert_eq!(status.digest, Some(format!("sha256:{}", sha256(&v1))), "the verified version keeps serving");
+    drop(replica);
+}
+
+/// With `--require-signed-modules`, a Reconciler cannot lift the host's
+/// requirement: an unsigned module is refused though its Reconciler asks
+/// nothing, and a module signed by a key the Reconciler names (not the
+/// host's) is refused too; a module signed by the host's key loads.
+#[tokio::test]
+async fn a_reconciler_cannot_lift_the_hosts_signature_requirement() {
+    let c = Cluster::new("src-signed-host").await;
+    let dir = tempfile::tempdir().unwrap();
+    let (host_key, host_public, _) = key_pair(dir.path(), "platform");
+    let (tenant_key, _, tenant_pem) = key_pair(dir.path(), "tenant");
+    let replica = Replica::start(
+        &c.ns,
+        &[("--require-signed-modules", ""), ("--trusted-module-key", &host_public.display().to_string())],
+    );
+    let sign = |key: &PathBuf, name: &str| -> String {
+        let file = dir.path().join(name);
+        std::fs::write(&file, guest("stamp-v1")).unwrap();
+        let (ok, out) = operon(&["sign".as_ref(), "--key".as_ref(), key.as_os_str(), file.as_os_str()]);
+        assert!(ok, "{out}");
+        std::fs::read_to_string(dir.path().join(format!("{name}.sig"))).unwrap()
+    };
+    let by_host = sign(&host_key, "host.wasm");
+    let by_tenant = sign(&tenant_key, "tenant.wasm");
+    let config_maps: Api<ConfigMap> = Api::namespaced(c.client.clone(), &c.ns);
+    for (name, sig) in [("by-host", Some(by_host)), ("by-tenant", Some(by_tenant)), ("unsigned", None)] {
+        let cm = ConfigMap {
+            metadata: kube::api::ObjectMeta { name: Some(name.into()), ..Default::default() },
+            binary_data: Some([("module.wasm".to_string(), ByteString(guest("stamp-v1")))].into()),
+            data: sig.map(|s| [("module.wasm.sig".to_string(), s)].into()),
+            ..Default::default()
+        };
+        config_maps.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&cm)).await.unwrap();
+    }
+    replica.ready().await;
+    let module = |name: &str| json!({"configMap": {"name": name}});
+    c.reconciler("by-host", verified_spec(module("by-host"), None, "by-host")).await;
+    c.reconciler("unsigned", verified_spec(module("unsigned"), None, "unsigned")).await;
+    let tenant_keys = json!({"keys": [{"pem": tenant_pem}]});
+    c.reconciler("by-tenant", verified_spec(module("by-tenant"), Some(tenant_keys), "by-tenant")).await;
+
+    let (status, _, message) = c.settled("by-host").await;
+    assert_eq!(status, "True", "signed by the host's key, it loads: {message}");
+    for r in ["unsigned", "by-tenant"] {
+        let (status, reason, message) = c.settled(r).await;
+        eprintln!("{r}: {status} {reason}: {message}");
+        assert_eq!((status.as_str(), reason.as_str()), ("False", "UntrustedModule"), "{r}: {message}");
+        assert!(message.contains("--require-signed-modules"), "{r}: the host's requirement is named: {message}");
+    }
+    drop(replica);
 }

@@ -145,9 +145,24 @@ impl Lifecycle {
                         }),
                         _ => None,
                     };
+                    let untrusted = match &observed.spec {
+                        Ok(spec) if !self.loader.verified(key, &spec.module, d) => Some(format!(
+                            "module {} was not verified against the keys now required (spec.module.verify{}): \
+                             it is fetched and checked again, and serves only if its signature verifies",
+                            plan::short(d),
+                            if self.loader.policy().trust().is_some() { ", --require-signed-modules" } else { "" },
+                        )),
+                        _ => None,
+                    };
                     (
                         d.clone(),
-                        plan::Module { digest: d.clone(), forbidden, overlaps, admission: h.module.admission() },
+                        plan::Module {
+                            digest: d.clone(),
+                            forbidden,
+                            overlaps,
+                            untrusted,
+                            admission: h.module.admission(),
+                        },
                     )
                 })
                 .collect();
@@ -181,13 +196,14 @@ impl Lifecycle {
         // lacks): the unit's Lease goes to a replica that can, if any. Not
         // yet, because its module is still being fetched or loaded here:
         // a replica that serves it already takes a free Lease first.
-        let stuck_here = matches!(facts.source, Source::Unavailable(_) | Source::Refused(_)) || restore_unavailable;
+        let stuck_here = matches!(facts.source, Source::Unavailable(_) | Source::Refused(_) | Source::Untrusted(_))
+            || restore_unavailable;
         let warming = matches!(spec, Spec::Valid { paused: false, .. })
             && !observed.deleting
             && match &facts.source {
                 Source::Pending => true,
                 Source::Holds(d) => !modules.contains_key(d) && !matches!(load, plan::Load::Failed { .. }),
-                Source::Unavailable(_) | Source::Refused(_) => false,
+                Source::Unavailable(_) | Source::Refused(_) | Source::Untrusted(_) => false,
             };
         leadership.set_ability(if plan.serve.is_some() || live.serving.is_some() {
             crate::leader::Ability::Ready
@@ -213,7 +229,7 @@ impl Lifecycle {
             return Ok(Action::RequeueAfter(loader::RESTORE_RETRY));
         }
         if facts.retry {
-            if let Source::Unavailable(m) = &facts.source {
+            if let Source::Unavailable(m) | Source::Untrusted(m) = &facts.source {
                 return Err(StepError::Source(m.clone()));
             }
         }
@@ -228,6 +244,7 @@ impl Lifecycle {
         let plugin = self.plugin(key);
         if let Some(pinned) = self.loader.pinned(&spec.module)
             && plugin.lock().unwrap_or_else(|e| e.into_inner()).modules.contains_key(&pinned)
+            && self.loader.verified(key, &spec.module, &pinned)
         {
             return SourceFacts { source: Source::Holds(pinned), fetched: None, retry: false };
         }
@@ -246,6 +263,7 @@ impl Lifecycle {
         // version) unchanged: nothing to read.
         if let Some(known) = self.loader.known(key, &spec.module, config_map.clone().flatten().as_deref())
             && plugin.lock().unwrap_or_else(|e| e.into_inner()).modules.contains_key(&known)
+            && self.loader.verified(key, &spec.module, &known)
         {
             return SourceFacts { source: Source::Holds(known), fetched: None, retry: false };
         }
@@ -253,6 +271,9 @@ impl Lifecycle {
         match self.loader.fetch(key, &spec.module, config_map, allow_paths).await {
             Fetch::Running => SourceFacts { source: Source::Pending, fetched: None, retry: false },
             Fetch::Done(f) => SourceFacts { source: Source::Holds(f.digest.clone()), fetched: Some(f), retry: false },
+            Fetch::Failed { error: error @ super::super::source::Error::Untrusted { .. }, retry } => {
+                SourceFacts { source: Source::Untrusted(error.to_string()), fetched: None, retry }
+            }
             Fetch::Failed { error, retry: true } => {
                 SourceFacts { source: Source::Unavailable(error.to_string()), fetched: None, retry: true }
             }

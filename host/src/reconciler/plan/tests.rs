@@ -26,7 +26,7 @@ fn valid() -> Spec {
 }
 
 fn module(digest: &str) -> Module {
-    Module { digest: digest.into(), forbidden: None, overlaps: None, admission: false }
+    Module { digest: digest.into(), forbidden: None, overlaps: None, untrusted: None, admission: false }
 }
 
 impl Case {
@@ -86,6 +86,11 @@ impl Case {
 
     fn forbidden(mut self, digest: &str, why: &str) -> Case {
         self.modules.get_mut(digest).expect("loaded first").forbidden = Some(why.into());
+        self
+    }
+
+    fn untrusted(mut self, digest: &str, why: &str) -> Case {
+        self.modules.get_mut(digest).expect("loaded first").untrusted = Some(why.into());
         self
     }
 
@@ -209,6 +214,40 @@ fn narrowed_grants_stop_a_running_version_and_widened_ones_start_it() {
     assert!(event(&p, "Forbidden").is_some());
     let widened = Case::new().source(P).loaded(P);
     assert_eq!(serves(&widened.plan()), Some((P, false)));
+}
+
+#[test]
+fn an_unsigned_first_version_never_serves_and_is_not_refused_for_good() {
+    let why = "module m is not signed: no signature at r/m:sha256-x.sig";
+    let mut c = Case::new();
+    c.source = Source::Untrusted(why.into());
+    let p = c.plan();
+    assert_eq!((p.serve.as_ref(), p.load.as_ref()), (None, None), "nothing of it is loaded");
+    assert_eq!((p.ready.status, p.ready.reason), (false, Reason::UntrustedModule));
+    assert!(p.ready.message.contains("not signed"), "{}", p.ready.message);
+    assert!(event(&p, "UntrustedModule").is_some_and(|e| e.warning), "a Warning event says so");
+    assert!(p.records.is_empty(), "a signature may be published later: no durable refusal, {:?}", p.records);
+}
+
+#[test]
+fn an_untrusted_new_version_leaves_the_verified_one_serving() {
+    let mut c = Case::new().serving(P);
+    c.source = Source::Untrusted("module x is not signed by a key spec.module.verify trusts".into());
+    let p = c.plan();
+    assert_eq!(serves(&p), Some((P, false)), "the verified version keeps serving, as with a digest mismatch");
+    let degraded = p.degraded.clone().expect("Degraded says why the new version does not serve");
+    assert_eq!((degraded.status, degraded.reason), (true, Reason::UntrustedModule));
+    assert!(event(&p, "UntrustedModule").is_some());
+}
+
+#[test]
+fn a_running_version_not_verified_under_the_keys_now_required_stops() {
+    let c = Case::new().serving(P).source(P).untrusted(P, "module ppp was not verified against the keys now required");
+    let p = c.plan();
+    assert_eq!(p.serve, None, "a requirement added to the spec takes effect at once");
+    assert_eq!((p.ready.status, p.ready.reason), (false, Reason::UntrustedModule));
+    // Verified again: it serves.
+    assert_eq!(serves(&Case::new().serving(P).source(P).plan()), Some((P, false)));
 }
 
 #[test]

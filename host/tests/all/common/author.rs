@@ -63,12 +63,13 @@ pub fn all_passed(fixtures: &Path) -> String {
 /// The release every SDK package carries (the workspace's version).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// A package `cargo xtask packages` built, under `target/packages/`; a clear
-/// failure when it is missing (these tests install what CI built, never
-/// the public registries' copies).
-pub fn package(rel: &str) -> PathBuf {
-    let path = repo().join("target/packages").join(rel);
-    assert!(path.exists(), "{} is missing: run `cargo xtask packages` first", path.display());
+/// A package under `root` (`target/packages`, where `cargo xtask packages`
+/// builds them, or a release directory's `sdk/`); a clear failure when it
+/// is missing (these tests install what CI built, never the public
+/// registries' copies).
+pub fn package_in(root: &Path, rel: &str) -> PathBuf {
+    let path = root.join(rel);
+    assert!(path.exists(), "{} is missing: run `cargo xtask packages` (or `cargo xtask release`) first", path.display());
     path
 }
 
@@ -78,11 +79,16 @@ pub fn package(rel: &str) -> PathBuf {
 /// under `scratch` that depends on `operon-sdk = "X.Y.Z"` gets the packaged
 /// crates (and every other dependency from crates.io).
 pub fn cargo_patch(scratch: &Path) {
+    cargo_patch_from(&repo().join("target/packages"), scratch);
+}
+
+/// [`cargo_patch`] with the `.crate` files under `root`.
+pub fn cargo_patch_from(root: &Path, scratch: &Path) {
     let crates = scratch.join("crates");
     std::fs::create_dir_all(&crates).unwrap();
     let mut config = String::from("[patch.crates-io]\n");
     for name in ["operon-contract", "operon-sdk"] {
-        let file = package(&format!("crates/{name}-{VERSION}.crate"));
+        let file = package_in(root, &format!("crates/{name}-{VERSION}.crate"));
         run(Command::new("tar").arg("xzf").arg(&file).arg("-C").arg(&crates));
         config.push_str(&format!("{name} = {{ path = {:?} }}\n", crates.join(format!("{name}-{VERSION}"))));
     }
@@ -95,9 +101,14 @@ pub fn cargo_patch(scratch: &Path) {
 /// wheel `cargo xtask packages` built (`--no-index --find-links`): the
 /// environment variables that activate it.
 pub fn python_venv(scratch: &Path, requirement: &str) -> Vec<(String, String)> {
+    python_venv_from(&repo().join("target/packages"), scratch, requirement)
+}
+
+/// [`python_venv`] with the wheel under `root`.
+pub fn python_venv_from(root: &Path, scratch: &Path, requirement: &str) -> Vec<(String, String)> {
     let venv = scratch.join("venv");
     run(Command::new("python3").args(["-m", "venv", "--system-site-packages"]).arg(&venv));
-    let find_links = package("python");
+    let find_links = package_in(root, "python");
     run(Command::new(venv.join("bin/pip"))
         .args(["install", "--quiet", "--disable-pip-version-check", "--no-index", "--find-links"])
         .arg(&find_links)
@@ -116,8 +127,14 @@ pub fn python_venv(scratch: &Path, requirement: &str) -> Vec<(String, String)> {
 /// a `file://` one: `GOSUMDB=off` here, for modules the machine's own cache
 /// verified when they were first downloaded.
 pub fn go_env(scratch: &Path) -> Vec<(String, String)> {
+    go_env_from(&repo().join("target/packages"), scratch)
+}
+
+/// [`go_env`] with the `GOPROXY` directory under `root`.
+pub fn go_env_from(root: &Path, scratch: &Path) -> Vec<(String, String)> {
     let go_env = |key: &str| run(Command::new("go").args(["env", key])).trim().to_string();
-    let proxy = format!("file://{},file://{}/cache/download", package("goproxy").display(), go_env("GOMODCACHE"));
+    let proxy =
+        format!("file://{},file://{}/cache/download", package_in(root, "goproxy").display(), go_env("GOMODCACHE"));
     vec![
         ("GOPROXY".into(), proxy),
         ("GOMODCACHE".into(), scratch.join("gomodcache").display().to_string()),
@@ -129,7 +146,12 @@ pub fn go_env(scratch: &Path) -> Vec<(String, String)> {
 /// The C SDK from its release archive: unpacked, `make install`ed under
 /// `scratch/prefix`; the `PKG_CONFIG_PATH` that finds it.
 pub fn c_sdk(scratch: &Path) -> Vec<(String, String)> {
-    let archive = package(&format!("c/operon-sdk-c-{VERSION}.tar.gz"));
+    c_sdk_from(&repo().join("target/packages"), scratch)
+}
+
+/// [`c_sdk`] with the archive under `root`.
+pub fn c_sdk_from(root: &Path, scratch: &Path) -> Vec<(String, String)> {
+    let archive = package_in(root, &format!("c/operon-sdk-c-{VERSION}.tar.gz"));
     run(Command::new("tar").arg("xzf").arg(&archive).arg("-C").arg(scratch));
     let prefix = scratch.join("prefix");
     run(Command::new("make")
@@ -146,14 +168,17 @@ pub fn c_sdk(scratch: &Path) -> Vec<(String, String)> {
 /// npm's cache), as an environment variable so the user's `.npmrc` stays.
 /// The server lives as long as the test process.
 pub fn npm_registry() -> Vec<(String, String)> {
+    npm_registry_from(&repo().join("target/packages"))
+}
+
+/// [`npm_registry`] serving the tarball under `root`.
+pub fn npm_registry_from(root: &Path) -> Vec<(String, String)> {
     use base64::Engine as _;
     use sha2::{Digest, Sha512};
     use std::io::{BufRead, BufReader, Write};
-    let tarball = std::fs::read(package(&format!("npm/operon-sdk-{VERSION}.tgz"))).unwrap();
-    let manifest = run(Command::new("tar")
-        .arg("xzOf")
-        .arg(package(&format!("npm/operon-sdk-{VERSION}.tgz")))
-        .arg("package/package.json"));
+    let path = package_in(root, &format!("npm/operon-sdk-{VERSION}.tgz"));
+    let tarball = std::fs::read(&path).unwrap();
+    let manifest = run(Command::new("tar").arg("xzOf").arg(&path).arg("package/package.json"));
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let mut version: serde_json::Value = serde_json::from_str(&manifest).unwrap();
