@@ -20,7 +20,7 @@ use crate::common;
 use crate::common::replica::{Replica, cert_dir};
 use crate::common::serve;
 
-use common::{eventually, free_port, guest, thing_crd, webapp_crd};
+use common::{eventually, guest, thing_crd, webapp_crd};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -31,7 +31,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, P
 use operon::reconciler::crd::{ClusterReconciler, Reconciler};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
