@@ -76,8 +76,8 @@ impl PublicKey {
     /// # Errors
     /// [`Error::PublicKey`] for anything else (another curve, RSA, a private key).
     pub fn from_pem(text: &str) -> Result<PublicKey, Error> {
-        let key = p256::ecdsa::VerifyingKey::from_public_key_pem(text.trim())
-            .map_err(|e| Error::PublicKey(e.to_string()))?;
+        let key =
+            p256::ecdsa::VerifyingKey::from_public_key_pem(text.trim()).map_err(|e| Error::PublicKey(e.to_string()))?;
         Ok(PublicKey::new(key))
     }
 
@@ -145,8 +145,7 @@ impl SigningKey {
             ));
         }
         if text.starts_with("-----BEGIN EC PRIVATE KEY-----") {
-            let secret =
-                p256::SecretKey::from_sec1_pem(text).map_err(|e| Error::PrivateKey(format!("SEC1: {e}")))?;
+            let secret = p256::SecretKey::from_sec1_pem(text).map_err(|e| Error::PrivateKey(format!("SEC1: {e}")))?;
             return Ok(SigningKey { key: secret.into() });
         }
         let key = p256::ecdsa::SigningKey::from_pkcs8_pem(text).map_err(|e| Error::PrivateKey(e.to_string()))?;

@@ -28,7 +28,8 @@ struct Component {
 
 impl Component {
     fn json(&self, kind: &str) -> Value {
-        let mut c = json!({"type": kind, "bom-ref": self.purl, "name": self.name, "version": self.version, "purl": self.purl});
+        let mut c =
+            json!({"type": kind, "bom-ref": self.purl, "name": self.name, "version": self.version, "purl": self.purl});
         if let Some(l) = &self.license {
             c["licenses"] = json!([{"expression": l}]);
         }
@@ -109,12 +110,8 @@ pub fn cargo(package: &str, target: Option<&str>) -> Result<Value> {
             );
         }
     }
-    let packages: BTreeMap<&str, &Value> = metadata["packages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|p| Some((p["id"].as_str()?, p)))
-        .collect();
+    let packages: BTreeMap<&str, &Value> =
+        metadata["packages"].as_array().into_iter().flatten().filter_map(|p| Some((p["id"].as_str()?, p))).collect();
     let nodes: BTreeMap<&str, &Value> = metadata["resolve"]["nodes"]
         .as_array()
         .into_iter()

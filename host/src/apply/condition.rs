@@ -36,7 +36,8 @@ impl Applier {
         suffix: &str,
         fence: &Fence,
     ) -> Result<(), Error> {
-        let (requests, body, key) = self.parent_patch(parent, json!({ "status": { "conditions": [condition] } })).await?;
+        let (requests, body, key) =
+            self.parent_patch(parent, json!({ "status": { "conditions": [condition] } })).await?;
         let params = PatchParams::apply(&format!("{}-{suffix}", self.field_manager));
         fence.check()?;
         self.send(requests.patch_subresource("status", &key.name, &params, &Patch::Apply(&body)), "patch_status")

@@ -63,7 +63,12 @@ pub async fn sign(args: SignArgs) -> anyhow::Result<Vec<String>> {
             write_private(&private, &key.to_pem())?;
             std::fs::write(&public, key.public_key().to_pem())
                 .with_context(|| format!("writing {}", public.display()))?;
-            out.push(format!("wrote {} (secret) and {} ({})", private.display(), public.display(), key.public_key().id()));
+            out.push(format!(
+                "wrote {} (secret) and {} ({})",
+                private.display(),
+                public.display(),
+                key.public_key().id()
+            ));
             key
         }
         (None, None) => anyhow::bail!("give --key PATH, or --new-key NAME to make one"),
@@ -88,7 +93,10 @@ pub async fn verify(args: VerifyArgs) -> anyhow::Result<Vec<String>> {
     let mut keys = Vec::new();
     for path in &args.key {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        keys.push((path.display().to_string(), PublicKey::from_pem(&text).with_context(|| path.display().to_string())?));
+        keys.push((
+            path.display().to_string(),
+            PublicKey::from_pem(&text).with_context(|| path.display().to_string())?,
+        ));
     }
     let trust = [Trust { by: "operon verify --key", keys }];
     // Any file, not only a module: no module size bound here.
@@ -161,20 +169,29 @@ async fn sign_oci(key: &SigningKey, reference: &str) -> anyhow::Result<String> {
         oci.digest.clone(),
     );
     // The manifest must exist: a signature of nothing helps nobody.
-    client.pull_manifest_raw(&image, &auth, &[oci_client::manifest::OCI_IMAGE_MEDIA_TYPE, oci_client::manifest::IMAGE_MANIFEST_MEDIA_TYPE])
+    client
+        .pull_manifest_raw(
+            &image,
+            &auth,
+            &[oci_client::manifest::OCI_IMAGE_MEDIA_TYPE, oci_client::manifest::IMAGE_MANIFEST_MEDIA_TYPE],
+        )
         .await
         .with_context(|| format!("{reference} is not in the registry"))?;
     let identity = format!("{}/{}", base.registry(), base.repository());
     let payload = signing::simple_signing_payload(&identity, &oci.digest);
     let signature = key.sign(&payload);
     let tag = signing::signature_tag(&oci.digest);
-    let target = oci_client::Reference::with_tag(base.registry().to_string(), base.repository().to_string(), tag.clone());
+    let target =
+        oci_client::Reference::with_tag(base.registry().to_string(), base.repository().to_string(), tag.clone());
     let mut layers: Vec<OciDescriptor> = match client.pull_image_manifest(&target, &auth).await {
         Ok((existing, _)) => existing.layers,
         Err(_) => Vec::new(),
     };
     let payload_digest = crate::runtime::digest(&payload);
-    layers.retain(|l| l.digest != payload_digest || l.annotations.as_ref().and_then(|a| a.get(signing::SIGNATURE_ANNOTATION)) != Some(&signature));
+    layers.retain(|l| {
+        l.digest != payload_digest
+            || l.annotations.as_ref().and_then(|a| a.get(signing::SIGNATURE_ANNOTATION)) != Some(&signature)
+    });
     client.push_blob(&target, payload.clone(), &payload_digest).await.context("pushing the signature payload")?;
     layers.push(OciDescriptor {
         media_type: signing::SIMPLE_SIGNING_MEDIA_TYPE.into(),

@@ -138,14 +138,7 @@ impl Synced {
     /// Say on `parent` how its reconcile ended. Failures to write are
     /// logged, never the reconcile's: the condition is worth less than the
     /// reconcile it describes.
-    pub async fn report(
-        &self,
-        applier: &apply::Applier,
-        kind: &Gvk,
-        parent: &CachedObject,
-        want: Want,
-        fence: &Fence,
-    ) {
+    pub async fn report(&self, applier: &apply::Applier, kind: &Gvk, parent: &CachedObject, want: Want, fence: &Fence) {
         if !self.enabled || parent.is_deleting() || !self.supported(kind).await {
             return;
         }

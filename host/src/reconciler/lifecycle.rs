@@ -169,9 +169,17 @@ impl Lifecycle {
             let tx = enqueue.clone();
             let (client, metrics) = (manager.client().clone(), manager.metrics().clone());
             let allowed = manager.config().pipeline.egress_allowed.clone();
-            Loader::new(runtime.clone(), client, metrics, config.bounds, allowed, config.module_trust.clone(), move |k: &PluginKey| {
-                let _ = tx.send(k.clone());
-            })
+            Loader::new(
+                runtime.clone(),
+                client,
+                metrics,
+                config.bounds,
+                allowed,
+                config.module_trust.clone(),
+                move |k: &PluginKey| {
+                    let _ = tx.send(k.clone());
+                },
+            )
         };
         let mut triggers = vec![Trigger::channel(rx)];
         // Module files: loaded now, so that a bad file fails the start.
@@ -183,10 +191,8 @@ impl Lifecycle {
             // With --require-signed-modules, a file loads only with its
             // `.sig` by a trusted key, as every other source.
             let key = PluginKey::File(file.path.clone());
-            let module_source = super::crd::ModuleSource {
-                path: Some(file.path.display().to_string()),
-                ..Default::default()
-            };
+            let module_source =
+                super::crd::ModuleSource { path: Some(file.path.display().to_string()), ..Default::default() };
             if let Some(trust) = config.module_trust.trust() {
                 let path = file.path.display().to_string();
                 let fetched = super::source::from_path(&path, config.bounds).await.map_err(|e| Error::Read {

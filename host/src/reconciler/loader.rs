@@ -292,10 +292,9 @@ impl Loader {
                 Err(error) => {
                     // A ConfigMap that lacks the key may gain it; a
                     // download's 404 is the spec's to fix.
-                    let retry = matches!(
-                        error,
-                        source::Error::Unavailable(_) | source::Error::Untrusted { retry: true, .. }
-                    ) || (spec.config_map.is_some() && matches!(error, source::Error::Missing(_)));
+                    let retry =
+                        matches!(error, source::Error::Unavailable(_) | source::Error::Untrusted { retry: true, .. })
+                            || (spec.config_map.is_some() && matches!(error, source::Error::Missing(_)));
                     Fetch::Failed { error, retry }
                 }
             };
@@ -457,7 +456,9 @@ fn done(result: Result<Fetched, source::Error>) -> Fetch {
         Err(error) => {
             let retry = matches!(
                 error,
-                source::Error::Unavailable(_) | source::Error::Missing(_) | source::Error::Untrusted { retry: true, .. }
+                source::Error::Unavailable(_)
+                    | source::Error::Missing(_)
+                    | source::Error::Untrusted { retry: true, .. }
             );
             Fetch::Failed { error, retry }
         }

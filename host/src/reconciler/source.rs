@@ -472,7 +472,10 @@ pub async fn from_url(
     let bytes = match get(http, &url, bounds.max_bytes, bounds).await? {
         Got::Bytes(bytes) => bytes,
         Got::NotFound => {
-            return Err(Error::Unavailable(format!("fetching {url}: the server answered {}", reqwest::StatusCode::NOT_FOUND)));
+            return Err(Error::Unavailable(format!(
+                "fetching {url}: the server answered {}",
+                reqwest::StatusCode::NOT_FOUND
+            )));
         }
     };
     let found = digest(&bytes);
@@ -570,8 +573,6 @@ pub fn oci_client(reference: &str) -> Result<(oci_client::Client, oci_client::Re
     };
     Ok((oci_client::Client::new(ClientConfig { protocol, ..ClientConfig::default() }), base))
 }
-
-
 
 /// A sink for [`oci_client::Client::pull_blob`] that refuses to grow past
 /// `max` bytes: a registry's declared sizes are its word only.

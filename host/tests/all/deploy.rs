@@ -410,7 +410,11 @@ async fn helm_chart_requiring_signed_modules_mounts_the_keys_and_passes_server_s
         .output()
         .unwrap();
     assert!(!out.status.success(), "a requirement without a key must not render");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("needs at least one key"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("needs at least one key"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The chart of the release directory (`cargo xtask release`, or the one
@@ -418,7 +422,8 @@ async fn helm_chart_requiring_signed_modules_mounts_the_keys_and_passes_server_s
 /// downloads: every document passes server-side dry run.
 #[tokio::test]
 async fn the_release_directorys_chart_passes_server_side_dry_run() {
-    let dir = std::env::var_os("OPERON_RELEASE_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target/release-dir"));
+    let dir =
+        std::env::var_os("OPERON_RELEASE_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target/release-dir"));
     let chart = dir.join(format!("operon-{}.tgz", env!("CARGO_PKG_VERSION")));
     assert!(
         chart.exists(),
@@ -428,7 +433,11 @@ async fn the_release_directorys_chart_passes_server_side_dry_run() {
     let mut command = Command::new(helm());
     command.args(["template", "operon"]).arg(&chart).args(["--namespace", NAMESPACE, "--include-crds"]);
     let docs = documents(&render(command));
-    assert!(has(&docs, "Deployment operon") && has(&docs, "CustomResourceDefinition reconcilers.operon.dev"), "{:?}", kinds(&docs));
+    assert!(
+        has(&docs, "Deployment operon") && has(&docs, "CustomResourceDefinition reconcilers.operon.dev"),
+        "{:?}",
+        kinds(&docs)
+    );
     dry_run_all("the release's chart", &docs).await;
 }
 

@@ -844,7 +844,10 @@ async fn a_failing_reconcile_after_a_side_effect_shows_as_synced_false_on_the_pa
     apply_webapp("quiet", false).await;
     let guest_conditions = |o: &DynamicObject| -> Vec<String> {
         let list = o.data.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
-        list.iter().filter(|c| c["type"] != "Synced").map(|c| c["type"].as_str().unwrap_or_default().to_string()).collect()
+        list.iter()
+            .filter(|c| c["type"] != "Synced")
+            .map(|c| c["type"].as_str().unwrap_or_default().to_string())
+            .collect()
     };
     let first = eventually("the first reconcile to succeed", WAIT, || async {
         synced(&webapps, "reported").await.filter(|(status, _, _)| status == "True")
@@ -865,7 +868,10 @@ async fn a_failing_reconcile_after_a_side_effect_shows_as_synced_false_on_the_pa
     .await;
     eprintln!("Synced: {failed:?}");
     assert_eq!(failed.1, "ApplyFailed");
-    assert!(failed.2.contains("Ingress") && failed.2.contains("forbidden"), "the refusal is in the message: {failed:?}");
+    assert!(
+        failed.2.contains("Ingress") && failed.2.contains("forbidden"),
+        "the refusal is in the message: {failed:?}"
+    );
     let failing = webapps.get("reported").await.unwrap();
     assert_eq!(guest_conditions(&failing), before, "the guest's conditions are all still there");
     // The failing loop retries with backoff; the condition is not written again.
@@ -886,7 +892,11 @@ async fn a_failing_reconcile_after_a_side_effect_shows_as_synced_false_on_the_pa
         "the parent was written again while the same failure repeated"
     );
     let quiet = webapps.get("quiet").await.unwrap();
-    assert!(synced(&webapps, "quiet").await.is_none(), "syncedCondition: false writes nothing: {:?}", quiet.data["status"]);
+    assert!(
+        synced(&webapps, "quiet").await.is_none(),
+        "syncedCondition: false writes nothing: {:?}",
+        quiet.data["status"]
+    );
 
     // Granted: the next retry succeeds, and the parent says so.
     let role: Role = serde_json::from_value(rules(true)).unwrap();

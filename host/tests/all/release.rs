@@ -21,9 +21,8 @@ use std::process::Command;
 
 /// The release directory under test.
 fn dir() -> PathBuf {
-    let dir = std::env::var_os("OPERON_RELEASE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("target/release-dir"));
+    let dir =
+        std::env::var_os("OPERON_RELEASE_DIR").map(PathBuf::from).unwrap_or_else(|| repo().join("target/release-dir"));
     assert!(
         dir.join("SHA256SUMS").exists(),
         "{} holds no release: run `cargo xtask release --ephemeral-key` (or `cargo xtask test`) first",
@@ -156,10 +155,8 @@ fn the_sdk_packages_install_from_the_directory() {
 
     // pip, from the wheel.
     let env = author::python_venv_from(&sdk, scratch, &format!("operon-sdk=={VERSION}"));
-    let version = run(with_env(
-        Command::new("python3").args(["-c", "import operon_sdk; print(operon_sdk.__version__)"]),
-        &env,
-    ));
+    let version =
+        run(with_env(Command::new("python3").args(["-c", "import operon_sdk; print(operon_sdk.__version__)"]), &env));
     assert_eq!(version.trim(), VERSION);
 
     // npm, from a loopback registry serving the tarball.
@@ -178,17 +175,17 @@ fn the_sdk_packages_install_from_the_directory() {
         ]),
         &env,
     ));
-    let installed: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(project.join("node_modules/@operon/sdk/package.json")).unwrap(),
-    )
-    .unwrap();
+    let installed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(project.join("node_modules/@operon/sdk/package.json")).unwrap())
+            .unwrap();
     assert_eq!(installed["version"], VERSION);
     run(Command::new("node").current_dir(&project).args(["--input-type=module", "-e", "await import('@operon/sdk')"]));
 
     // go, from the GOPROXY directory.
     let env = author::go_env_from(&sdk, scratch);
     let module = format!("operon.dev/sdk/go@v{VERSION}");
-    let listed = run(with_env(Command::new("go").current_dir(scratch).args(["mod", "download", "-json", &module]), &env));
+    let listed =
+        run(with_env(Command::new("go").current_dir(scratch).args(["mod", "download", "-json", &module]), &env));
     let info: serde_json::Value = serde_json::from_str(&listed).unwrap();
     assert_eq!(info["Version"], format!("v{VERSION}"), "{listed}");
 
@@ -223,10 +220,10 @@ fn the_sdk_packages_install_from_the_directory() {
 #[test]
 fn the_image_layout_and_the_sbom_describe_the_release() {
     let dir = dir();
-    let out = run(Command::new("skopeo").arg("inspect").arg("--config").arg(format!(
-        "oci:{}:{VERSION}",
-        dir.join("image").display()
-    )));
+    let out = run(Command::new("skopeo")
+        .arg("inspect")
+        .arg("--config")
+        .arg(format!("oci:{}:{VERSION}", dir.join("image").display())));
     let config: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(config["config"]["User"], "65532:65532", "{config}");
     assert_eq!(config["config"]["Labels"]["org.opencontainers.image.version"], VERSION, "{config}");

@@ -658,14 +658,16 @@ async fn a_signed_oci_module_loads_and_a_copied_other_key_or_missing_signature_i
     let (_, unsigned) = push_module(&registry, repository, guest("stamp-finalizer")).await;
     for (k, digest) in [(&key, &signed), (&other_key, &stranger)] {
         let reference = format!("{name}@{digest}");
-        let (ok, out) = operon(&["sign".as_ref(), "--key".as_ref(), k.as_os_str(), "--oci".as_ref(), reference.as_ref()]);
+        let (ok, out) =
+            operon(&["sign".as_ref(), "--key".as_ref(), k.as_os_str(), "--oci".as_ref(), reference.as_ref()]);
         assert!(ok, "operon sign --oci {reference}: {out}");
     }
     copy_signature(&registry, repository, &signed, &copied).await;
 
     // The CLI checks as the host does.
     let reference = format!("{name}@{signed}");
-    let (ok, out) = operon(&["verify".as_ref(), "--key".as_ref(), public.as_os_str(), "--oci".as_ref(), reference.as_ref()]);
+    let (ok, out) =
+        operon(&["verify".as_ref(), "--key".as_ref(), public.as_os_str(), "--oci".as_ref(), reference.as_ref()]);
     assert!(ok, "operon verify of what operon sign pushed: {out}");
     let (ok, out) =
         operon(&["verify".as_ref(), "--key".as_ref(), other_public.as_os_str(), "--oci".as_ref(), reference.as_ref()]);
@@ -732,7 +734,8 @@ async fn files_server(files: std::collections::HashMap<String, Vec<u8>>) -> u16 
                 let path = line.split(' ').nth(1).unwrap_or_default().to_string();
                 let answer = match files.get(&path) {
                     Some(body) => {
-                        let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len());
+                        let head =
+                            format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len());
                         [head.into_bytes(), body.clone()].concat()
                     }
                     None => b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_vec(),
@@ -816,7 +819,10 @@ async fn config_map_and_url_modules_load_only_with_a_detached_signature_of_their
         eprintln!("{r}: {status} {reason}: {message}");
         assert_eq!((status.as_str(), reason.as_str()), ("False", "UntrustedModule"), "{r}: {message}");
         assert!(message.contains(says), "{r}: {message}");
-        assert!(message.contains("ConfigMap") && message.contains("module-keys"), "{r}: names where the key is: {message}");
+        assert!(
+            message.contains("ConfigMap") && message.contains("module-keys"),
+            "{r}: names where the key is: {message}"
+        );
     }
 
     // The module changed in its ConfigMap, its signature not: the new bytes

@@ -69,7 +69,11 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// registries' copies).
 pub fn package_in(root: &Path, rel: &str) -> PathBuf {
     let path = root.join(rel);
-    assert!(path.exists(), "{} is missing: run `cargo xtask packages` (or `cargo xtask release`) first", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo xtask packages` (or `cargo xtask release`) first",
+        path.display()
+    );
     path
 }
 
