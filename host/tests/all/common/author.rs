@@ -262,7 +262,10 @@ pub fn panicking_guest_in_operon_test(lang: &str, file: &str, edits: &[(&str, &s
         build.env("CARGO_TARGET_DIR", scaffold_target());
     }
     run(&mut build);
-    let out = Command::new(OPERON).current_dir(&project).arg("test").output().unwrap();
+    // The guest's unwinding (Go's runtime prints a stack trace through
+    // WASI) is wall-clock timed: under a loaded test run it once took past
+    // the default 1 s, and the fixture failed as a timeout, not a panic.
+    let out = Command::new(OPERON).current_dir(&project).args(["test", "--guest-timeout", "30s"]).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(!out.status.success(), "{stdout}");
     assert!(stdout.contains("FAILED  empty-message"), "{stdout}");
